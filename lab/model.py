@@ -1,0 +1,133 @@
+"""Types shared by every layer: providers, guards, processor, replay, tables.
+
+These are the names of the public contract (``DESIGN.md``). They are pydantic v2 models so
+they validate at boundaries and serialise to JSON for fixtures; the hot per-chunk loops build
+them with already-correct values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ErrorType",
+    "FunctionCall",
+    "GuardEvent",
+    "ProcessedChunk",
+    "ProviderError",
+    "RawStreamChunk",
+    "ThoughtLogEntry",
+    "Usage",
+]
+
+ErrorType = Literal[
+    "api_error",
+    "rate_limit",
+    "content_blocked",
+    "timeout",
+    "provider_overloaded",
+    "model_error",
+    "unknown",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    def __repr_args__(self):  # leave default-valued fields out of reprs (notebook friendly)
+        for name, value in super().__repr_args__():
+            field = type(self).model_fields.get(name) if name else None
+            if field is not None and not field.is_required():
+                default = field.get_default(call_default_factory=True)
+                if value == default:
+                    continue
+            yield name, value
+
+
+class ThoughtLogEntry(_Model):
+    """One piece of reasoning: ``raw`` model thinking or a provider ``summary`` of it."""
+
+    kind: Literal["summary", "raw"]
+    content: str
+
+
+class FunctionCall(_Model):
+    """A tool call the model made."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+    thought_signature: str | None = None
+    arguments_truncated: bool = False
+    """True only when the argument JSON was cut short and then repaired (never fabricated)."""
+    provider_fields: dict[str, Any] = Field(default_factory=dict)
+    """Vendor continuity data: ``reasoning_details`` (OpenRouter),
+    ``reasoning_content`` (DeepSeek), ``raw_arguments`` when arguments did not parse."""
+
+
+class ProviderError(_Model):
+    """A normalized provider failure, HTTP or mid-stream."""
+
+    type: ErrorType
+    message: str
+    retryable: bool
+    code: str = "unknown"
+    status: int | None = None
+    user_message: str | None = None
+    original_error: Any = None
+
+
+class RawStreamChunk(_Model):
+    """A provider-native chunk (parsed JSON of one SSE event), before stage-03 processing."""
+
+    data: Any
+    provider: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProcessedChunk(_Model):
+    """A normalized chunk as the orchestrator consumes it."""
+
+    type: Literal["text", "function_call", "error", "done"]
+    content: str | None = None
+    function_call: FunctionCall | None = None
+    error: ProviderError | None = None
+    thoughts: list[ThoughtLogEntry] = Field(default_factory=list)
+    serving_provider: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class GuardEvent(_Model):
+    """A guard moved, dropped, truncated or recovered something.
+
+    ``seq`` is the index of the raw chunk (SSE event) within the attempt that triggered it,
+    ``offset`` the character offset within the guard's input stream where the affected text
+    began, ``moved`` the text that moved (or was dropped / recovered), ``detail["rule"]`` the
+    rule that fired.
+    """
+
+    guard: str
+    stream_id: str = ""
+    attempt: int = 0
+    seq: int = -1
+    offset: int = 0
+    moved: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(_Model):
+    """Token usage as the provider reported it.
+
+    ``input_tokens`` includes cached tokens, ``output_tokens`` includes reasoning tokens;
+    ``cost`` is the provider-reported cost (USD) when the provider reports one.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    total_tokens: int | None = None
+    cost: float | None = None
