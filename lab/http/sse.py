@@ -1,0 +1,251 @@
+"""Server-sent events framing over raw network reads.
+
+``SSEDecoder`` is an incremental ``decode(chunk, seq)`` / ``flush()`` decoder in the style of
+``httpx._decoders.LineDecoder``, but it works on *bytes* and keeps provenance:
+
+- a read may split a UTF-8 character or a CRLF pair; bytes are decoded only per complete line
+  (invalid UTF-8 becomes U+FFFD, the decoder never raises);
+- line endings are ``\\r\\n``, ``\\r`` and ``\\n``; a read ending in ``\\r`` completes its line
+  at once and a ``\\n`` opening the next read is swallowed;
+- ``data:`` lines are joined with ``\\n``; ``event:``, ``id:`` (ignored when it holds NUL) and
+  ``retry:`` (digits only) are kept; one space after the colon is removed; unknown fields are
+  ignored, as the spec says;
+- every comment line (``: keep-alive``) becomes its own comment event immediately, because a
+  keepalive is evidence;
+- a blank line dispatches the pending event (an event with ``event:``/``id:`` but no
+  ``data:`` is surfaced with ``data=None`` rather than dropped);
+- at EOF ``flush()`` parses a partial last line as a field line and surfaces the pending event
+  with ``unterminated=True``: a truncated stream is never silently dropped.
+
+Each event records ``first_seq`` (the read where its first byte arrived) and ``last_seq``
+(the read that completed it). ``index`` numbers events, comments included, from 0.
+
+The hot path is linear: one ``in`` scan and one ``split`` per read, one ``decode`` per read
+that completes lines, no per-byte Python loop and no rescanning of a growing buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+__all__ = ["SSEDecoder", "SSEEvent", "iter_sse"]
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    """One dispatched SSE event (or one comment line), with the reads it came from."""
+
+    index: int
+    """0-based event number within the stream (comments count)."""
+    data: str | None
+    """``data`` lines joined with ``\\n``; None when the event had no data field."""
+    event: str | None
+    """The ``event:`` field."""
+    id: str | None
+    """The ``id:`` field of this event."""
+    retry: int | None
+    """The ``retry:`` field, when it was all ASCII digits."""
+    comment: str | None
+    """For comment events only: the text after ``:`` with one leading space removed."""
+    first_seq: int
+    """seq of the read where the event's first byte arrived."""
+    last_seq: int
+    """seq of the read that completed it."""
+    unterminated: bool = False
+    """True for a final event cut at EOF without its blank line."""
+
+    @property
+    def is_comment(self) -> bool:
+        return self.comment is not None
+
+
+class SSEDecoder:
+    """Incremental SSE framer: ``decode(chunk, seq)`` per read, ``flush()`` at EOF."""
+
+    __slots__ = (
+        "_parts",
+        "_parts_seq",
+        "_cr_pending",
+        "_at_start",
+        "_last_seq",
+        "_index",
+        "_active",
+        "_data",
+        "_event",
+        "_id",
+        "_retry",
+        "_first_seq",
+    )
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []  # bytes of the current partial line (no terminator)
+        self._parts_seq = 0  # seq where the partial line's first byte arrived
+        self._cr_pending = False  # the previous read ended in "\r": swallow a leading "\n"
+        self._at_start = True  # strip a UTF-8 BOM from the first line of the stream
+        self._last_seq = 0
+        self._index = 0
+        self._reset_event()
+
+    def _reset_event(self) -> None:
+        self._active = False
+        self._data: list[str] | None = None
+        self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+        self._first_seq = 0
+
+    # -- public API ------------------------------------------------------------------------
+
+    def decode(self, chunk: bytes, seq: int) -> list[SSEEvent]:
+        """Feed one network read; return the events it completed (possibly none)."""
+        if not chunk:
+            return []
+        if self._cr_pending:
+            self._cr_pending = False
+            if chunk[:1] == b"\n":  # second half of a CRLF split across reads
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        self._last_seq = seq
+        if b"\r" in chunk:
+            self._cr_pending = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        nl = chunk.rfind(b"\n")
+        parts = self._parts
+        if nl < 0:  # no line completed: just remember the bytes
+            if not parts:
+                self._parts_seq = seq
+            parts.append(chunk)
+            return []
+        if parts:
+            parts.append(chunk[:nl])
+            region = b"".join(parts)
+            first_line_seq = self._parts_seq
+            parts.clear()
+        else:
+            region = chunk[:nl]
+            first_line_seq = seq
+        if nl + 1 < len(chunk):
+            parts.append(chunk[nl + 1 :])
+            self._parts_seq = seq
+        lines = region.decode("utf-8", "replace").split("\n")
+        if self._at_start:
+            self._at_start = False
+            if lines[0][:1] == "\ufeff":
+                lines[0] = lines[0][1:]
+        out: list[SSEEvent] = []
+        self._process_lines(lines, first_line_seq, seq, out)
+        return out
+
+    def flush(self) -> list[SSEEvent]:
+        """At EOF: surface a partial last line and a pending event, flagged unterminated."""
+        out: list[SSEEvent] = []
+        seq = self._last_seq
+        if self._parts:
+            line = b"".join(self._parts).decode("utf-8", "replace")
+            self._parts.clear()
+            if self._at_start:
+                self._at_start = False
+                if line[:1] == "\ufeff":
+                    line = line[1:]
+            if line:
+                if line[0] == ":":
+                    comment = line[1:]
+                    if comment[:1] == " ":
+                        comment = comment[1:]
+                    start = self._parts_seq
+                    out.append(
+                        SSEEvent(self._index, None, None, None, None, comment, start, seq, True)
+                    )
+                    self._index += 1
+                else:
+                    self._process_lines([line], self._parts_seq, seq, out)
+        if self._active:
+            out.append(
+                SSEEvent(
+                    self._index,
+                    None if self._data is None else "\n".join(self._data),
+                    self._event,
+                    self._id,
+                    self._retry,
+                    None,
+                    self._first_seq,
+                    seq,
+                    True,
+                )
+            )
+            self._index += 1
+            self._reset_event()
+        self._cr_pending = False
+        return out
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _process_lines(
+        self, lines: list[str], first_line_seq: int, seq: int, out: list[SSEEvent]
+    ) -> None:
+        line_seq = first_line_seq  # only the first line may have started in an earlier read
+        for line in lines:
+            if not line:  # blank line: dispatch
+                if self._active:
+                    data = self._data
+                    out.append(
+                        SSEEvent(
+                            self._index,
+                            None if data is None else "\n".join(data),
+                            self._event,
+                            self._id,
+                            self._retry,
+                            None,
+                            self._first_seq,
+                            seq,
+                        )
+                    )
+                    self._index += 1
+                    self._reset_event()
+                line_seq = seq
+                continue
+            if line[0] == ":":
+                comment = line[1:]
+                if comment[:1] == " ":
+                    comment = comment[1:]
+                out.append(SSEEvent(self._index, None, None, None, None, comment, line_seq, seq))
+                self._index += 1
+                line_seq = seq
+                continue
+            name, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                if self._data is None:
+                    self._data = [value]
+                else:
+                    self._data.append(value)
+            elif name == "event":
+                self._event = value
+            elif name == "id":
+                if "\x00" in value:
+                    line_seq = seq
+                    continue
+                self._id = value
+            elif name == "retry":
+                if not (value.isascii() and value.isdigit()):
+                    line_seq = seq
+                    continue
+                self._retry = int(value)
+            else:  # unknown field: ignored (spec)
+                line_seq = seq
+                continue
+            if not self._active:
+                self._active = True
+                self._first_seq = line_seq
+            line_seq = seq
+
+
+def iter_sse(reads: Iterable[bytes]) -> Iterator[SSEEvent]:
+    """Frame a whole sequence of reads (seq = position); flushes at the end."""
+    decoder = SSEDecoder()
+    for seq, chunk in enumerate(reads):
+        yield from decoder.decode(chunk, seq)
+    yield from decoder.flush()
