@@ -56,6 +56,11 @@ cache_write``; ``usable = input_limit - reserved`` if ``input_limit`` else
 ``context_limit - max_output``; overflow iff ``count >= usable``. No model, a context limit of
 0 or ``auto_compact=False`` -> never.
 
+Context-length errors: an error chunk is one when it matches reference §7's overflow test
+(opencode's message patterns, status 413, code ``context_length_exceeded``) or when
+``lab.errors.classify_error`` (imported lazily, if that module exists) says
+``context_length``.
+
 Doom loop (§3.3, widened as DESIGN.md requires): after a tool part goes ``running``, the last
 three parts of the *message* other than step boundaries and reasoning are examined; if they
 are three non-pending tool parts with the same tool name and equal arguments (compared as
@@ -395,7 +400,7 @@ _DEFAULT_CONFIG = ProcessorConfig()
 
 # ----------------------------------------------------------------- context-length detection
 
-# Fallback for when lab.errors is not available; the OVERFLOW patterns of §7.
+# The OVERFLOW patterns of reference §7 (opencode's parseAPICallError).
 _OVERFLOW_RE = re.compile(
     "|".join(
         (
@@ -429,12 +434,18 @@ def _local_is_context_overflow(error: ProviderError) -> bool:
 
 
 def _is_context_overflow(error: ProviderError) -> bool:
-    """``lab.errors.classify_error`` when that module exists (one definition of the rule),
-    else the local §7 pattern check."""
+    """The reference processor's overflow test (§7 patterns, status 413, code
+    ``context_length_exceeded``) OR ``lab.errors.classify_error`` saying ``context_length``
+    when that module exists. Both, because they are different reference rules: §7's list is
+    opencode's (it has Anthropic's "prompt is too long", which the bot classifier lacks) and
+    the classifier's may match messages §7 does not; a replay must never call an error
+    context-length in its tables while the processor stops on it."""
+    if _local_is_context_overflow(error):
+        return True
     try:
         from lab.errors import classify_error
     except ImportError:
-        return _local_is_context_overflow(error)
+        return False
     return classify_error(error) == "context_length"
 
 

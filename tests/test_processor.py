@@ -8,6 +8,8 @@ ProcessedChunk equivalent; their closest chunk-level behaviour is tested instead
 from __future__ import annotations
 
 import json
+import sys
+import types as pytypes
 from collections.abc import Iterator
 
 import pytest
@@ -667,3 +669,23 @@ def test_load_model_table_reads_a_given_file_and_rejects_bad_entries(tmp_path):
         load_model_table(bad)
     with pytest.raises(ValueError, match="cannot read model table"):
         load_model_table(tmp_path / "missing.json")
+
+
+def _fake_errors_module(verdict: str | None) -> pytypes.ModuleType:
+    module = pytypes.ModuleType("lab.errors")
+    module.classify_error = lambda error: verdict
+    return module
+
+
+def test_classifier_context_length_verdict_also_compacts(monkeypatch):
+    monkeypatch.setitem(sys.modules, "lab.errors", _fake_errors_module("context_length"))
+    proc = Processor(M200)
+    assert proc.process([error("Context window is exceeded, sorry")]) == "compact"
+
+
+def test_reference_overflow_patterns_compact_whatever_the_classifier_says(monkeypatch):
+    monkeypatch.setitem(sys.modules, "lab.errors", _fake_errors_module(None))
+    proc = Processor(M200)
+    assert proc.process([error("prompt is too long: 210345 tokens > 200000 maximum")]) == "compact"
+    other = Processor(M200)
+    assert other.process([error("Context window is exceeded, sorry")]) == "stop"
