@@ -39,6 +39,9 @@ How chunks become parts:
   the step reported none, AI SDK 5's default) are read from any chunk of the step.
 - A ``done`` chunk ends the step: later chunks of the iterable are not consumed.
 
+A text or reasoning part's ``text`` is filled in when the part closes (deltas are buffered
+meanwhile); every part is closed before ``process()`` returns.
+
 Times: parts carry ``start``/``end`` as the ordinal of the chunk (counted over the whole
 message, starting at 1) at which they opened/closed; ``end`` is None while open.
 
@@ -487,6 +490,8 @@ class Processor:
         # per-step state
         self._text: TextPart | None = None
         self._reasoning: ReasoningPart | None = None
+        self._text_buf: list[str] = []
+        self._reasoning_buf: list[str] = []
         self._toolcalls: dict[str, ToolPart] = {}
         self._step_first_part = 0
 
@@ -586,30 +591,36 @@ class Processor:
 
     # -- events -----------------------------------------------------------------------------
 
+    # Deltas are buffered in lists and joined when the part closes (``+=`` on an attribute
+    # is quadratic over a long stream); cleanup closes every part before process() returns.
+
     def _add_text(self, text: str, seq: int) -> None:
-        part = self._text
-        if part is None:
+        if self._text is None:
             self._close_reasoning(seq)
-            part = self._text = TextPart(start=seq)
-            self.message.parts.append(part)
-        part.text += text
+            self._text = TextPart(start=seq)
+            self._text_buf = []
+            self.message.parts.append(self._text)
+        self._text_buf.append(text)
 
     def _add_reasoning(self, kind: Literal["raw", "summary"], text: str, seq: int) -> None:
         part = self._reasoning
         if part is None or part.kind != kind:
             self._close_text(seq)
             self._close_reasoning(seq)
-            part = self._reasoning = ReasoningPart(kind=kind, start=seq)
-            self.message.parts.append(part)
-        part.text += text
+            self._reasoning = ReasoningPart(kind=kind, start=seq)
+            self._reasoning_buf = []
+            self.message.parts.append(self._reasoning)
+        self._reasoning_buf.append(text)
 
     def _close_text(self, seq: int) -> None:
         if self._text is not None:
+            self._text.text = "".join(self._text_buf)
             self._text.end = seq
             self._text = None
 
     def _close_reasoning(self, seq: int) -> None:
         if self._reasoning is not None:
+            self._reasoning.text = "".join(self._reasoning_buf)
             self._reasoning.end = seq
             self._reasoning = None
 
