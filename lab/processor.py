@@ -69,7 +69,9 @@ three parts of the *message* other than step boundaries and reasoning are examin
 are three non-pending tool parts with the same tool name and equal arguments (compared as
 canonical JSON values, so key order is ignored) it is a doom loop. Because step-start and
 step-finish parts are skipped, repeats across steps count (the reference only looks inside
-one step); a text part between the calls breaks the streak. The lab has no user to ask, so a
+one step); a text part between the calls breaks the streak. Reasoning parts are skipped too
+(the reference counts them as breakers): a reasoning model thinks before every call, so
+otherwise no cross-step repeat could ever be seen. The lab has no user to ask, so a
 doom loop is treated as denied: ``message.doom_loop = True`` and the step returns ``"stop"``
 after it has been consumed to its end (so its usage and cost are still settled).
 """
@@ -241,7 +243,7 @@ class ToolPart:
     """``interrupted: True`` when cleanup aborted it."""
     function_call: FunctionCall | None = None
     """The call as the adapter produced it (thought signature, provider fields, truncation)."""
-    input_key: str = ""
+    input_key: str = field(default="", repr=False)
     """Canonical JSON of ``input`` (sorted keys): what the doom-loop check compares."""
     type: Literal["tool"] = "tool"
 
