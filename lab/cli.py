@@ -1,0 +1,284 @@
+"""``lab`` — the command line.
+
+::
+
+    lab demo [--out DIR] [--n N]       record every bundled fake scenario, replay, tables, plots
+    lab fake-server [--port N]         the scripted fake providers on loopback
+    lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
+    lab replay PATH [--config FILE] [--compare FILE] [--workers N]
+    lab report PATH [--out DIR]
+    lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
+    lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
+
+Every command exits 0 on success, 2 on bad input with one line saying what was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed as one line, exit status 2."""
+
+
+def _print_table(title: str, df: Any, columns: list[str] | None = None, limit: int = 40) -> None:
+    import pandas as pd
+
+    print(f"\n== {title} ({len(df)} rows) ==")
+    if df.empty:
+        print("(none)")
+        return
+    view = df[[c for c in columns if c in df.columns]] if columns else df
+    with pd.option_context(
+        "display.max_columns", 30, "display.width", 160, "display.max_colwidth", 40
+    ):
+        print(view.head(limit).to_string(index=False))
+    if len(df) > limit:
+        print(f"... {len(df) - limit} more rows")
+
+
+STREAM_VIEW = [
+    "model",
+    "serving_provider",
+    "leaked",
+    "leak_guards",
+    "classifier",
+    "error_type",
+    "degradation_path",
+    "finish_reason",
+    "ttft_ms",
+    "text_chars",
+    "reasoning_chars",
+    "output_tokens",
+    "cost",
+    "outcome",
+    "anomalies",
+]
+
+
+def _report(results: list, out: Path | None) -> dict[str, Path]:
+    from lab import tables
+
+    st = tables.streams(results)
+    _print_table("streams", st, STREAM_VIEW)
+    _print_table("by backend", tables.by_backend(st))
+    _print_table(
+        "leaks", tables.leaks(results), ["stream_id", "serving_provider", "guard", "rule", "moved"]
+    )
+    _print_table("classifiers", tables.classifiers(st))
+    att = tables.attempts(results)
+    _print_table(
+        "degradation attempts",
+        att[att["attempt"] > 0] if len(att) else att,
+        ["stream_id", "model", "attempt", "label", "status", "end_reason", "error"],
+    )
+    written: dict[str, Path] = {}
+    if out is not None:
+        from lab import plots
+
+        written = plots.write_all(results, out)
+        print("\nplots:")
+        for name, path in written.items():
+            print(f"  {name}: {path}")
+    return written
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from lab.demo import demo_requests
+    from lab.fakes import FakeServer
+    from lab.recorder import Recorder
+    from lab.replay import replay
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = demo_requests(args.n)
+    print(f"lab demo: {len(plan)} requests against the fake providers (loopback, no keys)")
+    with FakeServer() as server:
+        print(f"fake server on {server.base_url}")
+        with Recorder(out / "captures", label="lab demo") as rec:
+            for item in _progress(plan, "record"):
+                rec.record(
+                    item["provider"], item["body"], base_url=server.base_url + item["base_path"]
+                )
+            live = rec.results
+            path = rec.path
+    print(f"capture written to {path}")
+    replayed = replay(path, progress=not args.quiet)
+    same = sum(1 for a, b in zip(live, replayed, strict=True) if a.to_dict() == b.to_dict())
+    print(f"replay reproduces live: {same}/{len(live)} streams identical")
+    _report(replayed, out / "plots")
+    if same != len(live):
+        print("error: some replays differ from the live run", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _progress(items: list, desc: str) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="stream", leave=False)
+
+
+def cmd_fake_server(args: argparse.Namespace) -> int:
+    from lab.fakes import serve_forever
+
+    serve_forever(args.port)
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    import os
+
+    from lab.providers import get_adapter
+    from lab.recorder import Recorder
+    from lab.request import build_body
+
+    try:
+        adapter = get_adapter(args.provider)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    env = adapter.api_key_env
+    key = os.environ.get(env) if env else None
+    if not key and not args.base_url:
+        raise UsageError(f"no API key: set {env} (or pass --base-url to a server that needs none)")
+    body = build_body(args.provider, model=args.model, prompt=args.prompt)
+    with Recorder(args.out, label=args.label) as rec:
+        for _ in _progress(list(range(args.n)), "record"):
+            r = rec.record(args.provider, body, base_url=args.base_url, api_key=key)
+            if args.n == 1:
+                print(r.text)
+        results = rec.results
+        print(f"capture written to {rec.path}")
+    from lab import tables
+
+    _print_table("streams", tables.streams(results), STREAM_VIEW)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from lab import tables
+    from lab.replay import compare, replay
+
+    if args.compare:
+        df = compare(args.path, args.config, args.compare)
+        _print_table(
+            "streams whose output changed", df, ["stream_id", "serving_provider", "field", "diff"]
+        )
+        return 0
+    results = replay(args.path, config=args.config, workers=args.workers, progress=True)
+    _print_table("streams", tables.streams(results), STREAM_VIEW)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from lab.replay import replay
+
+    results = replay(args.path, config=args.config, workers=args.workers, progress=True)
+    _report(results, Path(args.out))
+    return 0
+
+
+def cmd_fixtures(args: argparse.Namespace) -> int:
+    from lab import fixtures
+
+    return fixtures.cli(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lab", description="Stream Lab: record, replay and tabulate LLM provider streams."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser(
+        "demo", help="record every bundled fake scenario, replay, print tables, write plots"
+    )
+    d.add_argument("--out", default="lab-demo", help="output directory (default: lab-demo)")
+    d.add_argument("--n", type=int, default=3, help="recordings per scenario (default 3)")
+    d.add_argument("--quiet", action="store_true", help="no progress bars")
+    d.set_defaults(func=cmd_demo)
+
+    f = sub.add_parser("fake-server", help="run the scripted fake providers on 127.0.0.1")
+    f.add_argument("--port", type=int, default=0, help="port (0 = any free port)")
+    f.set_defaults(func=cmd_fake_server)
+
+    r = sub.add_parser("record", help="record live streams into a capture")
+    r.add_argument("--provider", required=True)
+    r.add_argument("--model", required=True)
+    r.add_argument("--prompt", required=True)
+    r.add_argument("--base-url", default=None)
+    r.add_argument("--n", type=int, default=1)
+    r.add_argument("--out", default="captures")
+    r.add_argument("--label", default=None)
+    r.set_defaults(func=cmd_record)
+
+    rp = sub.add_parser("replay", help="replay captures through the full stack")
+    rp.add_argument("path")
+    rp.add_argument("--config", default=None, help="a LabConfig / SpillGuardConfig JSON file")
+    rp.add_argument(
+        "--compare",
+        default=None,
+        metavar="CONFIG",
+        help="A/B: streams whose output changes under CONFIG",
+    )
+    rp.add_argument("--workers", type=int, default=None)
+    rp.set_defaults(func=cmd_replay)
+
+    rep = sub.add_parser("report", help="tables and plots for captures")
+    rep.add_argument("path")
+    rep.add_argument("--out", default="lab-report")
+    rep.add_argument("--config", default=None)
+    rep.add_argument("--workers", type=int, default=None)
+    rep.set_defaults(func=cmd_report)
+
+    fx = sub.add_parser("fixtures", help="regression fixtures from captured streams")
+    fx_sub = fx.add_subparsers(dest="fixtures_command", required=True)
+    ex = fx_sub.add_parser("export", help="export streams as regression fixtures")
+    ex.add_argument("path")
+    ex.add_argument("--stream", action="append", required=True, help="stream id (repeatable)")
+    ex.add_argument("--name", default=None)
+    ex.add_argument("--dest", default="tests/fixtures")
+    sh = fx_sub.add_parser(
+        "shrink", help="shrink a stream to the smallest one that keeps a property"
+    )
+    sh.add_argument("path")
+    sh.add_argument("--stream", required=True)
+    sh.add_argument(
+        "--predicate",
+        required=True,
+        help="spill_guard | classifier=NAME | anomaly=NAME | guard=NAME",
+    )
+    sh.add_argument("--name", default=None)
+    sh.add_argument("--dest", default="tests/fixtures")
+    fx.set_defaults(func=cmd_fixtures)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"lab: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # clear one-line errors for known bad input
+        from lab.capture import CaptureError
+        from lab.config import ConfigError
+
+        if isinstance(exc, (CaptureError, ConfigError, FileNotFoundError, ValueError)):
+            print(f"lab: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""One config object for everything a replay can tune.
+
+Every heuristic of the normalization stack is a named field here (or in the nested
+:class:`~lab.guards.SpillGuardConfig`) with the reference value as its default, so a notebook
+can change it and every result records which config produced it (``StreamResult.config``).
+
+A config can be given as a :class:`LabConfig`, a bare ``SpillGuardConfig`` (only the spill
+guard changes), a ``dict`` or the path of a JSON file written by :meth:`LabConfig.save` or the
+tuner notebook: :meth:`LabConfig.coerce` accepts all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lab.guards.spill import SpillGuardConfig
+
+__all__ = ["ConfigError", "LabConfig"]
+
+
+class ConfigError(ValueError):
+    """A config file or value could not be used; the message says which and why."""
+
+
+class LabConfig(BaseModel):
+    """Tunable behaviour of the adapters and guards. Defaults are the reference values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spill: SpillGuardConfig = Field(default_factory=SpillGuardConfig)
+    """Spill guard heuristics (reasoning glued to the first visible sentence)."""
+    strip_think_blocks: bool = True
+    """Route ``<think>…</think>`` found in content to reasoning."""
+    capture_think_blocks_as_thoughts: bool = True
+    """Keep stripped think text as reasoning (False drops it, bookkeeping unchanged)."""
+    persona_name: str | None = None
+    """Bot persona name: closes an unclosed think block at ``Name:`` and feeds the speaker guard."""
+    speaker_guard: bool = False
+    """``llm_stop_speaker_pattern_enabled``: cut the stream before a generic ``Label:`` line."""
+    speaker_holdback_chars: int = 32
+    """Characters the speaker guard holds back while it waits for a label to complete."""
+    dedup_tail_chars: int = 4096
+    """Rolling tail of streamed text that repeated deltas are compared with."""
+    dedup_min_chars: int = 8
+    """Deltas shorter than this are never deduplicated; also the minimum overlap."""
+    verbatim_tool_calls: bool = False
+    """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
+    inactivity_timeout_s: float = 120.0
+    """Live streams: give up when no data arrives for this long (OpenRouter default 120 s)."""
+    degrade: bool = True
+    """Run the parameter-degradation ladder on degradable failures."""
+
+    @classmethod
+    def coerce(cls, value: Any) -> LabConfig:
+        """Turn ``None``, a LabConfig, a SpillGuardConfig, a dict or a JSON path into a LabConfig."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, SpillGuardConfig):
+            return cls(spill=value)
+        if isinstance(value, (str, Path)):
+            return cls.load(value)
+        if isinstance(value, dict):
+            try:
+                if "spill" not in value and set(value) <= set(SpillGuardConfig.model_fields):
+                    return cls(spill=SpillGuardConfig(**value))
+                return cls.model_validate(value)
+            except ValidationError as exc:
+                raise ConfigError(f"invalid config: {exc}") from None
+        raise ConfigError(f"cannot use {type(value).__name__} as a config")
+
+    @classmethod
+    def load(cls, path: str | Path) -> LabConfig:
+        """Read a config JSON file (a full LabConfig or just the spill guard's fields)."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: config file does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{p}: not a JSON config file ({exc})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: a config file holds a JSON object")
+        try:
+            return cls.coerce(data)
+        except ConfigError as exc:
+            raise ConfigError(f"{p}: {exc}") from None
+
+    def save(self, path: str | Path) -> Path:
+        """Write this config as JSON (what ``lab replay --config`` reads)."""
+        p = Path(path)
+        p.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        return p
+
+    def fingerprint(self) -> str:
+        """A short stable id of this config (for tables comparing configs)."""
+        import hashlib
+
+        return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:10]

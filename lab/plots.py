@@ -1,0 +1,173 @@
+"""matplotlib figures over results and tables. Every function returns a ``Figure``.
+
+Nothing here calls ``plt.show()``; notebooks display the returned figure, :func:`write_all`
+saves them as PNG files. The Agg backend is used when no display is configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import matplotlib
+
+if not matplotlib.get_backend() or matplotlib.get_backend().lower().startswith("qt"):
+    matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from lab.result import StreamResult  # noqa: E402
+
+__all__ = [
+    "classifier_distribution",
+    "leak_rate_by_backend",
+    "stream_timeline",
+    "ttft_by_backend",
+    "write_all",
+]
+
+
+def _figure(width: float = 7.0, height: float = 3.6) -> tuple[Figure, object]:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
+    """Horizontal bars: share of streams where reasoning leaked, per serving backend."""
+    df = by_backend_table.sort_values("leak_rate")
+    fig, ax = _figure(7.0, max(2.4, 0.45 * len(df) + 1.2))
+    if df.empty:
+        ax.text(0.5, 0.5, "no streams", ha="center", va="center")
+        return fig
+    bars = ax.barh(df["serving_provider"], df["leak_rate"] * 100, color="#d62728")
+    for bar, leaked, total in zip(bars, df["leaked"], df["streams"], strict=True):
+        ax.annotate(
+            f"{int(leaked)}/{int(total)}",
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
+    ax.set_xlabel("streams with leaked reasoning (%)")
+    ax.set_xlim(0, 110)
+    ax.set_title("Reasoning leaks by serving backend")
+    return fig
+
+
+def ttft_by_backend(stream_table: pd.DataFrame) -> Figure:
+    """Box plot of time to first token (ms) per serving backend."""
+    df = stream_table.dropna(subset=["ttft_ms"]).copy()
+    df["serving_provider"] = df["serving_provider"].fillna("(unknown)")
+    groups = sorted(df["serving_provider"].unique())
+    fig, ax = _figure(7.0, 3.6)
+    if not groups:
+        ax.text(0.5, 0.5, "no timing data", ha="center", va="center")
+        return fig
+    data = [df.loc[df["serving_provider"] == g, "ttft_ms"].to_numpy() for g in groups]
+    ax.boxplot(data, tick_labels=groups, vert=True)
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title("Time to first token by serving backend")
+    ax.tick_params(axis="x", rotation=30)
+    return fig
+
+
+def classifier_distribution(stream_table: pd.DataFrame) -> Figure:
+    """Bar chart of error outcomes: classifier (or error type when no classifier fired)."""
+    df = stream_table[stream_table["error_type"].notna()]
+    labels = df["classifier"].fillna("type:" + df["error_type"].astype(str))
+    counts = labels.value_counts().sort_values()
+    fig, ax = _figure(7.0, max(2.4, 0.45 * len(counts) + 1.2))
+    if counts.empty:
+        ax.text(0.5, 0.5, "no errors", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    ax.barh(counts.index, counts.to_numpy(), color="#1f77b4")
+    ax.set_xlabel("streams")
+    ax.set_title("Error classifiers")
+    return fig
+
+
+def stream_timeline(result: StreamResult) -> Figure:
+    """Arrival time vs cumulative characters: content, reasoning, and text moved by guards.
+
+    Guard events are marked with vertical lines at the time their raw chunk arrived.
+    """
+    fig, ax = _figure(8.0, 3.8)
+    t_text, y_text, t_reason, y_reason = [], [], [], []
+    n_text = n_reason = 0
+    for i, chunk in enumerate(result.chunks):
+        t = result.chunk_time_ns(i)
+        if t is None:
+            continue
+        t_ms = t / 1e6
+        if chunk.content:
+            n_text += len(chunk.content)
+            t_text.append(t_ms)
+            y_text.append(n_text)
+        r = sum(len(th.content) for th in chunk.thoughts)
+        if r:
+            n_reason += r
+            t_reason.append(t_ms)
+            y_reason.append(n_reason)
+    if t_text:
+        ax.step(t_text, y_text, where="post", label="content", color="#2ca02c")
+    if t_reason:
+        ax.step(t_reason, y_reason, where="post", label="reasoning", color="#9467bd")
+    from lab.tables import _event_read
+
+    moved_labelled = False
+    for e in result.guard_events:
+        _, t_ms = _event_read(result, e.attempt, e.seq)
+        if t_ms is None:
+            continue
+        ax.axvline(
+            t_ms,
+            color="#d62728",
+            linestyle="--",
+            linewidth=1,
+            label=None if moved_labelled else "moved by guard",
+        )
+        ax.annotate(
+            f"{e.guard}: {e.moved[:24]!r}",
+            (t_ms, ax.get_ylim()[1] * 0.9),
+            fontsize=7,
+            rotation=90,
+            va="top",
+            color="#d62728",
+        )
+        moved_labelled = True
+    ax.set_xlabel("arrival (ms since request)")
+    ax.set_ylabel("cumulative characters")
+    title = f"{result.model or result.provider} via {result.serving_provider or '?'}"
+    ax.set_title(title)
+    if t_text or t_reason or moved_labelled:
+        ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def write_all(
+    results: Sequence[StreamResult] | Iterable[StreamResult], out: str | Path
+) -> dict[str, Path]:
+    """Save the standard figures as PNG files under ``out``; returns name -> path."""
+    from lab import tables
+
+    results = list(results)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    st = tables.streams(results)
+    figures = {
+        "leaks_by_backend": leak_rate_by_backend(tables.by_backend(st)),
+        "ttft_by_backend": ttft_by_backend(st),
+        "classifiers": classifier_distribution(st),
+    }
+    leaked = [r for r in results if any(e.guard in tables.LEAK_GUARDS for e in r.guard_events)]
+    if leaked or results:
+        figures["timeline"] = stream_timeline((leaked or results)[0])
+    written = {}
+    for name, fig in figures.items():
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        written[name] = path
+    return written

@@ -1,0 +1,196 @@
+"""The adapter contract every provider family implements, and the machinery they share.
+
+An adapter turns one provider's SSE events into :class:`~lab.model.ProcessedChunk` objects:
+stage 02 (chunk normalization, the guards, the commit point) and stage 03 (``process_chunk``).
+It is pure: the runner (:mod:`lab.stream`) owns httpx, the SSE decoder and the degradation
+plan, and feeds the adapter one :class:`~lab.http.sse.SSEEvent` at a time::
+
+    adapter.start_attempt(n)             # fresh per-attempt state, guards re-armed
+    for event in events:
+        chunks = adapter.feed(event)      # may raise RetryAttempt before the commit point
+    chunks = adapter.finish()             # natural end: guard flushes
+    chunks = adapter.fail(error)          # error path: guard flushes, then the error chunk
+
+Guards never act silently: every note a guard records is turned into a
+:class:`~lab.model.GuardEvent` stamped with the stream id, the attempt and the index of the
+raw chunk (SSE event) that triggered it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+from lab.config import LabConfig
+from lab.guards.base import GuardNote
+from lab.http.sse import SSEEvent
+from lab.model import GuardEvent, ProcessedChunk, ProviderError
+
+__all__ = ["RetryAttempt", "StreamAdapter", "StreamStopped"]
+
+
+class RetryAttempt(Exception):
+    """Raised by ``feed`` when a pre-commit error made the degradation plan choose a retry."""
+
+    def __init__(self, status: int | None, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class StreamStopped(Exception):
+    """Internal: a guard ended the stream (speaker guard)."""
+
+
+PrecommitHook = Callable[[int | None, str], bool]
+
+
+class StreamAdapter:
+    """Base class: per-attempt state, guard-event plumbing, request-side defaults."""
+
+    provider: ClassVar[str] = ""
+    default_base_url: ClassVar[str] = ""
+    api_key_env: ClassVar[str] = ""
+    mandatory_keys: ClassVar[tuple[str, ...]] = ("model", "messages", "stream")
+    priority_keys: ClassVar[tuple[str, ...]] = ()
+    degrade_on_502: ClassVar[bool] = False
+    degrade_on_opaque_5xx: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        config: LabConfig | None = None,
+        tools: list[dict] | None = None,
+        stream_id: str = "",
+        model: str | None = None,
+    ) -> None:
+        self.config = config or LabConfig()
+        self.tools = tools or []
+        self.stream_id = stream_id
+        self.model = model
+        self.guard_events: list[GuardEvent] = []
+        self.on_precommit_error: PrecommitHook = _never_retry
+        self.serving_provider: str | None = None
+        self.finish_reason: str | None = None
+        self.facts: dict[str, Any] = {
+            "events": 0,
+            "comments": 0,
+            "done_seen": False,
+            "invalid_json": 0,
+            "unterminated_tail": False,
+            "finish_reasons": [],
+        }
+        self.attempt = -1
+        self.seq = -1
+        self.read_seq = -1
+        self.committed = False
+        self.stopped = False
+
+    # -- request side -------------------------------------------------------------------
+
+    def endpoint(self, base_url: str | None, model: str | None) -> str:
+        return (base_url or self.default_base_url).rstrip("/") + "/chat/completions"
+
+    def request_headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if api_key and api_key.strip():
+            headers["authorization"] = f"Bearer {api_key}"
+        return headers
+
+    def mandatory_keys_for(self, body: dict) -> tuple[str, ...]:
+        """Keys the degradation ladder never drops for this body."""
+        return self.mandatory_keys
+
+    def extra_classifiers(self, body: dict) -> tuple[Callable[..., str | None], ...]:
+        return ()
+
+    def failure_message(self, status: int, body_text: str) -> str:
+        """The message the degradation classifier sees for an HTTP failure."""
+        return body_text
+
+    def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
+        from lab.errors import normalize_http_error
+
+        return normalize_http_error(self.provider, status, body_text)
+
+    def transport_error(self, exc: BaseException) -> ProviderError:
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):
+            return ProviderError(
+                type="timeout",
+                message=f"{self.provider} stream timed out while waiting for data",
+                retryable=True,
+                code="timeout",
+            )
+        return ProviderError(
+            type="api_error",
+            message=f"{self.provider} connection failed: {type(exc).__name__}: {exc}",
+            retryable=True,
+            code="network_error",
+        )
+
+    # -- stream side --------------------------------------------------------------------
+
+    def start_attempt(self, attempt: int) -> None:
+        """Reset every per-attempt accumulator and guard (the commit point starts over)."""
+        self.attempt = attempt
+        self.seq = -1
+        self.read_seq = -1
+        self.committed = False
+        self.stopped = False
+        self.serving_provider = None
+        self.finish_reason = None
+        self.reset()
+
+    def reset(self) -> None:  # pragma: no cover - subclasses override
+        raise NotImplementedError
+
+    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:  # pragma: no cover
+        raise NotImplementedError
+
+    def finish(self) -> list[ProcessedChunk]:  # pragma: no cover
+        raise NotImplementedError
+
+    def fail(self, error: ProviderError) -> list[ProcessedChunk]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _note_event(self, event: SSEEvent) -> None:
+        self.seq = event.index
+        self.read_seq = event.last_seq
+        self.facts["events"] += 1
+        if event.unterminated:
+            self.facts["unterminated_tail"] = True
+        if event.is_comment:
+            self.facts["comments"] += 1
+
+    def _record_finish(self, reason: str | None) -> None:
+        if reason:
+            self.finish_reason = reason
+            self.facts["finish_reasons"].append(reason)
+
+    def _drain(self, guard: Any) -> None:
+        """Move a guard's notes into ``guard_events`` with stream/attempt/seq stamped."""
+        notes: list[GuardNote] = guard.drain_notes()
+        for n in notes:
+            detail = {"rule": n.rule, **n.detail}
+            self.guard_events.append(
+                GuardEvent(
+                    guard=n.guard,
+                    stream_id=self.stream_id,
+                    attempt=self.attempt,
+                    seq=self.seq,
+                    offset=n.offset,
+                    moved=n.moved,
+                    detail=detail,
+                )
+            )
+
+    def _drain_all(self, guards: Iterable[Any]) -> None:
+        for g in guards:
+            if g is not None and g.notes:
+                self._drain(g)
+
+
+def _never_retry(status: int | None, message: str) -> bool:
+    return False

@@ -1,0 +1,643 @@
+"""OpenRouter: stage 02 (line rules, chunk normalization, guards, commit point) and stage 03.
+
+Per SSE event (``pipeline-reference.md`` §2.3–§2.8)::
+
+    data line -> json (invalid: skipped, counted) -> normalize_openrouter_chunk (§2.4)
+      -> mid-stream error before the commit point? ask the degradation plan (RetryAttempt)
+      -> split text + tool signal (§2.6.1)
+      -> per piece: think strip -> spill guard -> dedup -> speaker guard -> commit check
+         -> speaker tail flush before a non-text terminal chunk -> meaningful filter
+         -> process_chunk (§2.8) -> ProcessedChunk
+
+``[DONE]`` is noted but does not stop reading (the body ends the stream). Several ``data:``
+lines inside one SSE event are processed one by one, as the reference's line reader does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lab.errors import openrouter_error_type, parse_error_message
+from lab.guards import (
+    RecentTextDedup,
+    SpeakerBoundaryGuard,
+    SpillGuard,
+    ThinkBlockStripper,
+    parse_tool_arguments,
+)
+from lab.http.sse import SSEEvent
+from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
+from lab.providers.base import RetryAttempt, StreamAdapter
+
+__all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
+
+_MISSING = object()
+
+
+def _is_provider_error(err: dict) -> bool:
+    return (
+        isinstance(err.get("type"), str)
+        and isinstance(err.get("message"), str)
+        and isinstance(err.get("retryable"), bool)
+    )
+
+
+def _norm_tool_call(tc: Any) -> dict | None:
+    if not isinstance(tc, dict):
+        return None
+    out: dict[str, Any] = {}
+    if isinstance(tc.get("index"), (int, float)) and not isinstance(tc.get("index"), bool):
+        out["index"] = int(tc["index"])
+    for key in ("id", "type", "thought_signature"):
+        if isinstance(tc.get(key), str):
+            out[key] = tc[key]
+    fn = tc.get("function")
+    if isinstance(fn, dict):
+        f: dict[str, str] = {}
+        if isinstance(fn.get("name"), str):
+            f["name"] = fn["name"]
+        if isinstance(fn.get("arguments"), str):
+            f["arguments"] = fn["arguments"]
+        out["function"] = f
+    return out
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def normalize_openrouter_chunk(raw: Any) -> dict | None:
+    """Normalize one parsed OpenRouter chunk (§2.4); None means "drop it"."""
+    if not isinstance(raw, dict):
+        return None
+    if "data" in raw:
+        inner = raw["data"]
+        if isinstance(inner, str):
+            try:
+                inner = json.loads(inner)
+            except ValueError:
+                return None
+        if isinstance(inner, dict):
+            return normalize_openrouter_chunk(inner)
+    err = raw.get("error")
+    if isinstance(err, dict):
+        if _is_provider_error(err):
+            return {"error": err}
+        meta = err.get("metadata")
+        message = None
+        if isinstance(meta, dict) and isinstance(meta.get("raw"), str):
+            message = meta["raw"]
+        elif isinstance(err.get("message"), str):
+            message = err["message"]
+        code = err.get("code")
+        if not (isinstance(code, str) or _num(code)):
+            code = "unknown"
+        return {"error": {"code": code, "message": message or "OpenRouter API error"}}
+    if isinstance(raw.get("message"), str) and ("code" in raw or "type" in raw):
+        code = raw.get("code", "unknown")
+        return {
+            "error": {"code": code if code is not None else "unknown", "message": raw["message"]}
+        }
+
+    out: dict[str, Any] = {}
+    choices_raw = raw.get("choices")
+    if isinstance(choices_raw, list):
+        choices = []
+        for pos, ch in enumerate(choices_raw):
+            if not isinstance(ch, dict):
+                continue
+            delta_raw = ch.get("delta")
+            delta: dict[str, Any] = {}
+            if isinstance(delta_raw, dict):
+                if isinstance(delta_raw.get("role"), str):
+                    delta["role"] = delta_raw["role"]
+                for key in ("content", "reasoning"):
+                    v = delta_raw.get(key, _MISSING)
+                    if v is None or isinstance(v, str):
+                        delta[key] = v
+                tcs = delta_raw.get("tool_calls", delta_raw.get("toolCalls"))
+                if isinstance(tcs, list):
+                    delta["tool_calls"] = [t for t in map(_norm_tool_call, tcs) if t is not None]
+                rd = delta_raw.get("reasoning_details", delta_raw.get("reasoningDetails"))
+                if isinstance(rd, list):
+                    delta["reasoning_details"] = rd
+            fr = ch.get("finish_reason", ch.get("finishReason"))
+            choices.append(
+                {
+                    "index": ch["index"] if _num(ch.get("index")) else pos,
+                    "delta": delta,
+                    "finish_reason": fr if isinstance(fr, str) else None,
+                    "logprobs": ch.get("logprobs"),
+                }
+            )
+        out["choices"] = choices
+    usage = openrouter_usage(raw.get("usage"))
+    if usage is not None:
+        out["usage"] = usage
+    if "choices" not in out and "usage" not in out:
+        return None
+    for key in ("id", "object", "model", "provider"):
+        if isinstance(raw.get(key), str):
+            out[key] = raw[key]
+    if _num(raw.get("created")):
+        out["created"] = raw["created"]
+    return out
+
+
+def openrouter_usage(u: Any) -> Usage | None:
+    """OpenAI/OpenRouter usage (snake or camel case) -> :class:`Usage`; None when empty."""
+    if not isinstance(u, dict):
+        return None
+
+    def pick(d: Any, *names: str) -> Any:
+        if not isinstance(d, dict):
+            return None
+        for n in names:
+            v = d.get(n)
+            if _num(v):
+                return v
+        return None
+
+    prompt = pick(u, "prompt_tokens", "promptTokens", "input_tokens")
+    completion = pick(u, "completion_tokens", "completionTokens", "output_tokens")
+    total = pick(u, "total_tokens", "totalTokens")
+    cdet = u.get("completion_tokens_details", u.get("completionTokensDetails"))
+    pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
+    reasoning = pick(cdet, "reasoning_tokens", "reasoningTokens")
+    cached = pick(pdet, "cached_tokens", "cachedTokens")
+    cache_write = pick(pdet, "cache_write_tokens", "cacheWriteTokens")
+    cost = pick(u, "cost")
+    if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
+        return None
+    return Usage(
+        input_tokens=int(prompt or 0),
+        output_tokens=int(completion or 0),
+        reasoning_tokens=int(reasoning or 0),
+        cache_read_tokens=int(cached or 0),
+        cache_write_tokens=int(cache_write or 0),
+        total_tokens=None if total is None else int(total),
+        cost=None if cost is None else float(cost),
+    )
+
+
+def _status_from_code(code: Any) -> int | None:
+    if _num(code):
+        return int(code)
+    if isinstance(code, str) and code.strip().isdigit():
+        return int(code.strip())
+    return None
+
+
+class OpenRouterAdapter(StreamAdapter):
+    """OpenRouter's chat-completions stream, reproduced literally (quirks included)."""
+
+    provider = "openrouter"
+    default_base_url = "https://openrouter.ai/api/v1"
+    api_key_env = "OPENROUTER_API_KEY"
+    degrade_on_502 = True
+
+    def reset(self) -> None:
+        cfg = self.config
+        self.think = (
+            ThinkBlockStripper(persona_name=cfg.persona_name) if cfg.strip_think_blocks else None
+        )
+        self.spill = SpillGuard(cfg.spill)
+        self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
+        self.speaker = (
+            SpeakerBoundaryGuard(
+                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
+            )
+            if cfg.speaker_guard
+            else None
+        )
+        self.tool_acc: dict[int, dict[str, Any]] = {}
+        self.rd_acc: list[Any] = []
+
+    # -- request side -------------------------------------------------------------------
+
+    def request_headers(self, api_key: str | None) -> dict[str, str]:
+        headers = super().request_headers(api_key)
+        headers["http-referer"] = "https://github.com/stream-lab/stream-lab"
+        headers["x-title"] = "Stream Lab"
+        return headers
+
+    def failure_message(self, status: int, body_text: str) -> str:
+        return parse_error_message("openrouter", body_text) or f"HTTP {status}"
+
+    # -- stage 02 -----------------------------------------------------------------------
+
+    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
+        self._note_event(event)
+        data = event.data
+        if data is None or event.is_comment:
+            return []
+        out: list[ProcessedChunk] = []
+        lines = data.split("\n") if "\n" in data else (data,)
+        for line in lines:
+            line = line.strip()
+            if not line:
+                continue
+            if line == "[DONE]":
+                self.facts["done_seen"] = True
+                continue
+            try:
+                raw = json.loads(line)
+            except ValueError:
+                self.facts["invalid_json"] += 1
+                continue
+            self._on_raw(raw, out)
+            if self.stopped:
+                break
+        return out
+
+    def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
+        chunk = normalize_openrouter_chunk(raw)
+        if chunk is None:
+            return
+        err = chunk.get("error")
+        if err is not None and not self.committed:
+            status = _status_from_code(err.get("code"))
+            message = err.get("message") or "OpenRouter API error"
+            if self.on_precommit_error(status, message):
+                raise RetryAttempt(status, message)
+        for piece in self._split_text_and_tool(chunk):
+            self._pipeline(piece, out)
+            if self.stopped:
+                return
+
+    @staticmethod
+    def _split_text_and_tool(chunk: dict) -> list[dict]:
+        choices = chunk.get("choices")
+        if not choices:
+            return [chunk]
+        first = choices[0]
+        delta = first["delta"]
+        content = delta.get("content")
+        has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
+        if not (isinstance(content, str) and content and has_tool):
+            return [chunk]
+        text_chunk = {k: v for k, v in chunk.items() if k != "usage"}
+        text_chunk["choices"] = [
+            {
+                "index": first["index"],
+                "delta": {
+                    "role": delta.get("role"),
+                    "content": content,
+                    "reasoning": delta.get("reasoning"),
+                },
+                "finish_reason": None,
+                "logprobs": first.get("logprobs"),
+            }
+        ]
+        tool_delta = dict(delta)
+        tool_delta.pop("content", None)
+        tool_chunk = dict(chunk)
+        tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
+        return [text_chunk, tool_chunk]
+
+    def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
+        choices = chunk.get("choices")
+        delta = choices[0]["delta"] if choices else None
+        fired = False
+        if delta is not None:
+            content = delta.get("content")
+            if self.think is not None and isinstance(content, str) and content:
+                g = self.think.feed(content)
+                content = g.content
+                if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                    delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
+                if self.think.notes:
+                    self._drain(self.think)
+            reasoning = delta.get("reasoning")
+            if reasoning:
+                self.spill.observe_reasoning(reasoning)
+            if isinstance(content, str) and content:
+                g = self.spill.filter(content)
+                content = g.content
+                if g.reasoning:
+                    delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
+                if self.spill.notes:
+                    self._drain(self.spill)
+            if isinstance(content, str) and content:
+                content = self.dedup.filter(content)
+                if self.dedup.notes:
+                    self._drain(self.dedup)
+            if self.speaker is not None and isinstance(content, str) and content:
+                content = self.speaker.feed(content)
+                if self.speaker.notes:
+                    self._drain(self.speaker)
+                fired = self.speaker.fired
+            if "content" in delta or content:
+                delta["content"] = content
+            reasoning = delta.get("reasoning")
+        else:
+            content = reasoning = None
+
+        if not self.committed and (
+            "usage" in chunk
+            or (
+                delta is not None
+                and (
+                    content
+                    or reasoning
+                    or delta.get("tool_calls")
+                    or delta.get("reasoning_details")
+                )
+            )
+        ):
+            self.committed = True
+
+        finish = choices[0]["finish_reason"] if choices else None
+        if (
+            self.speaker is not None
+            and not content
+            and (
+                "error" in chunk
+                or "usage" in chunk
+                or finish
+                or (delta is not None and delta.get("tool_calls"))
+            )
+        ):
+            tail = self.speaker.flush()
+            if tail:
+                out.append(self._text_chunk(tail))
+
+        if "error" not in chunk and "usage" not in chunk and not choices:
+            if fired:
+                self.stopped = True
+            return
+        out.append(self.process_chunk(chunk))
+        if fired:
+            self.stopped = True
+
+    def _text_chunk(self, text: str) -> ProcessedChunk:
+        return ProcessedChunk(type="text", content=text, serving_provider=self.serving_provider)
+
+    # -- stage 03 -----------------------------------------------------------------------
+
+    def process_chunk(self, chunk: dict) -> ProcessedChunk:
+        """§2.8, in decision order."""
+        provider = chunk.get("provider")
+        if self.serving_provider is None and isinstance(provider, str) and provider.strip():
+            self.serving_provider = provider.strip()
+        sp = self.serving_provider
+
+        err = chunk.get("error")
+        if err is not None:
+            if _is_provider_error(err):
+                return ProcessedChunk(
+                    type="error",
+                    error=ProviderError(**_provider_error_fields(err)),
+                    serving_provider=sp,
+                )
+            message = err.get("message") or "OpenRouter API error"
+            code = err.get("code")
+            if (
+                code == "invalid_type"
+                and any(
+                    s in message
+                    for s in ("expected string, received null", "expected string", "invalid_type")
+                )
+                and self.tool_acc
+            ):
+                self.tool_acc = {}
+                self.rd_acc = []
+                return ProcessedChunk(
+                    type="done",
+                    metadata={"malformedToolCall": True, "originalError": message},
+                    serving_provider=sp,
+                )
+            code_s = "unknown" if code is None else str(code)
+            etype, retryable = openrouter_error_type(code_s, message)
+            status = _status_from_code(code)
+            error = ProviderError(
+                type=etype,
+                message=message,
+                code=code_s,
+                retryable=retryable,
+                status=status,
+                original_error=err,
+            )
+            self._record_finish("error")
+            return ProcessedChunk(type="error", error=error, serving_provider=sp)
+
+        choices = chunk.get("choices")
+        metadata: dict[str, Any] = {}
+        usage = chunk.get("usage")
+        if usage is not None:
+            metadata["usage"] = usage
+        if not choices:
+            return ProcessedChunk(type="text", content="", serving_provider=sp, metadata=metadata)
+
+        first = choices[0]
+        delta = first["delta"]
+        reasoning = delta.get("reasoning")
+        thoughts = [ThoughtLogEntry(kind="raw", content=reasoning)] if reasoning else []
+        finish = first["finish_reason"]
+        if finish:
+            self._record_finish(finish)
+            metadata["finish_reason"] = finish
+        content = delta.get("content")
+
+        if finish == "error":
+            return ProcessedChunk(
+                type="error",
+                error=ProviderError(
+                    type="api_error",
+                    message="Stream terminated due to error",
+                    retryable=False,
+                    code="stream_error",
+                ),
+                thoughts=thoughts,
+                serving_provider=sp,
+                metadata=metadata,
+            )
+        if finish == "tool_calls":
+            self._accumulate_tools(delta)
+            call = self._build_call()
+            if call is None:
+                return ProcessedChunk(
+                    type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
+                )
+            return ProcessedChunk(
+                type="function_call",
+                function_call=call,
+                thoughts=thoughts,
+                serving_provider=sp,
+                metadata=metadata,
+            )
+        if finish == "stop":
+            if content:
+                return ProcessedChunk(
+                    type="text",
+                    content=content,
+                    thoughts=thoughts,
+                    serving_provider=sp,
+                    metadata=metadata,
+                )
+            return ProcessedChunk(
+                type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
+            )
+        if finish == "length":
+            metadata["outputTruncated"] = True
+            if content:
+                return ProcessedChunk(
+                    type="text",
+                    content=content,
+                    thoughts=thoughts,
+                    serving_provider=sp,
+                    metadata=metadata,
+                )
+            metadata["emptyTerminalChunk"] = True
+            return ProcessedChunk(
+                type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
+            )
+        if delta.get("tool_calls"):
+            self._accumulate_tools(delta)
+            return ProcessedChunk(
+                type="text", content="", thoughts=thoughts, serving_provider=sp, metadata=metadata
+            )
+        if delta.get("reasoning_details"):
+            self.rd_acc.extend(delta["reasoning_details"])
+            return ProcessedChunk(
+                type="text",
+                content=content or "",
+                thoughts=thoughts,
+                serving_provider=sp,
+                metadata=metadata,
+            )
+        return ProcessedChunk(
+            type="text",
+            content=content or "",
+            thoughts=thoughts,
+            serving_provider=sp,
+            metadata=metadata,
+        )
+
+    def _accumulate_tools(self, delta: dict) -> None:
+        for tc in delta.get("tool_calls") or ():
+            acc = self.tool_acc.setdefault(tc.get("index", 0), {"name": "", "arguments": ""})
+            for key in ("id", "type", "thought_signature"):
+                if key in tc:
+                    acc[key] = tc[key]
+            fn = tc.get("function") or {}
+            if "name" in fn:
+                acc["name"] += fn["name"]
+            if "arguments" in fn:
+                acc["arguments"] += fn["arguments"]
+        if delta.get("reasoning_details"):
+            self.rd_acc.extend(delta["reasoning_details"])
+
+    def _build_call(self) -> FunctionCall | None:
+        acc = self.tool_acc.get(0)
+        rd = self.rd_acc
+        self.tool_acc = {}
+        self.rd_acc = []
+        if not acc or not acc["name"]:
+            return None
+        parsed = parse_tool_arguments(acc["arguments"])
+        if parsed.truncated:
+            self.guard_events.append(self._repair_event(acc["name"], acc["arguments"], parsed.args))
+        provider_fields: dict[str, Any] = {}
+        if rd:
+            provider_fields["reasoning_details"] = rd
+        if parsed.error is not None:
+            provider_fields["raw_arguments"] = acc["arguments"]
+            provider_fields["arguments_error"] = parsed.error
+        return FunctionCall(
+            name=acc["name"],
+            args=parsed.args,
+            id=acc.get("id"),
+            thought_signature=acc.get("thought_signature"),
+            arguments_truncated=parsed.truncated,
+            provider_fields=provider_fields,
+        )
+
+    def _repair_event(self, name: str, raw: str, args: dict):
+        from lab.model import GuardEvent
+
+        return GuardEvent(
+            guard="json_repair",
+            stream_id=self.stream_id,
+            attempt=self.attempt,
+            seq=self.seq,
+            offset=0,
+            moved=raw,
+            detail={"rule": "truncated_arguments", "tool": name, "recovered_keys": sorted(args)},
+        )
+
+    # -- end of stream ------------------------------------------------------------------
+
+    def finish(self) -> list[ProcessedChunk]:
+        """Natural end (§2.7): spill flush, think flush, then the speaker tail."""
+        out: list[ProcessedChunk] = []
+        if self.stopped:
+            return out
+        g = self.spill.flush()
+        if self.spill.notes:
+            self._drain(self.spill)
+        if g.content or g.reasoning:
+            out.append(self._flush_chunk(g.content, g.reasoning))
+        if self.think is not None:
+            g = self.think.flush()
+            if self.think.notes:
+                self._drain(self.think)
+            if g.content or g.reasoning:
+                reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
+                out.append(self._flush_chunk(g.content, reasoning))
+        if self.speaker is not None:
+            tail = self.speaker.flush()
+            if tail:
+                out.append(self._text_chunk(tail))
+        return out
+
+    def _flush_chunk(self, content: str, reasoning: str) -> ProcessedChunk:
+        thoughts = [ThoughtLogEntry(kind="raw", content=reasoning)] if reasoning else []
+        return ProcessedChunk(
+            type="text", content=content, thoughts=thoughts, serving_provider=self.serving_provider
+        )
+
+    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
+        """Error path (§2.2/§2.7): spill flush, speaker tail, think flush, then the error."""
+        out: list[ProcessedChunk] = []
+        g = self.spill.flush()
+        if self.spill.notes:
+            self._drain(self.spill)
+        if g.content or g.reasoning:
+            out.append(self._flush_chunk(g.content, g.reasoning))
+        if self.speaker is not None:
+            tail = self.speaker.flush()
+            if tail:
+                out.append(self._text_chunk(tail))
+        if self.think is not None:
+            g = self.think.flush()
+            if self.think.notes:
+                self._drain(self.think)
+            if g.content or g.reasoning:
+                out.append(self._flush_chunk(g.content, g.reasoning))
+        self._record_finish("error")
+        out.append(
+            ProcessedChunk(type="error", error=error, serving_provider=self.serving_provider)
+        )
+        return out
+
+
+def _provider_error_fields(err: dict) -> dict:
+    fields = {k: err[k] for k in ("type", "message", "retryable") if k in err}
+    if fields.get("type") not in (
+        "api_error",
+        "rate_limit",
+        "content_blocked",
+        "timeout",
+        "provider_overloaded",
+        "model_error",
+        "unknown",
+    ):
+        fields["type"] = "unknown"
+    for key in ("code", "user_message"):
+        if isinstance(err.get(key), str):
+            fields[key] = err[key]
+    if isinstance(err.get("userMessage"), str):
+        fields["user_message"] = err["userMessage"]
+    return fields

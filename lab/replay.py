@@ -1,0 +1,211 @@
+"""Replay: captures (or one raw response body) through the full stack, offline.
+
+Replay runs :func:`lab.stream.run_stream` — the same code as a live recording — with a
+:class:`~lab.http.transports.ReplayTransport` that serves the recorded reads back with their
+original boundaries. The degradation ladder runs again: when it asks for an attempt whose
+body differs from the recorded one, or for more attempts than were recorded, the result's
+``divergence`` says so.
+
+>>> from lab.replay import replay_sse
+>>> r = replay_sse("openrouter", b'data: {"choices":[{"delta":{"content":"hi"}}]}\\n\\n')
+>>> r.text
+'hi'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lab.config import LabConfig
+from lab.result import StreamResult
+from lab.stream import run_stream
+
+__all__ = ["StreamResult", "compare", "replay", "replay_request", "replay_sse"]
+
+_REPLAY_BASE_URL = "http://replay.invalid"
+
+
+def replay_sse(
+    provider: str,
+    body: str | bytes | Iterable[bytes],
+    *,
+    tools: list[dict] | None = None,
+    config: Any = None,
+    model: str | None = None,
+) -> StreamResult:
+    """One recorded response body (HTTP 200) through the whole stack.
+
+    **body** is the raw SSE text or bytes (one read) or an iterable of reads (boundaries are
+    kept). No degradation runs: there is no recorded next attempt to degrade into, so an error
+    is reported as the stream reported it.
+    """
+    from lab.http.transports import replay_transport_for_body
+
+    cfg = LabConfig.coerce(config).model_copy(update={"degrade": False})
+    request: dict[str, Any] = {"model": model or "replay", "messages": [], "stream": True}
+    if tools:
+        request["tools"] = tools
+    transport = replay_transport_for_body(body)
+    result = run_stream(
+        provider,
+        request,
+        transport=transport,
+        base_url=_REPLAY_BASE_URL,
+        config=cfg,
+        tools=tools,
+        stream_id="replay",
+    )
+    if model is None:
+        result.model = None
+    return result
+
+
+def replay_request(request: Any, *, config: Any = None) -> StreamResult:
+    """Replay one :class:`~lab.capture.RecordedRequest` (all its attempts)."""
+    from lab.http.transports import ReplayTransport
+
+    exchanges = list(request.exchanges)
+    first = exchanges[0]
+    try:
+        body = json.loads(first.request_body)
+    except ValueError:
+        body = {"model": request.model, "messages": [], "stream": True}
+    transport = ReplayTransport(exchanges)
+    result = run_stream(
+        request.provider,
+        body,
+        transport=transport,
+        base_url=_REPLAY_BASE_URL,
+        config=config,
+        stream_id=request.stream_id,
+        meta=request.meta,
+    )
+    # Timings: the recorded arrival offsets, not the replay's.
+    for ex in exchanges:
+        if ex.attempt in result.read_t_ns or ex.attempt < len(result.attempts):
+            result.read_t_ns[ex.attempt] = list(ex.read_t_ns)
+    seen = transport.requests_seen
+    for i, (req, ex) in enumerate(zip(seen, exchanges, strict=False)):
+        if _canonical(req.content) != _canonical(ex.request_body):
+            result.divergence.append(
+                f"attempt {i}: the ladder sent a different body than recorded "
+                f"({ex.attempt_label!r} was recorded)"
+            )
+    if len(seen) < len(exchanges):
+        result.divergence.append(f"replay used {len(seen)} of {len(exchanges)} recorded attempts")
+    return result
+
+
+def _canonical(body: bytes | str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, TypeError):
+        return body
+
+
+def _load_requests(capture_or_path: Any) -> list[Any]:
+    from lab import capture as capture_mod
+
+    if isinstance(capture_or_path, (str, Path)):
+        return capture_mod.open(capture_or_path).requests()
+    if hasattr(capture_or_path, "requests"):
+        return capture_or_path.requests()
+    if isinstance(capture_or_path, Sequence):
+        return list(capture_or_path)
+    raise TypeError(f"cannot replay {type(capture_or_path).__name__}: give a path or a Capture")
+
+
+def _replay_many(args: tuple[list[Any], Any]) -> list[StreamResult]:
+    requests, config = args
+    return [replay_request(r, config=config) for r in requests]
+
+
+def replay(
+    capture_or_path: Any,
+    *,
+    config: Any = None,
+    workers: int | None = None,
+    progress: bool = False,
+) -> list[StreamResult]:
+    """Replay every logical request of a capture (path, directory, glob or Capture).
+
+    **workers** > 1 spreads the requests over that many processes (results keep capture
+    order); **progress** shows a progress bar.
+    """
+    cfg = LabConfig.coerce(config)
+    requests = _load_requests(capture_or_path)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(requests), desc="replay", unit="stream")
+    results: list[StreamResult] = []
+    try:
+        if workers and workers > 1 and len(requests) > 1:
+            size = max(1, min(64, len(requests) // (workers * 4) or 1))
+            batches = [requests[i : i + size] for i in range(0, len(requests), size)]
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for batch in pool.map(_replay_many, [(b, cfg) for b in batches]):
+                    results.extend(batch)
+                    if bar is not None:
+                        bar.update(len(batch))
+        else:
+            for r in requests:
+                results.append(replay_request(r, config=cfg))
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def compare(captures: Any, config_a: Any, config_b: Any) -> Any:
+    """Replay ``captures`` under two configs; a DataFrame of the streams whose output changed.
+
+    Columns: stream_id, serving_provider, field (text / reasoning / function_calls / error),
+    a, b, and a unified diff of the two.
+    """
+    import difflib
+
+    import pandas as pd
+
+    requests = _load_requests(captures)
+    rows = []
+    for req in requests:
+        a = replay_request(req, config=config_a)
+        b = replay_request(req, config=config_b)
+        for field in ("text", "reasoning"):
+            va, vb = getattr(a, field), getattr(b, field)
+            if va != vb:
+                diff = "\n".join(
+                    difflib.unified_diff(
+                        va.splitlines(), vb.splitlines(), "a", "b", lineterm="", n=1
+                    )
+                )
+                rows.append(_row(a, field, va, vb, diff))
+        fa = [f.model_dump(mode="json") for f in a.function_calls]
+        fb = [f.model_dump(mode="json") for f in b.function_calls]
+        if fa != fb:
+            rows.append(_row(a, "function_calls", json.dumps(fa), json.dumps(fb), ""))
+        ea = a.error.message if a.error else None
+        eb = b.error.message if b.error else None
+        if ea != eb:
+            rows.append(_row(a, "error", ea, eb, ""))
+    columns = ["stream_id", "serving_provider", "field", "a", "b", "diff"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _row(r: StreamResult, field: str, a: Any, b: Any, diff: str) -> dict[str, Any]:
+    return {
+        "stream_id": r.stream_id,
+        "serving_provider": r.serving_provider,
+        "field": field,
+        "a": a,
+        "b": b,
+        "diff": diff,
+    }

@@ -1,0 +1,152 @@
+"""What one logical request produced: :class:`StreamResult` and its :class:`AttemptInfo` rows.
+
+A result is assembled from the processed chunks the adapter yielded (over every degradation
+attempt) plus what the runner observed on the wire. It is plain data: tables, plots, fixtures
+and the A/B comparison all read it; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.model import (
+    FunctionCall,
+    GuardEvent,
+    ProcessedChunk,
+    ProviderError,
+    ThoughtLogEntry,
+    Usage,
+)
+
+__all__ = ["AttemptInfo", "ChunkOrigin", "StreamResult"]
+
+
+@dataclass(slots=True)
+class AttemptInfo:
+    """One HTTP exchange of a logical request (one rung of the degradation ladder)."""
+
+    attempt: int
+    label: str
+    status: int | None = None
+    error: str | None = None
+    """Why the attempt failed (HTTP error message or pre-commit SSE error), if it did."""
+    degradable: str | None = None
+    """The degradation classification of that failure (``generic_400``, ...), if any."""
+    end_reason: str | None = None
+    """How the response ended: eof, cancelled, timeout, read_error, http_error, ..."""
+    committed: bool = False
+    body_keys: list[str] = field(default_factory=list)
+    n_reads: int = 0
+    n_events: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "label": self.label,
+            "status": self.status,
+            "error": self.error,
+            "degradable": self.degradable,
+            "end_reason": self.end_reason,
+            "committed": self.committed,
+            "body_keys": list(self.body_keys),
+            "n_reads": self.n_reads,
+            "n_events": self.n_events,
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class ChunkOrigin:
+    """Where a processed chunk came from: attempt, SSE event index and the read that completed it."""
+
+    attempt: int
+    event: int
+    read_seq: int
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """Everything one logical request produced, live or replayed.
+
+    ``chunks`` are the ProcessedChunks in order; ``text`` their visible text; ``reasoning`` all
+    reasoning in stream order (each piece once); ``guard_events`` what the guards moved;
+    ``attempts`` one row per HTTP exchange; ``outcome`` the processor's continue/stop/compact.
+    """
+
+    stream_id: str
+    provider: str
+    model: str | None = None
+    chunks: list[ProcessedChunk] = field(default_factory=list)
+    text: str = ""
+    reasoning: str = ""
+    thoughts: list[ThoughtLogEntry] = field(default_factory=list)
+    function_calls: list[FunctionCall] = field(default_factory=list)
+    error: ProviderError | None = None
+    classifier: str | None = None
+    serving_provider: str | None = None
+    guard_events: list[GuardEvent] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    attempts: list[AttemptInfo] = field(default_factory=list)
+    outcome: str | None = None
+    cost: float | None = None
+    doom_loop: bool = False
+    origins: list[ChunkOrigin] = field(default_factory=list)
+    """Parallel to ``chunks``: where each chunk came from."""
+    read_t_ns: dict[int, list[int]] = field(default_factory=dict)
+    """Per attempt: the arrival offset (ns since the request was sent) of every read."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Wire facts the anomaly detectors use: done_seen, unterminated_tail, invalid_json, ..."""
+    config: str | None = None
+    """Fingerprint of the LabConfig that produced this result."""
+    divergence: list[str] = field(default_factory=list)
+    """Replay only: where re-running the ladder asked for something the capture did not hold."""
+
+    @property
+    def degradation_path(self) -> str:
+        """The attempt labels joined with ``>`` (``default>targeted_drop_min_p``)."""
+        return ">".join(a.label for a in self.attempts)
+
+    def chunk_time_ns(self, index: int) -> int | None:
+        """Arrival offset of chunk ``index`` (the read that completed its event)."""
+        origin = self.origins[index] if index < len(self.origins) else None
+        if origin is None or origin.read_seq < 0:
+            return None
+        times = self.read_t_ns.get(origin.attempt) or []
+        return times[origin.read_seq] if origin.read_seq < len(times) else None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        """Time to the first chunk with visible text, reasoning or a tool call (ms)."""
+        for i, chunk in enumerate(self.chunks):
+            if chunk.content or chunk.thoughts or chunk.function_call:
+                t = self.chunk_time_ns(i)
+                return None if t is None else t / 1e6
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The deterministic part of the result as JSON-ready data (golden fixtures use it).
+
+        Timings are left out: they differ between a live run and its replay.
+        """
+        return {
+            "stream_id": self.stream_id,
+            "provider": self.provider,
+            "model": self.model,
+            "text": self.text,
+            "reasoning": self.reasoning,
+            "thoughts": [t.model_dump() for t in self.thoughts],
+            "function_calls": [f.model_dump(mode="json") for f in self.function_calls],
+            "error": None
+            if self.error is None
+            else self.error.model_dump(mode="json", exclude={"original_error"}),
+            "classifier": self.classifier,
+            "serving_provider": self.serving_provider,
+            "finish_reason": self.finish_reason,
+            "usage": None if self.usage is None else self.usage.model_dump(),
+            "guard_events": [e.model_dump(mode="json") for e in self.guard_events],
+            "attempts": [a.to_dict() for a in self.attempts],
+            "outcome": self.outcome,
+            "n_chunks": len(self.chunks),
+            "chunk_types": [c.type for c in self.chunks],
+        }

@@ -1,0 +1,357 @@
+"""The one code path from a request body to a :class:`~lab.result.StreamResult`.
+
+Live recording and offline replay both call :func:`run_stream`; only the httpx transport
+differs (a real one wrapped in :class:`~lab.http.transports.RecordingTransport`, or a
+:class:`~lab.http.transports.ReplayTransport` serving a capture). Per logical request::
+
+    plan = DegradationPlan(body, ...)             # lab.degrade, pure
+    for each attempt (plan.current):
+        POST attempt.body                         # extensions["lab"] names the attempt
+        HTTP failure -> plan.on_failure(status, message) -> next attempt | error chunk
+        200 -> bytes -> SSEDecoder -> adapter.feed(event) -> ProcessedChunks
+               pre-commit SSE error -> plan.on_failure -> cancel, reset, next attempt
+        EOF -> adapter.finish();  timeout / read error -> adapter.fail(error)
+    chunks -> Processor -> outcome;  chunks -> StreamResult
+
+Errors never escape as exceptions: a failure becomes an error chunk, as it would for a user
+of the pipeline. Only programming errors (bad provider name, bad config) raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from lab.config import LabConfig
+from lab.http.sse import SSEDecoder
+from lab.model import ProcessedChunk, ProviderError, Usage
+from lab.providers import get_adapter
+from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.result import AttemptInfo, ChunkOrigin, StreamResult
+
+__all__ = ["new_stream_id", "run_stream"]
+
+
+def new_stream_id() -> str:
+    """A time-sortable id for one logical request."""
+    return f"s{time.time_ns():x}{os.urandom(3).hex()}"
+
+
+class _SinglePlan:
+    """A plan that never degrades (``LabConfig.degrade = False``)."""
+
+    def __init__(self, body: dict) -> None:
+        from lab.degrade import Attempt
+
+        self.current = Attempt(label="default", body=body)
+
+    def on_failure(self, status: int | None, message: str) -> None:
+        return None
+
+
+def _make_plan(adapter: StreamAdapter, body: dict, degrade: bool) -> Any:
+    if not degrade:
+        return _SinglePlan(body)
+    from lab.degrade import DegradationPlan
+
+    return DegradationPlan(
+        body,
+        mandatory_keys=adapter.mandatory_keys_for(body),
+        priority_keys=adapter.priority_keys,
+        degrade_on_502=adapter.degrade_on_502,
+        degrade_on_opaque_5xx=adapter.degrade_on_opaque_5xx,
+        extra_classifiers=adapter.extra_classifiers(body),
+    )
+
+
+def _classification(plan: Any) -> str | None:
+    history = getattr(plan, "history", None)
+    if history:
+        last = history[-1]
+        return getattr(last, "classification", None) if not isinstance(last, tuple) else last[-1]
+    return None
+
+
+def run_stream(
+    provider: str,
+    body: dict,
+    *,
+    client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    config: LabConfig | Any = None,
+    tools: list[dict] | None = None,
+    stream_id: str | None = None,
+    meta: dict | None = None,
+    on_chunk: Callable[[ProcessedChunk], None] | None = None,
+) -> StreamResult:
+    """Send ``body`` to ``provider`` (degrading it on failure) and return the whole result.
+
+    **Parameters**
+    - **provider** – ``"openrouter"``, ``"openai"``, ``"deepseek"``, ``"zai"``, ``"nvidia"``,
+      ``"custom"``, ``"google"`` or ``"anthropic"``.
+    - **body** – the provider-native request body (never mutated).
+    - **client / transport** – an httpx client, or a transport to build one around.
+    - **config** – anything :meth:`LabConfig.coerce` accepts.
+    - **on_chunk** – called with every ProcessedChunk as it is produced (live display).
+
+    The API key goes into the request headers only; a recording transport redacts it.
+    """
+    cfg = LabConfig.coerce(config)
+    model = body.get("model") if isinstance(body, dict) else None
+    sid = stream_id or new_stream_id()
+    adapter_cls = get_adapter(provider)
+    if tools is None and isinstance(body, dict) and isinstance(body.get("tools"), list):
+        tools = body["tools"]
+    adapter = adapter_cls(config=cfg, tools=tools, stream_id=sid, model=model)
+    own_client = client is None
+    if client is None:
+        timeout = httpx.Timeout(30.0, read=cfg.inactivity_timeout_s)
+        client = httpx.Client(transport=transport, timeout=timeout)
+    plan = _make_plan(adapter, body, cfg.degrade)
+    url = adapter.endpoint(base_url, model)
+    headers = adapter.request_headers(api_key)
+
+    chunks: list[ProcessedChunk] = []
+    origins: list[ChunkOrigin] = []
+    attempts: list[AttemptInfo] = []
+    read_t_ns: dict[int, list[int]] = {}
+    divergence: list[str] = []
+
+    def emit(new: list[ProcessedChunk]) -> None:
+        if not new:
+            return
+        origin = ChunkOrigin(adapter.attempt, adapter.seq, adapter.read_seq)
+        for c in new:
+            chunks.append(c)
+            origins.append(origin)
+            if on_chunk is not None:
+                on_chunk(c)
+
+    try:
+        n = 0
+        while True:
+            attempt = plan.current
+            adapter.start_attempt(n)
+            info = AttemptInfo(attempt=n, label=attempt.label, body_keys=sorted(attempt.body))
+            attempts.append(info)
+            times: list[int] = []
+            read_t_ns[n] = times
+            retry_next = _run_attempt(
+                client,
+                adapter,
+                plan,
+                attempt,
+                url,
+                headers,
+                info,
+                times,
+                emit,
+                sid,
+                meta,
+                divergence,
+            )
+            if not retry_next:
+                break
+            n += 1
+    finally:
+        if own_client:
+            client.close()
+
+    result = _assemble(adapter, chunks, origins, attempts, read_t_ns, cfg)
+    result.divergence = divergence
+    return result
+
+
+def _run_attempt(
+    client: httpx.Client,
+    adapter: StreamAdapter,
+    plan: Any,
+    attempt: Any,
+    url: str,
+    headers: dict[str, str],
+    info: AttemptInfo,
+    times: list[int],
+    emit: Callable[[list[ProcessedChunk]], None],
+    stream_id: str,
+    meta: dict | None,
+    divergence: list[str],
+) -> bool:
+    """Run one attempt. Returns True when the plan chose a next attempt."""
+    from lab.http.transports import ReplayExhausted
+
+    payload = json.dumps(attempt.body, ensure_ascii=False, separators=(",", ":")).encode()
+    request = client.build_request(
+        "POST",
+        url,
+        content=payload,
+        headers=headers,
+        extensions={
+            "lab": {
+                "stream_id": stream_id,
+                "attempt": info.attempt,
+                "attempt_label": attempt.label,
+                "provider": adapter.provider,
+                "model": adapter.model,
+                "meta": meta or {},
+            }
+        },
+    )
+    t0 = time.monotonic_ns()
+    try:
+        response = client.send(request, stream=True)
+    except ReplayExhausted as exc:
+        divergence.append(f"attempt {info.attempt} ({attempt.label}): {exc}")
+        info.end_reason = "not_recorded"
+        emit(
+            adapter.fail(
+                ProviderError(
+                    type="unknown",
+                    retryable=False,
+                    code="replay_diverged",
+                    message=f"replay diverged: the ladder asked for attempt {info.attempt} "
+                    f"({attempt.label}) but the capture holds no such exchange",
+                )
+            )
+        )
+        return False
+    except httpx.HTTPError as exc:
+        info.end_reason = "connect_error"
+        info.error = f"{type(exc).__name__}: {exc}"
+        emit(adapter.fail(adapter.transport_error(exc)))
+        return False
+
+    info.status = response.status_code
+    try:
+        if response.status_code >= 400:
+            try:
+                text = response.read().decode("utf-8", errors="replace")
+            except httpx.HTTPError as exc:
+                text = f"{type(exc).__name__}: {exc}"
+            info.end_reason = "http_error"
+            message = adapter.failure_message(response.status_code, text)
+            info.error = message
+            nxt = plan.on_failure(response.status_code, message)
+            info.degradable = _classification(plan)
+            if nxt is not None:
+                return True
+            emit(
+                adapter.fail(
+                    adapter.http_error(
+                        response.status_code, text, body=attempt.body, label=attempt.label
+                    )
+                )
+            )
+            return False
+
+        def precommit(status: int | None, message: str) -> bool:
+            nxt = plan.on_failure(status, message)
+            info.degradable = _classification(plan)
+            return nxt is not None
+
+        adapter.on_precommit_error = precommit
+        decoder = SSEDecoder()
+        seq = 0
+        try:
+            for raw in response.iter_raw():
+                times.append(time.monotonic_ns() - t0)
+                for event in decoder.decode(raw, seq):
+                    emit(adapter.feed(event))
+                    if adapter.stopped:
+                        break
+                seq += 1
+                if adapter.stopped:
+                    break
+            info.n_reads = seq
+            if adapter.stopped:
+                info.end_reason = "stopped_by_guard"
+            else:
+                for event in decoder.flush():
+                    emit(adapter.feed(event))
+                info.end_reason = "eof"
+                emit(adapter.finish())
+        except RetryAttempt as exc:
+            info.n_reads = seq + 1
+            info.end_reason = "retried"
+            info.error = exc.message
+            info.status = exc.status if exc.status is not None else info.status
+            return True
+        except httpx.HTTPError as exc:
+            info.n_reads = seq
+            info.end_reason = "timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+            info.error = f"{type(exc).__name__}: {exc}"
+            emit(adapter.fail(adapter.transport_error(exc)))
+        return False
+    finally:
+        info.committed = adapter.committed
+        info.n_events = adapter.seq + 1
+        response.close()
+
+
+def _assemble(
+    adapter: StreamAdapter,
+    chunks: list[ProcessedChunk],
+    origins: list[ChunkOrigin],
+    attempts: list[AttemptInfo],
+    read_t_ns: dict[int, list[int]],
+    cfg: LabConfig,
+) -> StreamResult:
+    text_parts: list[str] = []
+    thoughts = []
+    calls = []
+    error = None
+    usage: Usage | None = None
+    for c in chunks:
+        if c.content:
+            text_parts.append(c.content)
+        if c.thoughts:
+            thoughts.extend(c.thoughts)
+        if c.function_call is not None:
+            calls.append(c.function_call)
+        if c.type == "error" and c.error is not None:
+            error = c.error
+        u = c.metadata.get("usage") if c.metadata else None
+        if isinstance(u, Usage):
+            usage = u
+    from lab.errors import classify_error
+
+    result = StreamResult(
+        stream_id=adapter.stream_id,
+        provider=adapter.provider,
+        model=adapter.model,
+        chunks=chunks,
+        text="".join(text_parts),
+        reasoning="".join(t.content for t in thoughts),
+        thoughts=thoughts,
+        function_calls=calls,
+        error=error,
+        classifier=classify_error(error) if error is not None else None,
+        serving_provider=adapter.serving_provider,
+        guard_events=adapter.guard_events,
+        finish_reason=adapter.finish_reason,
+        usage=usage,
+        attempts=attempts,
+        origins=origins,
+        read_t_ns=read_t_ns,
+        facts=dict(adapter.facts),
+        config=cfg.fingerprint(),
+    )
+    _run_processor(result)
+    return result
+
+
+def _run_processor(result: StreamResult) -> None:
+    from lab.processor import Processor, model_info
+
+    info = model_info(result.model) if result.model else None
+    processor = Processor(info)
+    result.outcome = processor.process(result.chunks)
+    message = processor.message
+    result.cost = message.cost
+    result.doom_loop = bool(message.doom_loop)

@@ -1,0 +1,279 @@
+"""pandas tables over :class:`~lab.result.StreamResult` lists.
+
+Column names are stable (notebooks and users rely on them); see ``docs/tables.md`` for the
+meaning of each and its OpenTelemetry GenAI equivalent where one exists.
+
+- :func:`streams` – one row per logical request.
+- :func:`leaks` – one row per guard event that moved or dropped text.
+- :func:`by_backend` – one row per serving backend.
+- :func:`classifiers` – error classifier counts.
+- :func:`attempts` – one row per degradation attempt (HTTP exchange).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from lab.result import StreamResult
+
+__all__ = [
+    "LEAK_GUARDS",
+    "STREAM_COLUMNS",
+    "attempts",
+    "by_backend",
+    "classifiers",
+    "leaks",
+    "streams",
+]
+
+LEAK_GUARDS = frozenset({"think_stripper", "spill_guard", "cleanup"})
+"""Guards whose events mean reasoning leaked into visible content."""
+
+STREAM_COLUMNS = [
+    "stream_id",
+    "provider",
+    "model",
+    "serving_provider",
+    "leaked",
+    "leak_guards",
+    "leak_chars",
+    "guard_events",
+    "classifier",
+    "error_type",
+    "error_message",
+    "retryable",
+    "attempts",
+    "degradation_path",
+    "finish_reason",
+    "ttft_ms",
+    "duration_ms",
+    "n_chunks",
+    "text_chars",
+    "reasoning_chars",
+    "n_tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cost",
+    "tokens_per_s",
+    "outcome",
+    "anomalies",
+    "divergence",
+]
+
+
+def _duration_ms(r: StreamResult) -> float | None:
+    last = None
+    for times in r.read_t_ns.values():
+        if times:
+            last = times[-1] if last is None else max(last, times[-1])
+    return None if last is None else last / 1e6
+
+
+def _anomalies(r: StreamResult) -> list[str]:
+    try:
+        from lab.anomalies import detect
+    except ImportError:  # pragma: no cover - anomalies module is optional while building
+        return []
+    return detect(r)
+
+
+def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
+    """One row per logical request (columns: :data:`STREAM_COLUMNS`)."""
+    rows = []
+    for r in results:
+        leak_events = [e for e in r.guard_events if e.guard in LEAK_GUARDS and e.moved]
+        usage = r.usage
+        ttft = r.ttft_ms
+        duration = _duration_ms(r)
+        out_tokens = usage.output_tokens if usage else None
+        tps = None
+        if out_tokens and duration and ttft is not None and duration > ttft:
+            tps = out_tokens / ((duration - ttft) / 1000.0)
+        rows.append(
+            {
+                "stream_id": r.stream_id,
+                "provider": r.provider,
+                "model": r.model,
+                "serving_provider": r.serving_provider,
+                "leaked": bool(leak_events),
+                "leak_guards": ",".join(sorted({e.guard for e in leak_events})),
+                "leak_chars": sum(len(e.moved) for e in leak_events),
+                "guard_events": len(r.guard_events),
+                "classifier": r.classifier,
+                "error_type": r.error.type if r.error else None,
+                "error_message": r.error.message if r.error else None,
+                "retryable": r.error.retryable if r.error else None,
+                "attempts": len(r.attempts),
+                "degradation_path": r.degradation_path,
+                "finish_reason": r.finish_reason,
+                "ttft_ms": ttft,
+                "duration_ms": duration,
+                "n_chunks": len(r.chunks),
+                "text_chars": len(r.text),
+                "reasoning_chars": len(r.reasoning),
+                "n_tool_calls": len(r.function_calls),
+                "input_tokens": usage.input_tokens if usage else None,
+                "output_tokens": out_tokens,
+                "reasoning_tokens": usage.reasoning_tokens if usage else None,
+                "cached_tokens": usage.cache_read_tokens if usage else None,
+                "cost": r.cost,
+                "tokens_per_s": tps,
+                "outcome": r.outcome,
+                "anomalies": ",".join(_anomalies(r)),
+                "divergence": "; ".join(r.divergence),
+            }
+        )
+    df = pd.DataFrame(rows, columns=STREAM_COLUMNS)
+    for col in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
+        df[col] = df[col].astype("Int64")
+    for col in ("ttft_ms", "duration_ms", "cost", "tokens_per_s"):
+        df[col] = df[col].astype("float64")
+    return df
+
+
+LEAK_COLUMNS = [
+    "stream_id",
+    "serving_provider",
+    "attempt",
+    "seq",
+    "read_seq",
+    "offset",
+    "t_ms",
+    "guard",
+    "rule",
+    "moved",
+    "moved_chars",
+]
+
+
+def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
+    """One row per guard event that moved or dropped text (where reasoning leaked, etc.)."""
+    rows = []
+    for r in results:
+        for e in r.guard_events:
+            if not e.moved:
+                continue
+            read_seq, t_ms = _event_read(r, e.attempt, e.seq)
+            rows.append(
+                {
+                    "stream_id": r.stream_id,
+                    "serving_provider": r.serving_provider,
+                    "attempt": e.attempt,
+                    "seq": e.seq,
+                    "read_seq": read_seq,
+                    "offset": e.offset,
+                    "t_ms": t_ms,
+                    "guard": e.guard,
+                    "rule": e.detail.get("rule"),
+                    "moved": e.moved,
+                    "moved_chars": len(e.moved),
+                }
+            )
+    return pd.DataFrame(rows, columns=LEAK_COLUMNS)
+
+
+def _event_read(r: StreamResult, attempt: int, seq: int) -> tuple[int | None, float | None]:
+    """The read that completed SSE event ``seq`` of ``attempt`` and its arrival time."""
+    best = None
+    for o in r.origins:
+        if o.attempt == attempt and o.event <= seq:
+            best = o
+        elif o.attempt == attempt and o.event > seq:
+            break
+    if best is None:
+        return None, None
+    times = r.read_t_ns.get(attempt) or []
+    t = times[best.read_seq] / 1e6 if 0 <= best.read_seq < len(times) else None
+    return best.read_seq, t
+
+
+def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
+    """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed."""
+    df = stream_table.copy()
+    df["serving_provider"] = df["serving_provider"].fillna("(unknown)")
+    df["errored"] = df["error_type"].notna()
+    g = df.groupby("serving_provider", sort=True)
+    out = pd.DataFrame(
+        {
+            "streams": g.size(),
+            "leaked": g["leaked"].sum(),
+            "leak_rate": g["leaked"].mean(),
+            "errors": g["errored"].sum(),
+            "error_rate": g["errored"].mean(),
+            "median_ttft_ms": g["ttft_ms"].median(),
+            "median_tokens_per_s": g["tokens_per_s"].median(),
+            "output_tokens": g["output_tokens"].sum(),
+            "cost": g["cost"].sum(min_count=1),
+        }
+    )
+    cls = df.dropna(subset=["classifier"])
+    if len(cls):
+        counts = cls.groupby(["serving_provider", "classifier"]).size().unstack(fill_value=0)
+        counts.columns = [f"classifier_{c}" for c in counts.columns]
+        out = out.join(counts).fillna({c: 0 for c in counts.columns})
+    out = out.reset_index().sort_values(["leak_rate", "streams"], ascending=[False, False])
+    return out.reset_index(drop=True)
+
+
+def classifiers(stream_table: pd.DataFrame) -> pd.DataFrame:
+    """Counts of each error classifier (and error type) over the streams."""
+    df = stream_table[stream_table["error_type"].notna()]
+    if df.empty:
+        return pd.DataFrame(columns=["classifier", "error_type", "streams"])
+    out = (
+        df.assign(classifier=df["classifier"].fillna("(none)"))
+        .groupby(["classifier", "error_type"])
+        .size()
+        .rename("streams")
+        .reset_index()
+        .sort_values("streams", ascending=False)
+    )
+    return out.reset_index(drop=True)
+
+
+ATTEMPT_COLUMNS = [
+    "stream_id",
+    "provider",
+    "model",
+    "attempt",
+    "label",
+    "status",
+    "end_reason",
+    "committed",
+    "degradable",
+    "error",
+    "body_keys",
+    "n_reads",
+    "final",
+]
+
+
+def attempts(results: Iterable[StreamResult]) -> pd.DataFrame:
+    """One row per degradation attempt (HTTP exchange) of every logical request."""
+    rows = []
+    for r in results:
+        for a in r.attempts:
+            rows.append(
+                {
+                    "stream_id": r.stream_id,
+                    "provider": r.provider,
+                    "model": r.model,
+                    "attempt": a.attempt,
+                    "label": a.label,
+                    "status": a.status,
+                    "end_reason": a.end_reason,
+                    "committed": a.committed,
+                    "degradable": a.degradable,
+                    "error": a.error,
+                    "body_keys": ",".join(a.body_keys),
+                    "n_reads": a.n_reads,
+                    "final": a.attempt == len(r.attempts) - 1,
+                }
+            )
+    df = pd.DataFrame(rows, columns=ATTEMPT_COLUMNS)
+    df["status"] = df["status"].astype("Int64")
+    return df
