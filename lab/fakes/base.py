@@ -1,0 +1,268 @@
+"""Shared building blocks for the scripted fake providers.
+
+One definition of each wire primitive: SSE framing (``sse_data``, ``sse_event``,
+``sse_comment``), compact JSON, deterministic ids, the read splitter that turns a list of SSE
+events into network reads, and the scenario registry the family modules fill in.
+
+Everything here is pure: a scenario is a function of ``(family, model, body, seed,
+call_index)`` and returns a :class:`Script` (status, headers, reads, delays). The server only
+plays scripts back.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import string
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FAMILIES: tuple[str, ...] = ("openrouter", "openai", "google", "anthropic")
+FAMILY_ALIASES: dict[str, str] = {"gemini": "google", "openai-compatible": "openai"}
+
+# Base epoch for `created` fields: fixed so identical seeds give identical bytes.
+_EPOCH = 1_760_000_000
+
+MIN_READ_DELAY = 0.002
+MAX_READ_DELAY = 0.015
+
+
+def canonical_family(family: str) -> str:
+    """Map a family name or alias to one of :data:`FAMILIES` (ValueError otherwise)."""
+    name = FAMILY_ALIASES.get(family.lower(), family.lower())
+    if name not in FAMILIES:
+        raise ValueError(f"unknown provider family {family!r}; expected one of {FAMILIES}")
+    return name
+
+
+# --------------------------------------------------------------------------- wire primitives
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON with raw UTF-8 (providers send non-ASCII unescaped)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def sse_data(payload: Any) -> bytes:
+    """One ``data:`` event. ``payload`` is a JSON-able object or an already-rendered string."""
+    text = payload if isinstance(payload, str) else dumps(payload)
+    return f"data: {text}\n\n".encode()
+
+
+def sse_event(name: str, payload: Any) -> bytes:
+    """One named event (``event: name`` + ``data:``), Anthropic style."""
+    text = payload if isinstance(payload, str) else dumps(payload)
+    return f"event: {name}\ndata: {text}\n\n".encode()
+
+
+def sse_comment(text: str) -> bytes:
+    """One comment line (keepalive), followed by the blank line real servers send."""
+    return f": {text}\n\n".encode()
+
+
+def pieces(text: str, rng: random.Random, max_words: int = 2) -> list[str]:
+    """Split text into token-like deltas of 1..max_words words (whitespace kept)."""
+    words = re.findall(r"\s*\S+|\s+$", text)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        n = rng.randint(1, max_words)
+        out.append("".join(words[i : i + n]))
+        i += n
+    return out
+
+
+def approx_tokens_n(chars: int) -> int:
+    """Rough token count for ``chars`` characters of text (never 0)."""
+    return max(1, chars // 4)
+
+
+# --------------------------------------------------------------------------- script + context
+
+
+@dataclass(frozen=True)
+class Script:
+    """What the fake server sends for one request."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    reads: tuple[bytes, ...]
+    delays: tuple[float, ...]  # seconds to wait before each read, at delay_scale=1
+    backend: str | None = None  # the simulated serving backend (OpenRouter `provider`)
+    reason: str | None = None  # HTTP reason phrase override (e.g. 529 "Overloaded")
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.reads)
+
+    @property
+    def streaming(self) -> bool:
+        return self.header("content-type", "").startswith("text/event-stream")
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        low = name.lower()
+        for key, value in self.headers:
+            if key.lower() == low:
+                return value
+        return default
+
+
+@dataclass
+class Ctx:
+    """Everything a scenario function may depend on (all deterministic)."""
+
+    family: str
+    model: str
+    body: dict[str, Any]
+    seed: int
+    call_index: int = 0
+    backends: tuple[str, ...] = ()
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = self.stream("main")
+
+    def stream(self, key: str) -> random.Random:
+        """An independent deterministic RNG for one purpose (order-independent draws)."""
+        return random.Random(f"{key}|{self.family}|{self.model}|{self.seed}")
+
+    def draw(self, key: str) -> float:
+        return self.stream(key).random()
+
+    @property
+    def backend_index(self) -> int:
+        return self.seed % len(self.backends) if self.backends else 0
+
+    @property
+    def backend(self) -> str | None:
+        return self.backends[self.backend_index] if self.backends else None
+
+    def backend_misbehaves(self, rates: dict[str, float]) -> bool:
+        """True when this request's backend shows the fault (per-backend rate, seeded)."""
+        rate = rates.get(self.backend or "", 0.0)
+        return rate >= 1.0 or (rate > 0.0 and self.draw("fault") < rate)
+
+    @property
+    def created(self) -> int:
+        return _EPOCH + (zlib.crc32(self.model.encode()) % 100_000) + self.seed * 61
+
+    def token(self, n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+        rng = self.stream(f"token{n}{alphabet[:3]}")
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    def uuid(self) -> str:
+        h = self.token(32, "0123456789abcdef")
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+    @property
+    def prompt_chars(self) -> int:
+        return len(dumps(self.body.get("messages") or self.body.get("contents") or ""))
+
+    @property
+    def prompt_tokens(self) -> int:
+        return 24 + self.prompt_chars // 4 + self.stream("prompt").randint(0, 40)
+
+    def messages_have_images(self) -> bool:
+        for msg in self.body.get("messages") or []:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") in ("image_url", "image") for p in content
+            ):
+                return True
+        return False
+
+
+def split_reads(events: Sequence[bytes], rng: random.Random) -> list[bytes]:
+    """Turn SSE events into network reads, deterministically from ``rng``.
+
+    Some reads hold several events, some events are cut across reads, and the first
+    multi-byte UTF-8 character in the stream (if any) is always split between two reads.
+    """
+    buf = b"".join(events)
+    cuts: set[int] = set()
+    pos = 0
+    for ev in events:
+        if len(ev) > 16 and rng.random() < 0.3:  # split inside this event
+            cuts.add(pos + rng.randrange(1, len(ev)))
+        pos += len(ev)
+        if rng.random() < 0.65:  # otherwise merged with the next event
+            cuts.add(pos)
+    for i, byte in enumerate(buf):
+        if byte >= 0xC0:  # lead byte of a multi-byte UTF-8 sequence
+            cuts.add(i + 1)
+            break
+    edges = [0, *sorted(c for c in cuts if 0 < c < len(buf)), len(buf)]
+    return [buf[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
+
+
+def make_script(
+    ctx: Ctx,
+    events: Sequence[bytes],
+    headers: Sequence[tuple[str, str]],
+    *,
+    status: int = 200,
+) -> Script:
+    """A streaming script: events split into reads with 2–15 ms delays each."""
+    reads = split_reads(events, ctx.stream("reads"))
+    delay_rng = ctx.stream("delays")
+    delays = tuple(delay_rng.uniform(MIN_READ_DELAY, MAX_READ_DELAY) for _ in reads)
+    return Script(status, tuple(headers), tuple(reads), delays, backend=ctx.backend)
+
+
+def json_script(
+    ctx: Ctx,
+    status: int,
+    payload: Any,
+    headers: Sequence[tuple[str, str]],
+    *,
+    content_type: str = "application/json",
+    reason: str | None = None,
+) -> Script:
+    """A non-streaming JSON response (pre-stream HTTP errors)."""
+    body = dumps(payload).encode()
+    hdrs = (("Content-Type", content_type), *headers)
+    delay = ctx.stream("delays").uniform(MIN_READ_DELAY, MAX_READ_DELAY)
+    return Script(status, hdrs, (body,), (delay,), backend=ctx.backend, reason=reason)
+
+
+# --------------------------------------------------------------------------- registry
+
+ScenarioFn = Callable[[Ctx], Script]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    family: str
+    model: str
+    description: str
+    fn: ScenarioFn
+    backends: tuple[str, ...] = ()
+
+
+REGISTRY: dict[str, dict[str, Scenario]] = {f: {} for f in FAMILIES}
+UNKNOWN_MODEL: dict[str, ScenarioFn] = {}
+
+
+def scenario(
+    family: str, model: str, description: str, *, backends: Sequence[str] = ()
+) -> Callable[[ScenarioFn], ScenarioFn]:
+    """Register a scenario function under ``(family, model id)``."""
+
+    def register(fn: ScenarioFn) -> ScenarioFn:
+        REGISTRY[family][model] = Scenario(family, model, description, fn, tuple(backends))
+        return fn
+
+    return register
+
+
+def unknown_model(family: str) -> Callable[[ScenarioFn], ScenarioFn]:
+    """Register the family's real "unknown model" error response."""
+
+    def register(fn: ScenarioFn) -> ScenarioFn:
+        UNKNOWN_MODEL[family] = fn
+        return fn
+
+    return register

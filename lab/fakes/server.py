@@ -1,0 +1,334 @@
+"""A real loopback HTTP server that plays the scripted fake providers.
+
+Routes (POST; the scenario is chosen by the requested model id):
+
+- OpenRouter: ``/api/v1/chat/completions``
+- OpenAI-compatible: ``/v1/chat/completions``, ``/chat/completions``, ``/v4/chat/completions``
+  (any path ending in ``/chat/completions`` other than OpenRouter's)
+- Gemini: ``/v1beta/models/{model}:streamGenerateContent?alt=sse``
+- Anthropic: ``/v1/messages`` (any path ending in ``/messages``)
+
+The scenario seed is the request's ``seed`` (``generationConfig.seed`` for Gemini), else the
+``X-Fake-Seed`` header, else a per-(family, model) request counter on this server, so repeated
+recordings spread over backends deterministically.
+
+Streams are written with ``Transfer-Encoding: chunked``, one write+flush per scripted read,
+with the scripted 2–15 ms delay (times ``delay_scale``) before each read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TextIO
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .base import dumps
+from .scenarios import SCENARIOS, Script, script
+
+__all__ = ["FakeServer", "RecordedRequest", "serve_forever"]
+
+HOST = "127.0.0.1"
+_DISCONNECT = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+_GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>.+):(?P<method>\w+)$")
+
+
+@dataclass
+class RecordedRequest:
+    """One request the fake server received."""
+
+    method: str
+    path: str  # without the query string
+    query: str
+    headers: dict[str, str]  # names lower-cased
+    body: Any  # parsed JSON (None when empty or not JSON)
+    raw_body: bytes
+    family: str | None = None
+    model: str | None = None
+    seed: int | None = None
+    status: int | None = None  # status the server answered with
+    received_at: float = field(default_factory=time.time)
+
+
+def route(method: str, path: str) -> tuple[str | None, str | None]:
+    """(family, model-from-path) for a request path; (None, None) when not a provider route."""
+    if method != "POST":
+        return None, None
+    if path == "/api/v1/chat/completions":
+        return "openrouter", None
+    if path.endswith("/chat/completions"):
+        return "openai", None
+    m = _GEMINI_PATH.match(path)
+    if m and m.group("method") in ("streamGenerateContent", "generateContent"):
+        return "google", unquote(m.group("model"))
+    if path.endswith("/messages"):
+        return "anthropic", None
+    return None, None
+
+
+def _request_seed(family: str, body: Any, headers: dict[str, str]) -> int | None:
+    if isinstance(body, dict):
+        seed = body.get("seed")
+        if family == "google":
+            seed = (body.get("generationConfig") or {}).get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return abs(seed)
+    value = headers.get("x-fake-seed", "")
+    return abs(int(value)) if value.lstrip("-").isdigit() else None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # each scripted read leaves as its own segment
+    server: _HTTPServer
+    _server_header = "cloudflare"
+
+    def version_string(self) -> str:
+        return self._server_header
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet server
+        pass
+
+    # ------------------------------------------------------------------ entry points
+    def do_GET(self) -> None:  # noqa: N802
+        if urlsplit(self.path).path in ("/", "/scenarios"):
+            self._send_json(200, {"scenarios": SCENARIOS})
+        else:
+            self._send_json(404, {"error": {"message": "Not Found", "code": 404}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        family, path_model = route("POST", parts.path)
+        record = RecordedRequest("POST", parts.path, parts.query, headers, body, raw, family)
+        self.server.fake.record(record)
+
+        if family is None:
+            record.status = 404
+            self._send_json(404, {"error": {"message": "Not Found", "code": 404}})
+            return
+        if not isinstance(body, dict):
+            record.status = 400
+            self._send_json(400, {"error": {"message": "Invalid JSON body", "code": 400}})
+            return
+        model = path_model or str(body.get("model") or "")
+        record.model = model
+        seed, call_index = self.server.fake.next_seed(family, model, body, headers)
+        record.seed = seed
+        plan = script(family, model, body, seed, call_index=call_index)
+        record.status = plan.status
+        if (
+            family == "google"
+            and plan.streaming
+            and "sse" not in parse_qs(parts.query).get("alt", [])
+        ):
+            plan = _gemini_json_array(plan)
+        self._play(plan)
+
+    # ------------------------------------------------------------------ writing
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _play(self, plan: Script) -> None:
+        scale = self.server.fake.delay_scale
+        closing = self.server.fake.closing
+        server_header = plan.header("server")
+        if server_header:
+            self._server_header = server_header
+        try:
+            self.send_response(plan.status, plan.reason)
+            for name, value in plan.headers:
+                if name.lower() != "server":
+                    self.send_header(name, value)
+            if plan.streaming:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(len(plan.body)))
+            if (plan.header("connection") or "").lower() == "close":
+                self.close_connection = True
+            self.end_headers()
+            if not plan.streaming:
+                if scale:
+                    time.sleep(plan.delays[0] * scale)
+                self.wfile.write(plan.body)
+                self.wfile.flush()
+                return
+            for data, delay in zip(plan.reads, plan.delays, strict=True):
+                if closing.is_set():
+                    self.close_connection = True
+                    return
+                if scale:
+                    time.sleep(delay * scale)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except _DISCONNECT:
+            self.close_connection = True
+
+
+def _gemini_json_array(plan: Script) -> Script:
+    """Gemini without ``alt=sse``: the same chunks as one JSON array."""
+    objs = [
+        line[6:]
+        for line in plan.body.decode().split("\n")
+        if line.startswith("data: ") and line[6:].strip()
+    ]
+    data = ("[" + ",\r\n".join(objs) + "]").encode()
+    headers = tuple(
+        (k, "application/json; charset=UTF-8" if k.lower() == "content-type" else v)
+        for k, v in plan.headers
+    )
+    return Script(plan.status, headers, (data,), plan.delays[:1], backend=plan.backend)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    fake: FakeServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (*_DISCONNECT, socket.timeout, OSError)):
+            return  # client went away: not worth a traceback
+        super().handle_error(request, client_address)
+
+
+class FakeServer:
+    """Scripted fake LLM providers on a real loopback socket (127.0.0.1 only).
+
+    Starts serving in a daemon thread on construction::
+
+        with FakeServer(delay_scale=0) as srv:
+            httpx.post(f"{srv.base_url}/api/v1/chat/completions", json={...})
+            srv.requests[-1].body
+    """
+
+    def __init__(self, port: int = 0, *, delay_scale: float = 1.0) -> None:
+        self.delay_scale = float(delay_scale)
+        self.closing = threading.Event()
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._counters: dict[tuple[str, str], int] = defaultdict(int)
+        self._httpd = _HTTPServer((HOST, port), _Handler)
+        self._httpd.fake = self
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-server-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    # ------------------------------------------------------------------ addresses
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def family_base_url(self, family: str) -> str:
+        """The base URL a provider SDK/client expects for each family."""
+        suffix = {
+            "openrouter": "/api/v1",
+            "openai": "/v1",
+            "google": "/v1beta",
+            "gemini": "/v1beta",
+            "anthropic": "",
+        }[family]
+        return self.base_url + suffix
+
+    # ------------------------------------------------------------------ request log
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def next_seed(
+        self, family: str, model: str, body: Any, headers: dict[str, str]
+    ) -> tuple[int, int]:
+        """(seed, call_index) for a request: explicit seed, else the per-model counter."""
+        with self._lock:
+            call_index = self._counters[(family, model)]
+            self._counters[(family, model)] += 1
+        seed = _request_seed(family, body, headers)
+        return (call_index if seed is None else seed), call_index
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        if self.closing.is_set():
+            return
+        self.closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=2)
+
+    def __enter__(self) -> FakeServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FakeServer({self.base_url!r})"
+
+
+def serve_forever(port: int = 0, *, delay_scale: float = 1.0, out: TextIO | None = None) -> None:
+    """Run the fake server until Ctrl-C (for ``lab fake-server``)."""
+    out = out or sys.stdout
+    server = FakeServer(port, delay_scale=delay_scale)
+    print(f"Stream Lab fake providers on {server.base_url}", file=out)
+    routes = {
+        "openrouter": "POST /api/v1/chat/completions",
+        "openai": "POST /v1/chat/completions",
+        "google": "POST /v1beta/models/{model}:streamGenerateContent?alt=sse",
+        "anthropic": "POST /v1/messages",
+    }
+    for family, models in SCENARIOS.items():
+        if not models:
+            continue
+        print(f"\n{family}  ({routes[family]}, base {server.family_base_url(family)})", file=out)
+        for model, description in models.items():
+            print(f"  {model:<28} {description}", file=out)
+    print("\nCtrl-C to stop.", file=out, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()

@@ -1,0 +1,475 @@
+"""Scripted fake providers: real loopback sockets, real wire formats, deterministic bytes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+
+from lab.fakes import (
+    OPENROUTER_SCENARIOS,
+    SCENARIOS,
+    FakeServer,
+    render_body,
+    scenario_reads,
+)
+from lab.fakes.scenarios import backends_for
+
+OR_PATH = "/api/v1/chat/completions"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def parse_sse(body: bytes) -> list[dict[str, Any]]:
+    """Events as {"comments": [...], "event": name|None, "data": str|None}."""
+    events = []
+    for block in body.decode("utf-8").split("\n\n"):
+        if not block.strip():
+            continue
+        ev: dict[str, Any] = {"comments": [], "event": None, "data": None}
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                ev["comments"].append(line[1:].strip())
+            elif line.startswith("event:"):
+                ev["event"] = line[6:].strip()
+            elif line.startswith("data:"):
+                ev["data"] = line[5:].strip()
+        events.append(ev)
+    return events
+
+
+def data_chunks(body: bytes) -> list[dict[str, Any]]:
+    """Parsed JSON of every data event except [DONE]."""
+    return [
+        json.loads(ev["data"])
+        for ev in parse_sse(body)
+        if ev["data"] is not None and ev["data"] != "[DONE]"
+    ]
+
+
+def deltas(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+
+
+def finishes(chunks: list[dict[str, Any]]) -> list[str]:
+    return [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")]
+
+
+def content(chunks: list[dict[str, Any]]) -> str:
+    return "".join(d.get("content") or "" for d in deltas(chunks))
+
+
+def tool_args(chunks: list[dict[str, Any]]) -> str:
+    return "".join(
+        tc["function"].get("arguments", "")
+        for d in deltas(chunks)
+        for tc in d.get("tool_calls") or []
+    )
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeServer(delay_scale=0) as srv:
+        yield srv
+
+
+def or_body(model: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "Hi! Any café tips?"}],
+        "stream": True,
+        **extra,
+    }
+
+
+def stream(server: FakeServer, path: str, body: dict[str, Any], **kw: Any):
+    """(response, list of raw reads) over a real socket with httpx."""
+    with httpx.Client(timeout=5) as client:
+        with client.stream("POST", server.base_url + path, json=body, **kw) as resp:
+            reads = list(resp.iter_raw())
+    return resp, reads
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def test_server_binds_loopback_only():
+    with FakeServer(delay_scale=0) as srv:
+        assert srv.host == "127.0.0.1"
+        assert srv.base_url == f"http://127.0.0.1:{srv.port}"
+        assert srv._httpd.socket.getsockname()[0] == "127.0.0.1"
+        assert srv.port > 0
+
+
+def test_server_closes_and_frees_the_port():
+    srv = FakeServer(delay_scale=0)
+    port = srv.port
+    srv.close()
+    srv.close()  # idempotent
+    with pytest.raises(httpx.ConnectError):
+        httpx.post(f"http://127.0.0.1:{port}{OR_PATH}", json=or_body("fake/clean"), timeout=1)
+
+
+@pytest.mark.parametrize("model", OPENROUTER_SCENARIOS)
+def test_openrouter_scenario_streams_sse_with_provider_on_every_chunk(server, model):
+    resp, reads = stream(server, OR_PATH, or_body(model))
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "text/event-stream"
+    assert resp.headers["transfer-encoding"] == "chunked"
+    assert resp.headers["cache-control"] == "no-cache"
+    assert resp.headers["x-generation-id"].startswith("gen-")
+    body = b"".join(reads)
+    chunks = data_chunks(body)
+    assert chunks
+    for chunk in chunks:
+        assert chunk["provider"] in backends_for("openrouter", model)
+        assert chunk["object"] == "chat.completion.chunk"
+        assert chunk["model"] == model
+        assert chunk["id"] == resp.headers["x-generation-id"]
+        assert isinstance(chunk["created"], int)
+        for delta in deltas([chunk]):
+            assert delta["role"] == "assistant"
+    comments = [c for ev in parse_sse(body) for c in ev["comments"]]
+    assert set(comments) <= {"OPENROUTER PROCESSING"}
+    assert len(comments) <= 3
+
+
+def test_clean_ends_with_finish_then_usage_then_done():
+    body = render_body("openrouter", "fake/clean", seed=1)
+    events = parse_sse(body)
+    assert events[-1]["data"] == "[DONE]"
+    chunks = data_chunks(body)
+    finish_at = next(
+        i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["finish_reason"]
+    )
+    assert chunks[finish_at]["choices"][0]["finish_reason"] == "stop"
+    assert finish_at == len(chunks) - 2 and "usage" not in chunks[finish_at]
+    usage = chunks[-1]["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert "reasoning_tokens" in usage["completion_tokens_details"]
+    assert "cached_tokens" in usage["prompt_tokens_details"]
+    assert usage["cost"] > 0
+    assert "café" in content(chunks) and "☕" in content(chunks)
+
+
+def test_usage_chunk_has_empty_choices_or_a_null_finish_choice():
+    for seed in range(8):
+        last = data_chunks(render_body("openrouter", "fake/clean", seed=seed))[-1]
+        assert "usage" in last
+        if last["choices"]:
+            assert last["provider"] == "DeepInfra"
+            assert last["choices"][0]["finish_reason"] is None
+
+
+def test_reasoning_streams_reasoning_text_details_then_encrypted_or_summary():
+    kinds = set()
+    for seed in range(2):
+        chunks = data_chunks(render_body("openrouter", "fake/reasoning", seed=seed))
+        ds = deltas(chunks)
+        text_details = [
+            rd
+            for d in ds
+            for rd in d.get("reasoning_details") or []
+            if rd["type"] == "reasoning.text"
+        ]
+        assert text_details and all(rd["index"] == 0 for rd in text_details)
+        reasoning = "".join(d.get("reasoning") or "" for d in ds)
+        assert reasoning == "".join(rd["text"] for rd in text_details)
+        last_detail = [rd for d in ds for rd in d.get("reasoning_details") or []][-1]
+        assert last_detail["type"] in ("reasoning.encrypted", "reasoning.summary")
+        kinds.add(last_detail["type"])
+        first_content = next(i for i, d in enumerate(ds) if d.get("content"))
+        assert all(not d.get("reasoning") for d in ds[first_content:])
+        assert chunks[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    assert kinds == {"reasoning.encrypted", "reasoning.summary"}
+
+
+def test_think_leak_splits_tags_across_deltas_on_the_bad_backend():
+    chunks = data_chunks(render_body("openrouter", "fake/think-leak", seed=0))
+    assert chunks[0]["provider"] == "Chutes"
+    pieces = [d.get("content") or "" for d in deltas(chunks)]
+    assert "<thi" in pieces and any(p.startswith("nk>") for p in pieces)
+    text = content(chunks)
+    assert text.startswith("<think>") and "</think>" in text
+    assert not any(d.get("reasoning") for d in deltas(chunks))
+
+
+def test_think_leak_rate_differs_by_backend():
+    leaks: dict[str, list[bool]] = {}
+    for seed in range(24):
+        chunks = data_chunks(render_body("openrouter", "fake/think-leak", seed=seed))
+        leaks.setdefault(chunks[0]["provider"], []).append("</think>" in content(chunks))
+    rates = {backend: sum(v) / len(v) for backend, v in leaks.items()}
+    assert rates["Chutes"] == 1.0
+    assert 0.0 < rates["SiliconFlow"] < 1.0
+    assert rates["DeepInfra"] == rates["Together"] == 0.0
+
+
+def test_spill_glues_reasoning_tail_to_the_answer_on_the_bad_backend():
+    ds = deltas(data_chunks(render_body("openrouter", "fake/spill", seed=0)))
+    first = next(i for i, d in enumerate(ds) if d.get("content"))
+    assert ds[first]["content"] == "must do.Hello!"
+    assert any(d.get("reasoning") for d in ds[:first])
+    assert len([d for d in ds[first + 1 :] if d.get("content")]) >= 2
+    good = deltas(data_chunks(render_body("openrouter", "fake/spill", seed=1)))
+    assert next(d["content"] for d in good if d.get("content")) == "Hello!"
+
+
+def test_tool_call_fragments_concatenate_to_valid_json_with_finish_tool_calls():
+    chunks = data_chunks(render_body("openrouter", "fake/tool-call"))
+    calls = [tc for d in deltas(chunks) for tc in d.get("tool_calls") or []]
+    assert calls[0]["id"].startswith("call_") and calls[0]["function"]["name"] == "get_weather"
+    assert calls[0]["function"]["arguments"] == ""
+    assert len(calls) >= 3
+    assert json.loads(tool_args(chunks)) == {"city": "Zürich", "days": 3}
+    assert "tool_calls" in finishes(chunks)
+
+
+def test_truncated_tool_args_end_without_closing_brace_under_finish_tool_calls():
+    chunks = data_chunks(
+        render_body("openrouter", "fake/truncated-tool-args", body=or_body("x", max_tokens=48))
+    )
+    assert tool_args(chunks) == '{"city": "Paris", "days": 1'
+    finish = next(
+        c["choices"][0] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+    )
+    assert finish["finish_reason"] == "tool_calls" and finish["native_finish_reason"] == "length"
+    assert chunks[-1]["usage"]["completion_tokens"] == 48
+
+
+def test_mid_stream_error_chunk_after_content():
+    chunks = data_chunks(render_body("openrouter", "fake/mid-stream-error"))
+    err_at = next(i for i, c in enumerate(chunks) if "error" in c)
+    assert content(chunks[:err_at])
+    err = chunks[err_at]
+    assert err["error"]["code"] == 502
+    assert err["error"]["metadata"]["error_type"] == "provider_unavailable"
+    assert err["provider"] in err["error"]["message"]
+    assert err["choices"][0]["finish_reason"] == "error"
+    assert err_at == len(chunks) - 1
+
+
+def test_no_done_ends_without_done_or_finish():
+    for seed in range(2):
+        body = render_body("openrouter", "fake/no-done", seed=seed)
+        assert b"[DONE]" not in body
+        assert not any(finishes(data_chunks(body + b"\n\n")))
+        assert content(data_chunks(body + b"\n\n"))
+    assert render_body("openrouter", "fake/no-done", seed=1).endswith(b"}")
+
+
+# --------------------------------------------------------------------------- reads & determinism
+
+
+def test_same_seed_same_bytes_and_reads():
+    for model in OPENROUTER_SCENARIOS:
+        assert scenario_reads("openrouter", model, seed=5) == scenario_reads(
+            "openrouter", model, seed=5
+        )
+    assert render_body("openrouter", "fake/clean", seed=1) != render_body(
+        "openrouter", "fake/clean", seed=2
+    )
+
+
+def test_socket_bytes_equal_rendered_bytes_for_the_request_seed(server):
+    body = or_body("fake/think-leak", seed=3)
+    resp, reads = stream(server, OR_PATH, body)
+    assert b"".join(reads) == render_body("openrouter", "fake/think-leak", seed=3, body=body)
+
+
+def test_reads_split_events_merge_events_and_split_a_utf8_char():
+    for model in OPENROUTER_SCENARIOS:
+        reads = scenario_reads("openrouter", model)
+        assert len(reads) > 3
+        undecodable = 0
+        for read in reads:
+            try:
+                read.decode("utf-8")
+            except UnicodeDecodeError:
+                undecodable += 1
+        assert undecodable >= 1, model
+    reads = scenario_reads("openrouter", "fake/reasoning")
+    assert any(r.count(b"\n\ndata: ") >= 2 for r in reads)  # several events in one read
+    assert any(not r.endswith(b"\n\n") for r in reads)  # an event cut across reads
+
+
+def test_server_writes_one_chunk_per_scripted_read():
+    with FakeServer(delay_scale=0.5) as srv:
+        resp, reads = stream(srv, OR_PATH, or_body("fake/clean", seed=2))
+    assert b"".join(reads) == render_body(
+        "openrouter", "fake/clean", seed=2, body=or_body("fake/clean", seed=2)
+    )
+    assert len(reads) >= len(scenario_reads("openrouter", "fake/clean", seed=2)) // 2
+
+
+def test_backends_spread_across_requests_without_seed():
+    with FakeServer(delay_scale=0) as srv:
+        providers = []
+        for _ in range(8):
+            resp, reads = stream(srv, OR_PATH, or_body("fake/clean"))
+            providers.append(data_chunks(b"".join(reads))[0]["provider"])
+        assert [r.seed for r in srv.requests] == list(range(8))
+    assert len(set(providers)) == 8
+    assert Counter(providers).most_common(1)[0][1] == 1
+
+
+def test_fake_seed_header_picks_the_scenario_seed(server):
+    resp, reads = stream(server, OR_PATH, or_body("fake/spill"), headers={"X-Fake-Seed": "1"})
+    assert (
+        data_chunks(b"".join(reads))[0]["provider"] == backends_for("openrouter", "fake/spill")[1]
+    )
+
+
+# --------------------------------------------------------------------------- request log
+
+
+def test_request_log_records_method_path_headers_and_json_body(server):
+    body = or_body(
+        "fake/tool-call", tools=[{"type": "function", "function": {"name": "get_weather"}}]
+    )
+    stream(server, OR_PATH, body, headers={"X-Title": "stream-lab", "Authorization": "Bearer k"})
+    rec = server.requests[-1]
+    assert (rec.method, rec.path, rec.family, rec.model) == (
+        "POST",
+        OR_PATH,
+        "openrouter",
+        "fake/tool-call",
+    )
+    assert rec.headers["x-title"] == "stream-lab"
+    assert rec.headers["authorization"] == "Bearer k"
+    assert rec.body == body
+    assert rec.status == 200
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def post(server: FakeServer, body: dict[str, Any], path: str = OR_PATH) -> httpx.Response:
+    return httpx.post(server.base_url + path, json=body, timeout=5)
+
+
+def test_unknown_openrouter_model_is_400_not_a_valid_model_id(server):
+    resp = post(server, or_body("vendor/nope"))
+    assert resp.status_code == 400
+    assert resp.json()["error"] == {"message": "vendor/nope is not a valid model ID", "code": 400}
+
+
+def test_reject_min_p_only_when_body_has_min_p(server):
+    resp = post(server, or_body("fake/reject-min-p", min_p=0.05))
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert err["message"] == "Provider returned error" and err["code"] == 400
+    assert err["metadata"]["raw"] == "min_p is not supported by this model"
+    assert err["metadata"]["provider_name"] in backends_for("openrouter", "fake/reject-min-p")
+    assert post(server, or_body("fake/reject-min-p", top_p=0.9)).status_code == 200
+
+
+def test_reject_images_only_when_a_message_has_image_parts(server):
+    image_msg = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ],
+    }
+    resp = post(server, {"model": "fake/reject-images", "messages": [image_msg], "stream": True})
+    assert resp.status_code == 400
+    assert resp.json()["error"]["metadata"]["raw"] == "this model does not support image input"
+    assert post(server, or_body("fake/reject-images")).status_code == 200
+
+
+def test_no_endpoints_only_when_body_has_tools(server):
+    resp = post(
+        server,
+        or_body("fake/no-endpoints", tools=[{"type": "function", "function": {"name": "f"}}]),
+    )
+    assert resp.status_code == 404
+    assert resp.json()["error"]["message"].startswith("No endpoints found that support tool use")
+    assert post(server, or_body("fake/no-endpoints")).status_code == 200
+
+
+def test_overloaded_then_ok_fails_first_request_per_server_only():
+    with FakeServer(delay_scale=0) as srv:
+        first = post(srv, or_body("fake/overloaded-then-ok"))
+        second = post(srv, or_body("fake/overloaded-then-ok"))
+    assert first.status_code == 502
+    assert first.json()["error"]["code"] == 502
+    assert second.status_code == 200 and b"[DONE]" in second.content
+
+
+def test_sse_error_precommit_sends_keepalive_then_429_error_before_content(server):
+    resp = post(server, or_body("fake/sse-error-precommit"))
+    assert resp.status_code == 200
+    events = parse_sse(resp.content)
+    assert events[0]["comments"] == ["OPENROUTER PROCESSING"]
+    chunks = data_chunks(resp.content)
+    assert chunks[0]["error"]["code"] == 429 and chunks[0]["choices"] == []
+    assert not content(chunks)
+
+
+def test_credit_affordability_is_402_unless_max_tokens_is_affordable(server):
+    resp = post(server, or_body("fake/credit-affordability"))
+    assert resp.status_code == 402
+    msg = resp.json()["error"]["message"]
+    assert "requires more credits, or fewer max_tokens" in msg
+    assert "You requested up to 16384 tokens, but can only afford 1203" in msg
+    assert post(server, or_body("fake/credit-affordability", max_tokens=1000)).status_code == 200
+
+
+def test_context_length_is_400_with_maximum_context_length_message(server):
+    resp = post(server, or_body("fake/context-length"))
+    assert resp.status_code == 400
+    assert resp.json()["error"]["message"].startswith(
+        "This endpoint's maximum context length is 8192 tokens. However, you requested about 9500 tokens"
+    )
+
+
+def test_unknown_route_is_404_and_bad_json_is_400(server):
+    assert httpx.post(server.base_url + "/nowhere", json={}).status_code == 404
+    resp = httpx.post(
+        server.base_url + OR_PATH,
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 400
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def test_client_disconnect_mid_stream_is_silent_and_server_keeps_serving(capfd):
+    with FakeServer(delay_scale=3) as srv:
+        with httpx.Client(timeout=5) as client:
+            with client.stream(
+                "POST", srv.base_url + OR_PATH, json=or_body("fake/reasoning")
+            ) as resp:
+                next(resp.iter_raw())
+        resp = httpx.post(srv.base_url + OR_PATH, json=or_body("fake/clean"), timeout=5)
+        assert resp.status_code == 200
+    captured = capfd.readouterr()
+    assert captured.err == ""
+
+
+def test_server_is_quiet_per_request(server, capfd):
+    post(server, or_body("fake/clean"))
+    post(server, or_body("vendor/nope"))
+    assert capfd.readouterr().err == ""
+
+
+def test_scenarios_lists_every_required_openrouter_id_with_a_description():
+    for model in (
+        *OPENROUTER_SCENARIOS,
+        "fake/reject-min-p",
+        "fake/reject-images",
+        "fake/no-endpoints",
+        "fake/overloaded-then-ok",
+        "fake/sse-error-precommit",
+        "fake/credit-affordability",
+        "fake/context-length",
+    ):
+        assert SCENARIOS["openrouter"][model]
+    assert len(OPENROUTER_SCENARIOS) == 8
