@@ -1,0 +1,434 @@
+"""Reading captures: Parquet parts plus leftover journals, as pandas tables and records.
+
+``open(path)`` accepts a recording directory, a root holding many recordings, a single
+``.parquet`` part (its ``streams``/``chunks`` sibling of the same number comes along), a
+single ``.journal``, or a glob. Bad input raises one ``CaptureError`` naming the file.
+
+Recovery rules (see ``writer.py`` for why they are enough):
+
+- a journal whose exchange is already in a ``streams`` part is ignored (the writer died
+  between writing the part and deleting the journal);
+- any other journal becomes an exchange: with its recorded end reason when its ``E``
+  record made it to disk, else end_reason ``"incomplete"``;
+- ``chunks`` rows of an exchange recovered from a journal are taken from the journal (a
+  ``chunks`` part written just before a crash is superseded, never double counted).
+"""
+
+from __future__ import annotations
+
+import base64
+import glob as _glob
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lab.capture.errors import CaptureError
+from lab.capture.journal import JOURNAL_SUFFIX, read_journal
+from lab.capture.records import RecordedExchange, RecordedRequest
+from lab.capture.schema import (
+    CHUNKS_SCHEMA,
+    FOOTER_CAPTURE,
+    FOOTER_REDACTION,
+    FOOTER_SCHEMA_VERSION,
+    FOOTER_TABLE,
+    SCHEMA_VERSION,
+    STREAMS_SCHEMA,
+    UPGRADERS,
+)
+
+__all__ = ["Capture", "open"]
+
+_PART = re.compile(r"^(streams|chunks)-(\d+)\.parquet$")
+_SCHEMAS = {"streams": STREAMS_SCHEMA, "chunks": CHUNKS_SCHEMA}
+_INCOMPLETE_ERROR = "recorder stopped before the exchange ended (recovered from its journal)"
+
+
+class Capture:
+    """One or more recordings, loaded.
+
+    - ``streams``: one row per HTTP exchange, sorted by (started_at, stream_id, attempt);
+    - ``chunks``: one row per network read, sorted by (stream_id, attempt, seq); ``raw``
+      holds ``bytes`` objects;
+    - ``paths``: the files read; ``metadata``: footer metadata (see ``docs/capture-schema.md``).
+    """
+
+    def __init__(
+        self,
+        streams: pa.Table,
+        chunks: pa.Table,
+        paths: list[Path],
+        metadata: dict[str, Any],
+    ) -> None:
+        self.streams_table = streams
+        self.chunks_table = chunks
+        self.paths = paths
+        self.metadata = metadata
+        self.streams = _streams_frame(streams)
+        self.chunks = chunks.to_pandas()
+        self._exchanges: list[RecordedExchange] | None = None
+
+    def __repr__(self) -> str:
+        ids = self.metadata.get("capture_ids", [])
+        return (
+            f"<Capture {', '.join(ids) if len(ids) <= 3 else f'{len(ids)} recordings'}: "
+            f"{len(self.streams)} exchanges, {len(self.chunks)} reads>"
+        )
+
+    def exchanges(self) -> list[RecordedExchange]:
+        """Every exchange in ``streams`` order, with its reads."""
+        if self._exchanges is None:
+            self._exchanges = _build_exchanges(self.streams_table, self.chunks_table)
+        return list(self._exchanges)
+
+    def requests(self) -> list[RecordedRequest]:
+        """Logical requests (all attempts of one stream_id) in capture order."""
+        groups: dict[tuple[str | None, str], list[RecordedExchange]] = {}
+        for ex in self.exchanges():
+            groups.setdefault((ex.capture_id, ex.stream_id), []).append(ex)
+        out = []
+        for (capture_id, stream_id), exchanges in groups.items():
+            exchanges.sort(key=lambda e: (e.attempt, e.exchange or 0))
+            first = exchanges[0]
+            out.append(
+                RecordedRequest(
+                    stream_id=stream_id,
+                    provider=first.provider,
+                    model=first.model,
+                    exchanges=exchanges,
+                    meta=first.meta,
+                    capture_id=capture_id,
+                )
+            )
+        return out
+
+    def request(self, stream_id: str) -> RecordedRequest:
+        """The logical request with this stream_id (KeyError when absent)."""
+        found = [r for r in self.requests() if r.stream_id == stream_id]
+        if not found:
+            raise KeyError(f"no stream_id {stream_id!r} in this capture")
+        if len(found) > 1:
+            ids = ", ".join(str(r.capture_id) for r in found)
+            raise CaptureError(
+                f"stream_id {stream_id!r} appears in several recordings ({ids}); "
+                "open one recording directory"
+            )
+        return found[0]
+
+
+# -- open ----------------------------------------------------------------------------------
+
+
+def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
+    """Load a capture: recording dir, root of recordings, one .parquet, or a glob."""
+    parts, journals = _resolve(path)
+    streams_tables: list[pa.Table] = []
+    chunks_tables: list[pa.Table] = []
+    infos: dict[str, dict[str, Any]] = {}
+    redaction: dict[str, Any] = {}
+    versions: set[int] = set()
+    for p in parts:
+        name, table, info, red, version = _read_part(p)
+        versions.add(version)
+        if info.get("capture_id"):
+            infos.setdefault(info["capture_id"], info)
+        redaction = red or redaction
+        (streams_tables if name == "streams" else chunks_tables).append(table)
+
+    streams = _concat(streams_tables, STREAMS_SCHEMA)
+    chunks = _concat(chunks_tables, CHUNKS_SCHEMA)
+    done = set(zip(streams["capture_id"].to_pylist(), streams["exchange"].to_pylist(), strict=True))
+
+    rec_streams: list[dict[str, Any]] = []
+    rec_chunks: list[pa.Table] = []
+    used_journals: list[Path] = []
+    for j in journals:
+        recovered = _recover_journal(j)
+        if recovered is None:
+            continue
+        row, chunk_table, info, red = recovered
+        key = (row["capture_id"], row["exchange"])
+        if key in done:
+            continue
+        done.add(key)
+        used_journals.append(j)
+        rec_streams.append(row)
+        rec_chunks.append(chunk_table)
+        if info.get("capture_id"):
+            infos.setdefault(info["capture_id"], info)
+        redaction = red or redaction
+        versions.add(SCHEMA_VERSION)
+    if rec_streams:
+        if chunks.num_rows:  # drop chunk rows a crash left without their streams part
+            recovered = {(r["capture_id"], r["exchange"]) for r in rec_streams}
+            keep = [
+                key not in recovered
+                for key in zip(
+                    chunks["capture_id"].to_pylist(), chunks["exchange"].to_pylist(), strict=True
+                )
+            ]
+            chunks = chunks.filter(pa.array(keep, pa.bool_()))
+        streams = pa.concat_tables([streams, pa.Table.from_pylist(rec_streams, STREAMS_SCHEMA)])
+        chunks = pa.concat_tables([chunks, *rec_chunks])
+
+    streams = streams.sort_by(
+        [
+            ("started_at", "ascending"),
+            ("stream_id", "ascending"),
+            ("attempt", "ascending"),
+            ("capture_id", "ascending"),
+            ("exchange", "ascending"),
+        ]
+    )
+    chunks = chunks.sort_by(
+        [
+            ("stream_id", "ascending"),
+            ("attempt", "ascending"),
+            ("capture_id", "ascending"),
+            ("exchange", "ascending"),
+            ("seq", "ascending"),
+        ]
+    )
+    ids = sorted(infos)
+    metadata: dict[str, Any] = {
+        "schema_version": max(versions) if versions else SCHEMA_VERSION,
+        "capture_ids": ids,
+        "captures": infos,
+        "redaction": redaction,
+        "recovered_journals": [str(p) for p in used_journals],
+    }
+    if len(ids) == 1:
+        metadata.update(infos[ids[0]])
+    return Capture(streams, chunks, [*parts, *used_journals], metadata)
+
+
+def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
+    text = str(path)
+    p = Path(path)
+    if p.exists():
+        targets = [p]
+    elif _glob.has_magic(text):
+        targets = [Path(m) for m in sorted(_glob.glob(text, recursive=True))]
+        if not targets:
+            raise CaptureError(f"{text}: the glob matched no files")
+    else:
+        raise CaptureError(f"{p}: no such file or directory")
+    parts: list[Path] = []
+    journals: list[Path] = []
+    for t in targets:
+        if t.is_dir():
+            found = sorted(
+                f
+                for f in t.rglob("*")
+                if f.is_file() and (_PART.match(f.name) or f.name.endswith(JOURNAL_SUFFIX))
+            )
+            if not found:  # exported fixtures and friends: any Parquet, checked by footer
+                found = sorted(f for f in t.rglob("*.parquet") if not f.name.startswith("."))
+            if not found:
+                raise CaptureError(
+                    f"{t}: no capture files here (streams-*.parquet, chunks-*.parquet, *.journal)"
+                )
+            for f in found:
+                (journals if f.name.endswith(JOURNAL_SUFFIX) else parts).append(f)
+        elif t.name.endswith(JOURNAL_SUFFIX):
+            journals.append(t)
+        else:
+            parts.append(t)
+            m = _PART.match(t.name)
+            if m and len(targets) == 1:  # one part named: bring its sibling along
+                other = "chunks" if m.group(1) == "streams" else "streams"
+                sibling = t.with_name(f"{other}-{m.group(2)}.parquet")
+                if sibling.exists():
+                    parts.append(sibling)
+    parts = list(dict.fromkeys(p.resolve() for p in parts))
+    journals = list(dict.fromkeys(p.resolve() for p in journals))
+    return parts, journals
+
+
+def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
+    try:
+        pf = pq.ParquetFile(path)
+        metadata = pf.schema_arrow.metadata or {}
+    except Exception as exc:
+        raise CaptureError(
+            f"{path}: not a readable Parquet file, corrupt or truncated "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    missing = [k.decode() for k in (FOOTER_TABLE, FOOTER_SCHEMA_VERSION) if k not in metadata]
+    if missing:
+        raise CaptureError(
+            f"{path}: not a Stream Lab capture (footer key {', '.join(missing)} missing)"
+        )
+    name = metadata[FOOTER_TABLE].decode()
+    if name not in _SCHEMAS:
+        raise CaptureError(f"{path}: not a Stream Lab capture table (lab.table = {name!r})")
+    try:
+        version = int(metadata[FOOTER_SCHEMA_VERSION])
+    except ValueError:
+        raise CaptureError(f"{path}: unreadable lab.schema_version footer key") from None
+    if version > SCHEMA_VERSION:
+        raise CaptureError(
+            f"{path}: capture schema version {version} is newer than this lab "
+            f"(reads up to {SCHEMA_VERSION}); upgrade stream-lab"
+        )
+    try:
+        table = pf.read()
+    except Exception as exc:
+        raise CaptureError(
+            f"{path}: corrupt or truncated Parquet data ({type(exc).__name__}: {exc})"
+        ) from None
+    for v in range(version, SCHEMA_VERSION):
+        table = UPGRADERS[(name, v)](table)
+    schema = _SCHEMAS[name]
+    absent = [n for n in schema.names if n not in table.column_names]
+    if absent:
+        raise CaptureError(f"{path}: {name} table is missing column(s) {', '.join(absent)}")
+    try:
+        table = table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise CaptureError(f"{path}: {name} table has wrong column types ({exc})") from None
+    info = _json_footer(metadata, FOOTER_CAPTURE)
+    redaction = _json_footer(metadata, FOOTER_REDACTION)
+    return name, table, info, redaction, version
+
+
+def _json_footer(metadata: dict, key: bytes) -> dict:
+    try:
+        value = json.loads(metadata.get(key, b"{}"))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _recover_journal(path: Path) -> tuple[dict, pa.Table, dict, dict] | None:
+    try:
+        contents = read_journal(path)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read journal ({exc})") from None
+    except (ValueError, KeyError) as exc:
+        warnings.warn(f"{path}: unreadable journal skipped ({exc})", stacklevel=3)
+        return None
+    if contents is None:  # killed before the header was written: nothing was recorded
+        return None
+    h = contents.header
+    row = {name: h.get(name) for name in STREAMS_SCHEMA.names}
+    response = contents.response or {}
+    for key in ("status", "http_version", "response_headers", "t_headers_ns"):
+        row[key] = response.get(key)
+    end = contents.end
+    if end is not None:
+        row["end_reason"] = end.get("end_reason") or "incomplete"
+        row["error"] = end.get("error")
+        row["t_end_ns"] = end.get("t_end_ns")
+    else:
+        row["end_reason"] = "incomplete"
+        row["error"] = _INCOMPLETE_ERROR
+        row["t_end_ns"] = None
+    reads, ts = contents.reads, contents.read_t_ns
+    row["t_first_read_ns"] = ts[0] if ts else None
+    row["t_last_read_ns"] = ts[-1] if ts else None
+    row["n_reads"] = len(reads)
+    row["n_bytes"] = sum(map(len, reads))
+    n = len(reads)
+    chunk_table = pa.table(
+        {
+            "capture_id": [row["capture_id"]] * n,
+            "exchange": [row["exchange"]] * n,
+            "stream_id": [row["stream_id"]] * n,
+            "attempt": [row["attempt"]] * n,
+            "seq": list(range(n)),
+            "t_ns": ts,
+            "raw": reads,
+            "n_bytes": [len(r) for r in reads],
+        },
+        schema=CHUNKS_SCHEMA,
+    )
+    return row, chunk_table, h.get("capture") or {}, h.get("redaction") or {}
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _streams_frame(streams: pa.Table) -> pd.DataFrame:
+    df = streams.to_pandas()
+    nullable = {
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+    }
+    for name in ("status", "t_headers_ns", "t_first_read_ns", "t_last_read_ns", "t_end_ns"):
+        df[name] = streams[name].to_pandas(types_mapper=nullable.get)
+    return df
+
+
+def _build_exchanges(streams: pa.Table, chunks: pa.Table) -> list[RecordedExchange]:
+    reads: dict[tuple[str, int], tuple[list[bytes], list[int]]] = {}
+    ordered = chunks.sort_by(
+        [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
+    )
+    for cid, ex, raw, t in zip(
+        ordered["capture_id"].to_pylist(),
+        ordered["exchange"].to_pylist(),
+        ordered["raw"].to_pylist(),
+        ordered["t_ns"].to_pylist(),
+        strict=True,
+    ):
+        entry = reads.get((cid, ex))
+        if entry is None:
+            entry = reads[(cid, ex)] = ([], [])
+        entry[0].append(raw)
+        entry[1].append(t)
+    out = []
+    for row in streams.to_pylist():
+        raw_reads, ts = reads.get((row["capture_id"], row["exchange"]), ([], []))
+        body = row["request_body"]
+        out.append(
+            RecordedExchange(
+                stream_id=row["stream_id"],
+                attempt=row["attempt"],
+                attempt_label=row["attempt_label"],
+                provider=row["provider"],
+                model=row["model"],
+                method=row["method"],
+                url=row["url"],
+                request_headers=_json_dict(row["request_headers"]),
+                request_body=(
+                    base64.b64decode(body)
+                    if row["request_body_encoding"] == "base64"
+                    else body.encode("utf-8")
+                ),
+                status=row["status"],
+                http_version=row["http_version"],
+                response_headers=_json_dict(row["response_headers"]),
+                reads=raw_reads,
+                read_t_ns=ts,
+                end_reason=row["end_reason"],
+                error=row["error"],
+                meta=_json_dict(row["meta"]),
+                t_headers_ns=row["t_headers_ns"],
+                t_first_read_ns=row["t_first_read_ns"],
+                t_last_read_ns=row["t_last_read_ns"],
+                t_end_ns=row["t_end_ns"],
+                capture_id=row["capture_id"],
+                exchange=row["exchange"],
+            )
+        )
+    return out
+
+
+def _json_dict(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,440 @@
+"""Crash-safe, append-only capture writer.
+
+One ``CaptureWriter`` is one recording: one ``capture_id`` and one directory
+``<root>/<capture_id>/``. Its life on disk:
+
+1. ``exchange(...)`` redacts the request and opens ``exchange-<k>.journal`` with a header
+   record (see ``journal.py``).
+2. ``on_response`` / ``on_read`` / ``on_end`` append one small record each, unbuffered (one
+   ``write`` syscall, no fsync, no Parquet work), and keep the read in a list.
+3. A finished exchange is handed to a background thread that writes the finished exchanges
+   it has queued as ``chunks-<n>.parquet`` then ``streams-<n>.parquet`` (each written as a
+   hidden ``.*.tmp`` file then ``os.replace``-d into place), then deletes their journals.
+   Parts are numbered in order and never rewritten; several exchanges that finish together
+   share a part.
+
+A process killed at any point leaves only complete Parquet files (a torn ``.tmp`` is
+ignored), plus journals for exchanges not yet in a part; the reader turns those into rows:
+with their recorded end reason when the ``E`` record made it, else ``"incomplete"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lab.capture.errors import CaptureError
+from lab.capture.journal import (
+    JOURNAL_SUFFIX,
+    READ_REC,
+    encode_bytes_record,
+    encode_json_record,
+)
+from lab.capture.redact import REDACTION_POLICY, Redactor
+from lab.capture.schema import END_REASONS, capture_info, schema_for
+
+__all__ = ["CaptureWriter", "ExchangeRecorder", "new_capture_id"]
+
+_MAX_PART_BYTES = 256 * 1024 * 1024  # keep one part's binary column well under 2 GiB
+
+
+def new_capture_id() -> str:
+    """``YYYYmmddTHHMMSS-<8 hex>`` (UTC): sorts by time, unique enough per second."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(4)
+
+
+def encode_body(body: bytes) -> tuple[str, str]:
+    """The request body as a string column value and its encoding ("utf-8" | "base64")."""
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
+def error_text(error: BaseException | str | None) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        message = str(error)
+        return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return str(error)
+
+
+@dataclass
+class _Finished:
+    row: dict[str, Any]
+    reads: list[bytes]
+    read_t_ns: list[int]
+    journal: Path
+
+
+class ExchangeRecorder:
+    """Records one HTTP exchange; hand it every read as it arrives, then ``on_end``."""
+
+    __slots__ = (
+        "_writer",
+        "_row",
+        "_redactor",
+        "_t0",
+        "_reads",
+        "_ts",
+        "_journal",
+        "_journal_path",
+        "_ended",
+        "_lock",
+        "exchange",
+    )
+
+    def __init__(self, writer: CaptureWriter, exchange: int, row: dict[str, Any], redactor):
+        self._writer = writer
+        self.exchange = exchange
+        self._row = row
+        self._redactor = redactor
+        self._reads: list[bytes] = []
+        self._ts: list[int] = []
+        self._ended = False
+        self._lock = threading.Lock()
+        self._journal_path = writer.path / f"exchange-{exchange:05d}{JOURNAL_SUFFIX}"
+        self._journal = open(self._journal_path, "xb", buffering=0)  # noqa: SIM115
+        header = dict(row)
+        header["capture"] = writer._info
+        header["redaction"] = REDACTION_POLICY
+        body = header.pop("_body")
+        self._journal.write(encode_json_record(b"H", header) + encode_bytes_record(b"B", body))
+        self._t0 = time.monotonic_ns()  # offsets are measured from here ("request send")
+
+    @property
+    def t0_ns(self) -> int:
+        """``time.monotonic_ns()`` at request send; every offset is relative to it."""
+        return self._t0
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def on_response(self, status: int, headers: Mapping[str, str], http_version: str) -> None:
+        """The response line and headers arrived (timestamps itself)."""
+        t = time.monotonic_ns() - self._t0
+        if self._ended:
+            return
+        row = self._row
+        row["status"] = int(status)
+        row["http_version"] = http_version
+        row["response_headers"] = json.dumps(self._redactor.headers(headers), ensure_ascii=False)
+        row["t_headers_ns"] = t
+        self._write(
+            encode_json_record(
+                b"S",
+                {
+                    "status": row["status"],
+                    "http_version": http_version,
+                    "response_headers": row["response_headers"],
+                    "t_headers_ns": t,
+                },
+            )
+        )
+
+    def on_read(self, data: bytes) -> None:
+        """One network read (timestamps itself with ``time.monotonic_ns() - t0``)."""
+        t = time.monotonic_ns() - self._t0
+        if self._ended or not data:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)
+        self._reads.append(data)
+        self._ts.append(t)
+        self._write(READ_REC.pack(b"D", 8 + len(data), t) + data)
+
+    def on_end(self, reason: str, error: BaseException | str | None = None) -> None:
+        """The exchange is over (idempotent: only the first call counts)."""
+        t = time.monotonic_ns() - self._t0
+        if reason not in END_REASONS:
+            raise ValueError(f"end reason must be one of {END_REASONS}, not {reason!r}")
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        text = error_text(error)
+        if text is not None and self._redactor.secrets:
+            text = self._redactor.scrub(text)
+        row = self._row
+        row["end_reason"] = reason
+        row["error"] = text
+        row["t_end_ns"] = t
+        self._write(encode_json_record(b"E", {"end_reason": reason, "error": text, "t_end_ns": t}))
+        try:
+            self._journal.close()
+        except OSError:
+            pass
+        row.pop("_body", None)
+        reads, ts = self._reads, self._ts
+        self._reads, self._ts = [], []  # a racing late on_read cannot change this exchange
+        row["t_first_read_ns"] = ts[0] if ts else None
+        row["t_last_read_ns"] = ts[-1] if ts else None
+        row["n_reads"] = len(reads)
+        row["n_bytes"] = sum(map(len, reads))
+        self._writer._finished(self, _Finished(row, reads, ts, self._journal_path))
+
+    def _write(self, record: bytes) -> None:
+        try:
+            self._journal.write(record)
+        except (OSError, ValueError):  # closed by a racing on_end, or disk trouble:
+            pass  # the in-memory copy still reaches the Parquet part
+
+
+class CaptureWriter:
+    """One recording: ``with CaptureWriter(root) as w: rec = w.exchange(...)``.
+
+    Thread-safe: exchanges may be recorded concurrently from many threads.
+    """
+
+    def __init__(
+        self, root: str | Path, *, label: str | None = None, capture_id: str | None = None
+    ) -> None:
+        self.capture_id = capture_id or new_capture_id()
+        if (
+            not self.capture_id
+            or any(c in self.capture_id for c in "/\\")
+            or ".." in self.capture_id
+        ):
+            raise CaptureError(f"invalid capture_id {self.capture_id!r}")
+        self.label = label
+        self.root = Path(root)
+        self.path = self.root / self.capture_id
+        try:
+            self.path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise CaptureError(
+                f"{self.path}: a recording with capture_id {self.capture_id!r} already "
+                "exists; captures are append-only, pick a new capture_id"
+            ) from None
+        self.created_at = datetime.now(UTC).isoformat()
+        self._info = capture_info(self.capture_id, label, self.created_at)
+        self._streams_schema = schema_for("streams", self._info, REDACTION_POLICY)
+        self._chunks_schema = schema_for("chunks", self._info, REDACTION_POLICY)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._next_exchange = 0
+        self._next_part = 0
+        self._live: set[ExchangeRecorder] = set()
+        self._pending: list[_Finished] = []
+        self._busy = False
+        self._closed = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.parts: list[Path] = []
+
+    # -- context manager -------------------------------------------------------------------
+
+    def __enter__(self) -> CaptureWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<CaptureWriter {self.capture_id} at {self.path}>"
+
+    # -- recording -------------------------------------------------------------------------
+
+    def exchange(
+        self,
+        *,
+        stream_id: str,
+        attempt: int,
+        attempt_label: str,
+        provider: str,
+        model: str | None,
+        method: str,
+        url: str,
+        request_headers: Mapping[str, str],
+        request_body: bytes,
+        meta: dict | None = None,
+    ) -> ExchangeRecorder:
+        """Start recording one exchange; call right before sending the request."""
+        redactor = Redactor()
+        headers = redactor.headers(request_headers)
+        url = redactor.url(str(url))
+        body = redactor.body(bytes(request_body or b""))
+        meta_json = json.dumps(meta or {}, ensure_ascii=False, default=str, sort_keys=True)
+        if redactor.secrets:
+            meta_json = redactor.scrub(meta_json)
+        body_text, body_encoding = encode_body(body)
+        with self._lock:
+            if self._closed:
+                raise CaptureError(f"{self.path}: CaptureWriter is closed")
+            k = self._next_exchange
+            self._next_exchange += 1
+        row: dict[str, Any] = {
+            "capture_id": self.capture_id,
+            "exchange": k,
+            "stream_id": str(stream_id),
+            "attempt": int(attempt),
+            "attempt_label": str(attempt_label),
+            "provider": str(provider),
+            "model": None if model is None else str(model),
+            "method": str(method).upper(),
+            "url": url,
+            "request_headers": json.dumps(headers, ensure_ascii=False),
+            "request_body": body_text,
+            "request_body_encoding": body_encoding,
+            "started_at": time.time_ns() // 1000,
+            "status": None,
+            "http_version": None,
+            "response_headers": None,
+            "t_headers_ns": None,
+            "t_first_read_ns": None,
+            "t_last_read_ns": None,
+            "t_end_ns": None,
+            "end_reason": "incomplete",
+            "error": None,
+            "n_reads": 0,
+            "n_bytes": 0,
+            "meta": meta_json,
+            "_body": body,
+        }
+        recorder = ExchangeRecorder(self, k, row, redactor)
+        with self._lock:
+            self._live.add(recorder)
+        return recorder
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every finished exchange is in a Parquet part."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._busy:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"{self.path}: parts not written after {timeout}s")
+                self._cond.wait(remaining)
+            self._raise_background_error()
+
+    def close(self) -> None:
+        """End unfinished exchanges as "incomplete", write everything, stop the thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            live = list(self._live)
+        for recorder in live:
+            recorder.on_end("incomplete", "CaptureWriter closed before the exchange ended")
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._lock:
+            if self._pending:  # the thread died: write what is left here
+                batch, self._pending = self._pending, []
+                self._write_batch(batch)
+            if not self.parts and self._next_exchange == 0:
+                self._write_batch([])  # an empty recording still has a schema and footer
+        self._raise_background_error()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _raise_background_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise CaptureError(
+                f"{self.path}: writing a Parquet part failed ({error_text(error)}); "
+                "the exchanges are still in their journals and open() recovers them"
+            ) from error
+
+    def _finished(self, recorder: ExchangeRecorder, item: _Finished) -> None:
+        with self._cond:
+            self._live.discard(recorder)
+            self._pending.append(item)
+            if self._thread is None and not self._stopping:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"lab-capture-{self.capture_id}", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch = self._take_batch()
+                self._busy = True
+            try:
+                self._write_batch(batch)
+            except BaseException as exc:  # keep journals; report on flush()/close()
+                self._error = exc
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _take_batch(self) -> list[_Finished]:
+        batch: list[_Finished] = []
+        size = 0
+        while self._pending:
+            item = self._pending[0]
+            n = item.row["n_bytes"]
+            if batch and size + n > _MAX_PART_BYTES:
+                break
+            batch.append(self._pending.pop(0))
+            size += n
+        return batch
+
+    def _write_batch(self, batch: list[_Finished]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        n = self._next_part
+        self._next_part += 1
+        chunk_cols: dict[str, list] = {
+            "capture_id": [],
+            "exchange": [],
+            "stream_id": [],
+            "attempt": [],
+            "seq": [],
+            "t_ns": [],
+            "raw": [],
+            "n_bytes": [],
+        }
+        for item in batch:
+            row, count = item.row, len(item.reads)
+            chunk_cols["capture_id"] += [row["capture_id"]] * count
+            chunk_cols["exchange"] += [row["exchange"]] * count
+            chunk_cols["stream_id"] += [row["stream_id"]] * count
+            chunk_cols["attempt"] += [row["attempt"]] * count
+            chunk_cols["seq"] += range(count)
+            chunk_cols["t_ns"] += item.read_t_ns
+            chunk_cols["raw"] += item.reads
+            chunk_cols["n_bytes"] += map(len, item.reads)
+        chunks = pa.table(chunk_cols, schema=self._chunks_schema)
+        names = self._streams_schema.names
+        streams = pa.table(
+            {name: [item.row[name] for item in batch] for name in names},
+            schema=self._streams_schema,
+        )
+        chunks_path = self.path / f"chunks-{n:05d}.parquet"
+        streams_path = self.path / f"streams-{n:05d}.parquet"
+        # chunks first: a streams row on disk always has its chunks on disk
+        for table, final in ((chunks, chunks_path), (streams, streams_path)):
+            tmp = final.with_name(f".{final.name}.tmp")
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, final)
+        self.parts += [streams_path, chunks_path]
+        for item in batch:
+            try:
+                item.journal.unlink()
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,584 @@
+"""Capture format: writer/reader round trip, redaction, crash safety, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lab
+from lab.capture import (
+    SCHEMA_VERSION,
+    Capture,
+    CaptureError,
+    CaptureWriter,
+    RecordedExchange,
+    RecordedRequest,
+    redact_body,
+    redact_headers,
+    redact_url,
+)
+from lab.capture import (
+    open as open_capture,
+)
+from lab.capture.schema import CHUNKS_SCHEMA, STREAMS_SCHEMA
+
+CANARY = "sk-canary-7f3a9c2e41d8"
+
+
+def record(
+    writer: CaptureWriter,
+    reads: list[bytes],
+    *,
+    stream_id: str = "s1",
+    attempt: int = 0,
+    label: str = "default",
+    end: str = "eof",
+    error=None,
+    status: int | None = 200,
+    body: bytes = b'{"model": "m", "stream": true}',
+    meta: dict | None = None,
+):
+    rec = writer.exchange(
+        stream_id=stream_id,
+        attempt=attempt,
+        attempt_label=label,
+        provider="openrouter",
+        model="vendor/model",
+        method="POST",
+        url="https://example.test/v1/chat/completions",
+        request_headers={"content-type": "application/json"},
+        request_body=body,
+        meta=meta,
+    )
+    if status is not None:
+        rec.on_response(status, {"content-type": "text/event-stream"}, "HTTP/1.1")
+    for r in reads:
+        rec.on_read(r)
+    rec.on_end(end, error)
+    return rec
+
+
+# -- round trip ----------------------------------------------------------------------------
+
+
+def test_round_trip_reproduces_reads_and_body_byte_for_byte(tmp_path):
+    emoji = "data: 🧠\n\n".encode()
+    reads = [b": OPENROUTER PROCESSING\n\n", emoji[:8], emoji[8:], b"data: [DONE]\r", b"\n\r\n"]
+    with CaptureWriter(tmp_path, label="unit") as w:
+        record(w, reads, meta={"case": "emoji"})
+    cap = open_capture(w.path)
+    assert isinstance(cap, Capture)
+    [ex] = cap.exchanges()
+    assert ex.reads == reads
+    assert ex.body == b"".join(reads)
+    chunks = cap.chunks
+    assert list(chunks["seq"]) == list(range(len(reads)))
+    assert b"".join(chunks.sort_values("seq")["raw"]) == b"".join(reads)
+    assert all(type(x) is bytes for x in chunks["raw"])
+    assert list(chunks["n_bytes"]) == [len(r) for r in reads]
+    assert list(chunks["t_ns"]) == sorted(chunks["t_ns"])
+    row = cap.streams.iloc[0]
+    assert (row["n_reads"], row["n_bytes"], row["status"]) == (5, len(ex.body), 200)
+    assert row["end_reason"] == "eof" and pd.isna(row["error"])
+    assert row["t_headers_ns"] <= row["t_first_read_ns"] <= row["t_last_read_ns"] <= row["t_end_ns"]
+    assert str(row["started_at"].tz) == "UTC"
+    assert ex.meta == {"case": "emoji"}
+    assert (ex.status, ex.http_version, ex.response_headers) == (
+        200,
+        "HTTP/1.1",
+        {"content-type": "text/event-stream"},
+    )
+
+
+def test_files_are_plain_parquet_with_explicit_schema_and_footer(tmp_path):
+    with CaptureWriter(tmp_path, label="footer") as w:
+        record(w, [b"data: x\n\n"])
+    streams_files = sorted(w.path.glob("streams-*.parquet"))
+    chunks_files = sorted(w.path.glob("chunks-*.parquet"))
+    assert streams_files and chunks_files
+    s = pq.read_schema(streams_files[0])
+    c = pq.read_schema(chunks_files[0])
+    assert s.remove_metadata().equals(STREAMS_SCHEMA)
+    assert c.remove_metadata().equals(CHUNKS_SCHEMA)
+    assert c.field("raw").type == pa.binary()
+    assert s.field("started_at").type == pa.timestamp("us", tz="UTC")
+    assert s.field("status").type == pa.int16()
+    md = s.metadata
+    assert md[b"lab.table"] == b"streams" and c.metadata[b"lab.table"] == b"chunks"
+    assert md[b"lab.schema_version"] == str(SCHEMA_VERSION).encode()
+    info = json.loads(md[b"lab.capture"])
+    assert info["capture_id"] == w.capture_id and info["label"] == "footer"
+    assert info["tool_version"] == lab.__version__
+    assert {"created_at", "python", "httpx"} <= set(info)
+    assert "authorization" in json.loads(md[b"lab.redaction"])["headers"]
+    # and pandas reads the directory without this package
+    df = pd.read_parquet(chunks_files[0])
+    assert df["raw"].iloc[0] == b"data: x\n\n"
+
+
+def test_capture_ids_sort_by_time_and_directory_is_per_recording(tmp_path):
+    a = CaptureWriter(tmp_path)
+    a.close()
+    time.sleep(1.05)
+    b = CaptureWriter(tmp_path)
+    b.close()
+    assert a.capture_id < b.capture_id
+    assert a.path == tmp_path / a.capture_id
+    import re
+
+    assert re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{8}", a.capture_id)
+
+
+def test_existing_capture_id_is_refused(tmp_path):
+    CaptureWriter(tmp_path, capture_id="fixed").close()
+    with pytest.raises(CaptureError, match="already exists"):
+        CaptureWriter(tmp_path, capture_id="fixed")
+
+
+def test_empty_recording_still_opens(tmp_path):
+    with CaptureWriter(tmp_path, label="empty") as w:
+        pass
+    cap = open_capture(w.path)
+    assert len(cap.streams) == 0 and len(cap.chunks) == 0
+    assert cap.metadata["label"] == "empty"
+    assert cap.requests() == []
+
+
+def test_attempts_group_into_requests_in_capture_order(tmp_path):
+    with CaptureWriter(tmp_path) as w:
+        record(w, [b"x"], stream_id="a", attempt=0, status=400, label="default")
+        record(w, [b"y"], stream_id="b", attempt=0)
+        record(w, [b"z"], stream_id="a", attempt=1, label="targeted_drop_min_p")
+    cap = open_capture(w.path)
+    reqs = cap.requests()
+    assert [r.stream_id for r in reqs] == ["a", "b"]
+    assert all(isinstance(r, RecordedRequest) for r in reqs)
+    a = cap.request("a")
+    assert [(e.attempt, e.attempt_label, e.status) for e in a.exchanges] == [
+        (0, "default", 400),
+        (1, "targeted_drop_min_p", 200),
+    ]
+    assert all(isinstance(e, RecordedExchange) for e in a.exchanges)
+    with pytest.raises(KeyError):
+        cap.request("nope")
+    assert list(cap.streams["stream_id"]) == ["a", "b", "a"]
+    assert list(zip(cap.chunks["stream_id"], cap.chunks["attempt"], strict=True)) == [
+        ("a", 0),
+        ("a", 1),
+        ("b", 0),
+    ]
+
+
+def test_end_reasons_errors_and_no_response(tmp_path):
+    with CaptureWriter(tmp_path) as w:
+        record(w, [], stream_id="t", end="timeout", error=TimeoutError("read timed out"))
+        record(w, [b"a"], stream_id="c", end="cancelled")
+        record(w, [], stream_id="n", status=None, end="read_error", error="ConnectError: refused")
+        rec = record(w, [b"b"], stream_id="d")
+        rec.on_end("cancelled")  # idempotent: first call wins
+        with pytest.raises(ValueError):
+            rec.on_end("client_cancel")
+    cap = open_capture(w.path)
+    by = {e.stream_id: e for e in cap.exchanges()}
+    assert (by["t"].end_reason, by["t"].error) == ("timeout", "TimeoutError: read timed out")
+    assert by["c"].end_reason == "cancelled"
+    assert (by["n"].status, by["n"].response_headers, by["n"].error) == (
+        None,
+        {},
+        "ConnectError: refused",
+    )
+    assert by["d"].end_reason == "eof"
+    assert pd.isna(cap.streams.set_index("stream_id").loc["n", "status"])
+
+
+def test_non_utf8_request_body_round_trips(tmp_path):
+    with CaptureWriter(tmp_path) as w:
+        record(w, [b"x"], body=b"\xff\x00\x01gzip?")
+    [ex] = open_capture(w.path).exchanges()
+    assert ex.request_body == b"\xff\x00\x01gzip?"
+
+
+def test_close_marks_unfinished_exchanges_incomplete(tmp_path):
+    w = CaptureWriter(tmp_path)
+    rec = w.exchange(
+        stream_id="s",
+        attempt=0,
+        attempt_label="default",
+        provider="p",
+        model=None,
+        method="POST",
+        url="http://x",
+        request_headers={},
+        request_body=b"{}",
+    )
+    rec.on_read(b"data: a\n\n")
+    w.close()
+    rec.on_read(b"late")  # ignored
+    [ex] = open_capture(w.path).exchanges()
+    assert (ex.end_reason, ex.reads, ex.model) == ("incomplete", [b"data: a\n\n"], None)
+    assert not list(w.path.glob("*.journal"))
+
+
+def test_parts_are_never_rewritten(tmp_path):
+    w = CaptureWriter(tmp_path)
+    record(w, [b"one"], stream_id="1")
+    w.flush()
+    first = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in w.path.glob("*.parquet")}
+    assert first
+    record(w, [b"two"], stream_id="2")
+    w.close()
+    for p, stamp in first.items():
+        assert (p.stat().st_ino, p.stat().st_mtime_ns) == stamp
+    assert len(list(w.path.glob("streams-*.parquet"))) == 2
+    assert [e.stream_id for e in open_capture(w.path).exchanges()] == ["1", "2"]
+
+
+def test_concurrent_recordings_from_threads(tmp_path):
+    n_threads, n_reads = 24, 50
+
+    def run(i: int, w: CaptureWriter) -> None:
+        reads = [f"data: {i}-{k}\n\n".encode() for k in range(n_reads)]
+        record(w, reads, stream_id=f"s{i:03d}")
+
+    with CaptureWriter(tmp_path) as w:
+        threads = [threading.Thread(target=run, args=(i, w)) for i in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    cap = open_capture(w.path)
+    assert len(cap.streams) == n_threads
+    assert len(cap.chunks) == n_threads * n_reads
+    for req in cap.requests():
+        i = int(req.stream_id[1:])
+        [ex] = req.exchanges
+        assert ex.reads == [f"data: {i}-{k}\n\n".encode() for k in range(n_reads)]
+    assert sorted(cap.streams["exchange"]) == list(range(n_threads))
+
+
+def test_root_with_many_recordings_and_globs(tmp_path):
+    ids = []
+    for name in ("a", "b"):
+        with CaptureWriter(tmp_path, label=name) as w:
+            record(w, [name.encode()], stream_id=name)
+        ids.append(w.capture_id)
+    cap = open_capture(tmp_path)
+    assert sorted(cap.metadata["capture_ids"]) == sorted(ids)
+    assert [r.stream_id for r in cap.requests()] == ["a", "b"]
+    assert len(open_capture(str(tmp_path / "*" / "streams-*.parquet")).streams) == 2
+    one = open_capture(next((tmp_path / ids[0]).glob("streams-*.parquet")))
+    assert one.exchanges()[0].reads == [b"a"]  # the sibling chunks part came along
+
+
+# -- redaction -----------------------------------------------------------------------------
+
+
+def test_redact_headers_keeps_keys_case_insensitive():
+    out = redact_headers(
+        {
+            "Authorization": f"Bearer {CANARY}",
+            "X-Api-Key": CANARY,
+            "x-goog-api-key": CANARY,
+            "api-key": CANARY,
+            "Cookie": "a=b",
+            "Set-Cookie": "c=d",
+            "X-Custom-Auth": f"Bearer {CANARY}",
+            "Content-Type": "application/json",
+        }
+    )
+    assert out == {
+        "Authorization": "[REDACTED]",
+        "X-Api-Key": "[REDACTED]",
+        "x-goog-api-key": "[REDACTED]",
+        "api-key": "[REDACTED]",
+        "Cookie": "[REDACTED]",
+        "Set-Cookie": "[REDACTED]",
+        "X-Custom-Auth": "[REDACTED]",
+        "Content-Type": "application/json",
+    }
+
+
+def test_redact_url_query_key_and_userinfo():
+    assert (
+        redact_url(f"https://g.test/v1beta/models/x:streamGenerateContent?alt=sse&key={CANARY}")
+        == "https://g.test/v1beta/models/x:streamGenerateContent?alt=sse&key=[REDACTED]"
+    )
+    assert (
+        redact_url("https://h.test/a?keyword=1&KEY=zz#f")
+        == "https://h.test/a?keyword=1&KEY=[REDACTED]#f"
+    )
+    assert redact_url(f"https://u:{CANARY}@h.test/p") == "https://u:[REDACTED]@h.test/p"
+    assert redact_url("https://h.test/p?x=1") == "https://h.test/p?x=1"
+
+
+def test_redact_body_replaces_secret_fields_in_place():
+    body = (
+        f'{{"model": "m",  "api_key": "{CANARY}", "messages": [{{"role":"user","content":"hi"}}]}}'
+    )
+    out = redact_body(body.encode())
+    assert (
+        out
+        == b'{"model": "m",  "api_key": "[REDACTED]", "messages": [{"role":"user","content":"hi"}]}'
+    )
+    plain = b'{"model": "m", "messages": [{"role": "user", "content": "what is a key?"}]}'
+    assert redact_body(plain) is plain
+    assert redact_body(b"not json api_key") == b"not json api_key"
+
+
+def _all_text_on_disk(root: Path) -> tuple[bytes, str]:
+    raw = b""
+    decoded = []
+    for p in root.rglob("*"):
+        if p.is_file():
+            raw += p.read_bytes()
+            if p.suffix == ".parquet":
+                t = pq.read_table(p)
+                decoded.append(repr(t.to_pylist()))
+                decoded.append(repr(t.schema.metadata))
+    return raw, "\n".join(decoded)
+
+
+def test_canary_key_never_reaches_disk(tmp_path):
+    with CaptureWriter(tmp_path) as w:
+        rec = w.exchange(
+            stream_id="s",
+            attempt=0,
+            attempt_label="default",
+            provider="google",
+            model="gemini",
+            method="POST",
+            url=f"https://g.test/v1beta/models/gemini:streamGenerateContent?alt=sse&key={CANARY}",
+            request_headers={
+                "Authorization": f"Bearer {CANARY}",
+                "x-api-key": CANARY,
+                "x-goog-api-key": CANARY,
+            },
+            request_body=f'{{"contents": [], "api_key": "{CANARY}"}}'.encode(),
+            meta={"debug": f"called with {CANARY}"},
+        )
+        rec.on_response(401, {"set-cookie": f"s={CANARY}", "x-echo": CANARY}, "HTTP/1.1")
+        rec.on_read(b'{"error": "bad key"}')
+        rec.on_end("read_error", RuntimeError(f"request to ...?key={CANARY} failed"))
+        # a second, unfinished exchange stays in its journal until close
+        rec2 = w.exchange(
+            stream_id="s2",
+            attempt=0,
+            attempt_label="default",
+            provider="openai",
+            model="gpt",
+            method="POST",
+            url="https://o.test/v1/chat/completions",
+            request_headers={"Authorization": f"Bearer {CANARY}"},
+            request_body=b"{}",
+        )
+        journal_raw, _ = _all_text_on_disk(w.path)
+        assert CANARY.encode() not in journal_raw
+        rec2.on_read(b"data: x\n\n")
+    raw, decoded = _all_text_on_disk(tmp_path)
+    assert raw
+    assert CANARY.encode() not in raw
+    assert CANARY not in decoded
+    assert "[REDACTED]" in decoded
+
+
+# -- crash safety --------------------------------------------------------------------------
+
+CRASH_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from lab.capture import CaptureWriter
+
+    w = CaptureWriter(sys.argv[1], capture_id="crash", label="crash")
+
+    def ex(stream_id):
+        r = w.exchange(stream_id=stream_id, attempt=0, attempt_label="default",
+                       provider="p", model="m", method="POST", url="http://x",
+                       request_headers={"authorization": "Bearer sk-crash-canary"},
+                       request_body=b'{"n": 1}')
+        r.on_response(200, {"content-type": "text/event-stream"}, "HTTP/1.1")
+        return r
+
+    r0 = ex("done-flushed")
+    for k in range(3):
+        r0.on_read(b"data: %d\\n\\n" % k)
+    r0.on_end("eof")
+    w.flush()
+
+    r1 = ex("done-unflushed")
+    r1.on_read(b"data: a\\n\\n")
+    r1.on_read(b"data: [DONE]\\n\\n")
+    r1.on_end("eof")            # no flush: may or may not be in a part when killed
+
+    r2 = ex("cut")
+    r2.on_read(b"data: partial-1\\n\\n")
+    r2.on_read("data: \\U0001f9e0".encode()[:8])   # cut inside an emoji
+    print("READY", flush=True)
+    while True:
+        r2.on_read(b"")      # keep the exchange in flight
+        time.sleep(0.01)
+    """
+)
+
+
+def test_sigkill_mid_stream_leaves_readable_files(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_SCRIPT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"READY", proc.stderr.read()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    for p in (tmp_path / "crash").glob("*.parquet"):
+        pq.read_table(p)  # every Parquet on disk opens
+    cap = open_capture(tmp_path / "crash")
+    by = {e.stream_id: e for e in cap.exchanges()}
+    assert set(by) == {"done-flushed", "done-unflushed", "cut"}
+    assert by["done-flushed"].end_reason == "eof"
+    assert by["done-flushed"].reads == [b"data: 0\n\n", b"data: 1\n\n", b"data: 2\n\n"]
+    assert by["done-unflushed"].end_reason == "eof"
+    assert by["done-unflushed"].reads == [b"data: a\n\n", b"data: [DONE]\n\n"]
+    cut = by["cut"]
+    assert cut.end_reason == "incomplete"
+    assert "journal" in cut.error
+    assert cut.reads == [b"data: partial-1\n\n", "data: 🧠".encode()[:8]]
+    assert cut.status == 200 and cut.t_end_ns is None
+    assert len(cap.chunks) == 7
+    assert cap.metadata["label"] == "crash"
+    raw, _ = _all_text_on_disk(tmp_path)
+    assert b"sk-crash-canary" not in raw
+
+
+def _write_one(root: Path, capture_id: str, reads: list[bytes]) -> CaptureWriter:
+    w = CaptureWriter(root, capture_id=capture_id)
+    record(w, reads)
+    w.close()
+    return w
+
+
+def test_journal_left_after_its_part_was_written_is_not_double_counted(tmp_path):
+    # simulate a crash between "write parts" and "delete journal": keep a journal copy
+    w = CaptureWriter(tmp_path, capture_id="dup")
+    rec = record(w, [b"a", b"b"])
+    journal = rec._journal_path
+    saved = journal.read_bytes()
+    w.close()
+    journal.write_bytes(saved)
+    cap = open_capture(w.path)
+    assert len(cap.streams) == 1 and len(cap.chunks) == 2
+
+
+def test_orphan_chunks_part_is_superseded_by_its_journal(tmp_path):
+    # simulate a crash between the chunks part and the streams part of one batch
+    w = CaptureWriter(tmp_path, capture_id="orphan")
+    rec = record(w, [b"a", b"b"])
+    saved = rec._journal_path.read_bytes()
+    w.close()
+    (w.path / "streams-00000.parquet").unlink()
+    rec._journal_path.write_bytes(saved)
+    (w.path / ".streams-00001.parquet.tmp").write_bytes(b"PAR1 torn")
+    cap = open_capture(w.path)
+    [ex] = cap.exchanges()
+    assert ex.reads == [b"a", b"b"] and ex.end_reason == "eof"
+    assert len(cap.chunks) == 2
+
+
+def test_torn_journal_tail_is_ignored(tmp_path):
+    w = CaptureWriter(tmp_path, capture_id="torn")
+    rec = w.exchange(
+        stream_id="s",
+        attempt=0,
+        attempt_label="default",
+        provider="p",
+        model="m",
+        method="POST",
+        url="http://x",
+        request_headers={},
+        request_body=b"{}",
+    )
+    rec.on_read(b"data: whole\n\n")
+    rec.on_read(b"data: torn-record\n\n")
+    data = rec._journal_path.read_bytes()
+    rec._journal.close()
+    rec._journal_path.write_bytes(data[:-5])
+    cap = open_capture(rec._journal_path)
+    [ex] = cap.exchanges()
+    assert (ex.reads, ex.end_reason) == ([b"data: whole\n\n"], "incomplete")
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+def test_nonexistent_path_names_the_path(tmp_path):
+    missing = tmp_path / "nope"
+    with pytest.raises(CaptureError, match="nope: no such file"):
+        open_capture(missing)
+
+
+def test_glob_matching_nothing(tmp_path):
+    with pytest.raises(CaptureError, match=r"matched no files"):
+        open_capture(str(tmp_path / "*.parquet"))
+
+
+def test_directory_without_captures(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(CaptureError, match="no capture files"):
+        open_capture(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_corrupt_parquet_names_the_file(tmp_path, damage):
+    w = _write_one(tmp_path, "c", [b"data: x\n\n"])
+    part = w.path / "chunks-00000.parquet"
+    data = part.read_bytes()
+    part.write_bytes(
+        {"truncate": data[: len(data) // 2], "garbage": b"not parquet at all", "empty": b""}[damage]
+    )
+    with pytest.raises(CaptureError) as info:
+        open_capture(w.path)
+    assert str(part.resolve()) in str(info.value)
+    assert "corrupt or truncated" in str(info.value)
+
+
+def test_foreign_parquet_is_not_a_capture(tmp_path):
+    foreign = tmp_path / "sales.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), foreign)
+    with pytest.raises(CaptureError, match=r"sales\.parquet: not a Stream Lab capture"):
+        open_capture(foreign)
+    with pytest.raises(CaptureError, match=r"sales\.parquet: not a Stream Lab capture"):
+        open_capture(tmp_path)
+
+
+def test_newer_schema_version_is_refused(tmp_path):
+    w = _write_one(tmp_path, "v", [b"x"])
+    part = w.path / "streams-00000.parquet"
+    t = pq.read_table(part)
+    md = dict(t.schema.metadata)
+    md[b"lab.schema_version"] = b"99"
+    pq.write_table(t.replace_schema_metadata(md), part)
+    with pytest.raises(CaptureError, match="newer than this lab"):
+        open_capture(part)
+
+
+def test_writer_refuses_exchanges_after_close(tmp_path):
+    w = CaptureWriter(tmp_path)
+    w.close()
+    w.close()  # idempotent
+    with pytest.raises(CaptureError, match="closed"):
+        record(w, [b"x"])
