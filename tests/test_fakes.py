@@ -473,3 +473,262 @@ def test_scenarios_lists_every_required_openrouter_id_with_a_description():
     ):
         assert SCENARIOS["openrouter"][model]
     assert len(OPENROUTER_SCENARIOS) == 8
+
+
+# --------------------------------------------------------------------------- other families
+
+OA_PATH = "/v1/chat/completions"
+
+
+def oa_body(model: str, **extra: Any) -> dict[str, Any]:
+    return or_body(model, stream_options={"include_usage": True}, **extra)
+
+
+def gemini_path(model: str, alt: str = "sse") -> str:
+    return f"/v1beta/models/{model}:streamGenerateContent?alt={alt}"
+
+
+def anthropic_body(model: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "max_tokens": 1024,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Hi! Any café tips?"}],
+    }
+
+
+def test_every_family_lists_its_required_scenarios():
+    assert {
+        "fake/clean",
+        "fake/reasoning-content",
+        "fake/think-leak",
+        "fake/tool-call",
+        "fake/invalid-json",
+        "fake/length",
+        "fake/zai-billing",
+        "fake/nvidia-problem",
+    } <= set(SCENARIOS["openai"])
+    assert {"fake/clean", "fake/thought-parts", "fake/function-call", "fake/safety-block"} <= set(
+        SCENARIOS["google"]
+    )
+    assert {
+        "fake/clean",
+        "fake/thinking",
+        "fake/tool-use",
+        "fake/overloaded",
+        "fake/http-529",
+    } <= set(SCENARIOS["anthropic"])
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/chat/completions", "/chat/completions", "/v4/chat/completions"]
+)
+def test_openai_compatible_routes_stream_clean(server, path):
+    resp, reads = stream(server, path, oa_body("fake/clean"))
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    assert resp.headers["x-request-id"].startswith("req_")
+    body = b"".join(reads)
+    assert parse_sse(body)[-1]["data"] == "[DONE]"
+    chunks = data_chunks(body)
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+    assert all(c["usage"] is None for c in chunks[:-1])
+    assert "stop" in finishes(chunks)
+    assert server.requests[-1].family == "openai"
+
+
+def test_openai_usage_chunk_only_with_include_usage():
+    chunks = data_chunks(render_body("openai", "fake/clean", body=or_body("fake/clean")))
+    assert all(c["choices"] and "usage" not in c for c in chunks)
+
+
+def test_openai_reasoning_content_is_deepseek_shaped():
+    body = render_body("openai", "fake/reasoning-content")
+    assert parse_sse(body)[0]["comments"] == ["keep-alive"]
+    chunks = data_chunks(body)
+    ds = deltas(chunks)
+    assert ds[0] == {"role": "assistant", "content": None, "reasoning_content": ""}
+    assert "".join(d.get("reasoning_content") or "" for d in ds).startswith("The user")
+    finish = chunks[-1]
+    assert finish["choices"][0]["finish_reason"] == "stop"
+    assert finish["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+    assert "prompt_cache_miss_tokens" in finish["usage"]
+
+
+def test_openai_think_leak_inlines_split_think_tags():
+    pieces = [
+        d.get("content") or ""
+        for d in deltas(data_chunks(render_body("openai", "fake/think-leak")))
+    ]
+    assert "<th" in pieces and "think>" in pieces
+    assert "".join(pieces).startswith("<think>\nThe user")
+
+
+def test_openai_tool_call_has_two_indexed_calls():
+    chunks = data_chunks(render_body("openai", "fake/tool-call"))
+    args: dict[int, str] = {}
+    for d in deltas(chunks):
+        for tc in d.get("tool_calls") or []:
+            args[tc["index"]] = args.get(tc["index"], "") + tc["function"]["arguments"]
+    assert json.loads(args[0]) == {"city": "Zürich"}
+    assert json.loads(args[1]) == {"tz": "Europe/Zurich"}
+    assert "tool_calls" in finishes(chunks)
+
+
+def test_openai_invalid_json_line_mid_stream():
+    events = [
+        ev["data"] for ev in parse_sse(render_body("openai", "fake/invalid-json")) if ev["data"]
+    ]
+    bad = []
+    for i, data in enumerate(events):
+        if data == "[DONE]":
+            continue
+        try:
+            json.loads(data)
+        except ValueError:
+            bad.append(i)
+    assert len(bad) == 1 and 0 < bad[0] < len(events) - 3
+
+
+def test_openai_length_and_mid_stream_error():
+    assert "length" in finishes(data_chunks(render_body("openai", "fake/length")))
+    chunks = data_chunks(render_body("openai", "fake/mid-stream-error"))
+    assert chunks[-1] == {
+        "error": {
+            "message": "The server had an error while processing your request. Sorry about that!",
+            "type": "server_error",
+        }
+    }
+    assert content(chunks[:-1])
+
+
+def test_openai_error_bodies(server):
+    resp = post(server, oa_body("fake/zai-billing"), OA_PATH)
+    assert resp.status_code == 429
+    assert resp.json() == {
+        "error": {
+            "code": "1113",
+            "message": "Insufficient balance or no resource package. Please recharge.",
+        }
+    }
+    resp = post(server, oa_body("fake/nvidia-problem", top_k=40), OA_PATH)
+    assert resp.status_code == 400
+    problem = resp.json()
+    assert problem["status"] == 400 and problem["title"] == "Bad Request"
+    assert "top_k" in problem["detail"] and "error" not in problem
+    assert post(server, oa_body("fake/nvidia-problem"), OA_PATH).status_code == 200
+    resp = post(server, oa_body("gpt-9"), OA_PATH)
+    assert resp.status_code == 404
+    assert resp.json()["error"]["code"] == "model_not_found"
+
+
+def test_gemini_route_streams_sse_without_done(server):
+    resp, reads = stream(
+        server,
+        gemini_path("fake/clean"),
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+    )
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "text/event-stream"
+    body = b"".join(reads)
+    assert b"[DONE]" not in body and b"event:" not in body
+    chunks = data_chunks(body)
+    text = "".join(p["text"] for c in chunks for p in c["candidates"][0]["content"]["parts"])
+    assert "café" in text
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    assert all("usageMetadata" in c and c["modelVersion"] == "fake/clean" for c in chunks)
+    rec = server.requests[-1]
+    assert (rec.family, rec.model, rec.query) == ("google", "fake/clean", "alt=sse")
+
+
+def test_gemini_without_alt_sse_returns_a_json_array(server):
+    resp = post(server, {"contents": []}, gemini_path("fake/clean", alt="json"))
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("application/json")
+    assert resp.json()[-1]["candidates"][0]["finishReason"] == "STOP"
+
+
+def test_gemini_thought_parts_and_function_call():
+    chunks = data_chunks(render_body("google", "fake/thought-parts"))
+    parts = [p for c in chunks for p in c["candidates"][0]["content"]["parts"]]
+    assert parts[0]["thought"] is True and parts[0]["text"].startswith("**")
+    first_answer = next(p for p in parts if not p.get("thought"))
+    assert first_answer["thoughtSignature"]
+    assert chunks[-1]["usageMetadata"]["thoughtsTokenCount"] > 0
+    chunks = data_chunks(render_body("google", "fake/function-call"))
+    call_part = chunks[-1]["candidates"][0]["content"]["parts"][0]
+    assert call_part["functionCall"] == {
+        "name": "get_weather",
+        "args": {"city": "Zürich", "days": 3},
+    }
+    assert call_part["thoughtSignature"]
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+
+
+def test_gemini_safety_block_variants():
+    blocked = data_chunks(render_body("google", "fake/safety-block", seed=0))
+    assert blocked == [blocked[0]] and "candidates" not in blocked[0]
+    assert blocked[0]["promptFeedback"]["blockReason"] == "PROHIBITED_CONTENT"
+    cut = data_chunks(render_body("google", "fake/safety-block", seed=1))
+    assert cut[-1]["candidates"][0]["finishReason"] == "SAFETY"
+    assert "content" not in cut[-1]["candidates"][0]
+
+
+def test_gemini_unknown_model_is_404_not_found(server):
+    resp = post(server, {"contents": []}, gemini_path("gemini-pro"))
+    assert resp.status_code == 404
+    assert resp.json()["error"]["status"] == "NOT_FOUND"
+    assert resp.json()["error"]["message"].startswith("models/gemini-pro is not found")
+
+
+def test_anthropic_route_streams_named_events_in_order(server):
+    resp, reads = stream(server, "/v1/messages", anthropic_body("fake/thinking"))
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert resp.headers["request-id"].startswith("req_")
+    events = parse_sse(b"".join(reads))
+    names = [ev["event"] for ev in events]
+    assert names[:3] == ["message_start", "ping", "content_block_start"]
+    assert names[-2:] == ["message_delta", "message_stop"]
+    for ev in events:
+        assert json.loads(ev["data"])["type"] == ev["event"]
+    delta_types = [
+        json.loads(ev["data"])["delta"]["type"]
+        for ev in events
+        if ev["event"] == "content_block_delta"
+    ]
+    assert delta_types.index("signature_delta") < delta_types.index("text_delta")
+    assert b"[DONE]" not in b"".join(reads)
+
+
+def test_anthropic_tool_use_and_overloaded():
+    events = parse_sse(render_body("anthropic", "fake/tool-use"))
+    partial = [
+        json.loads(ev["data"])["delta"]["partial_json"]
+        for ev in events
+        if ev["event"] == "content_block_delta" and "partial_json" in ev["data"]
+    ]
+    assert partial[0] == "" and json.loads("".join(partial)) == {"city": "Zürich", "days": 3}
+    last_delta = json.loads(events[-2]["data"])
+    assert last_delta["delta"]["stop_reason"] == "tool_use"
+    events = parse_sse(render_body("anthropic", "fake/overloaded"))
+    assert events[-1]["event"] == "error"
+    assert json.loads(events[-1]["data"])["error"]["type"] == "overloaded_error"
+    assert "message_stop" not in [ev["event"] for ev in events]
+
+
+def test_anthropic_http_errors(server):
+    resp = post(server, anthropic_body("fake/http-529"), "/v1/messages")
+    assert resp.status_code == 529
+    assert resp.json()["error"] == {"type": "overloaded_error", "message": "Overloaded"}
+    assert resp.headers["retry-after"]
+    resp = post(server, anthropic_body("claude-x"), "/v1/messages")
+    assert resp.status_code == 404
+    assert resp.json()["error"] == {"type": "not_found_error", "message": "model: claude-x"}
+
+
+def test_every_scenario_of_every_family_is_deterministic():
+    for family, models in SCENARIOS.items():
+        for model in models:
+            assert scenario_reads(family, model, seed=4) == scenario_reads(family, model, seed=4)

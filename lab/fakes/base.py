@@ -121,6 +121,7 @@ class Ctx:
     call_index: int = 0
     backends: tuple[str, ...] = ()
     rng: random.Random = field(init=False)
+    _tokens: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.rng = self.stream("main")
@@ -150,7 +151,9 @@ class Ctx:
         return _EPOCH + (zlib.crc32(self.model.encode()) % 100_000) + self.seed * 61
 
     def token(self, n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
-        rng = self.stream(f"token{n}{alphabet[:3]}")
+        """A random-looking id; successive calls differ, the sequence is deterministic."""
+        self._tokens += 1
+        rng = self.stream(f"token{self._tokens}")
         return "".join(rng.choice(alphabet) for _ in range(n))
 
     def uuid(self) -> str:

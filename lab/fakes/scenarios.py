@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import openrouter as _openrouter  # noqa: F401  (registers scenarios)
+from . import anthropic as _anthropic  # noqa: F401  (importing registers the scenarios)
+from . import google as _google  # noqa: F401
+from . import openai_compat as _openai_compat  # noqa: F401
+from . import openrouter as _openrouter  # noqa: F401
 from .base import (
     FAMILIES,
     REGISTRY,
@@ -60,6 +63,8 @@ def default_body(family: str, model: str) -> dict[str, Any]:
     }
     if family == "anthropic":
         body["max_tokens"] = 1024
+    if family == "openai":
+        body["stream_options"] = {"include_usage": True}
     return body
 
 

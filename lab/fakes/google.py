@@ -1,0 +1,190 @@
+"""Gemini scenarios (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``).
+
+Shapes follow wire-formats.md §3: ``data:`` frames only (no ``event:``, no comments, no
+``[DONE]``), a running ``usageMetadata`` on every chunk, ``modelVersion`` and ``responseId``,
+the last chunk carries ``finishReason``. Function calls arrive whole in one part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import (
+    Ctx,
+    Script,
+    approx_tokens_n,
+    json_script,
+    make_script,
+    pieces,
+    scenario,
+    sse_data,
+    unknown_model,
+)
+from .openrouter import ANSWER
+
+FAMILY = "google"
+
+THOUGHTS = (
+    "**Analyzing the request**\n\nThe user wants café tips; I'll keep the answer short.",
+    "**Choosing a recommendation**\n\nThe corner café opens early and is known for dessert.",
+)
+
+
+class GStream:
+    """Builds one Gemini SSE stream of GenerateContentResponse chunks."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx = ctx
+        self.response_id = ctx.token(23)
+        self.events: list[bytes] = []
+        self.prompt = ctx.prompt_tokens
+        self.candidates_tokens = 0
+        self.thoughts_tokens = 0
+
+    def usage(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "promptTokenCount": self.prompt,
+            "candidatesTokenCount": self.candidates_tokens,
+            "totalTokenCount": self.prompt + self.candidates_tokens + self.thoughts_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": self.prompt}],
+        }
+        if self.thoughts_tokens:
+            usage["thoughtsTokenCount"] = self.thoughts_tokens
+        return usage
+
+    def emit(self, candidate: dict[str, Any] | None, **extra: Any) -> None:
+        obj: dict[str, Any] = {}
+        if candidate is not None:
+            obj["candidates"] = [candidate]
+        obj.update(extra)
+        obj["usageMetadata"] = self.usage()
+        obj["modelVersion"] = self.ctx.model
+        obj["responseId"] = self.response_id
+        self.events.append(sse_data(obj))
+
+    def parts(self, parts: list[dict[str, Any]], finish: str | None = None, **extra: Any) -> None:
+        for part in parts:
+            n = approx_tokens_n(len(part.get("text", "")) or 8)
+            if part.get("thought"):
+                self.thoughts_tokens += n
+            else:
+                self.candidates_tokens += n
+        candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+        if finish:
+            candidate["finishReason"] = finish
+        candidate["index"] = 0
+        candidate.update(extra)
+        self.emit(candidate)
+
+    def answer(self, text: str, finish: str = "STOP", first_part: dict[str, Any] | None = None):
+        chunks = pieces(text, self.ctx.rng, max_words=4)
+        for i, piece in enumerate(chunks):
+            part = {"text": piece}
+            if i == 0 and first_part:
+                part.update(first_part)
+            self.parts([part], finish if i == len(chunks) - 1 else None)
+
+    def signature(self) -> str:
+        return "Cik" + self.ctx.token(
+            64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        )
+
+    def script(self) -> Script:
+        headers = [
+            ("Content-Type", "text/event-stream"),
+            ("Vary", "Origin, X-Origin, Referer"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("X-Frame-Options", "SAMEORIGIN"),
+            ("Server-Timing", f"gfet4t7; dur={300 + self.ctx.stream('ms').randint(0, 900)}"),
+            ("Server", "scaffolding on HTTPServer2"),
+        ]
+        return make_script(self.ctx, self.events, headers)
+
+
+@scenario(FAMILY, "fake/clean", "text parts over several chunks, finishReason STOP on the last")
+def g_clean(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    s.answer(ANSWER)
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/thought-parts",
+    "thought summaries as parts with thought:true (glued headings), thoughtSignature on the "
+    "first answer part",
+)
+def g_thought_parts(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    for thought in THOUGHTS:
+        s.parts([{"text": thought, "thought": True}])
+    s.answer(ANSWER, first_part={"thoughtSignature": s.signature()})
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/function-call",
+    "a whole functionCall part (args object) with thoughtSignature, finishReason STOP",
+)
+def g_function_call(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    s.parts([{"text": THOUGHTS[0], "thought": True}])
+    call = {"functionCall": {"name": "get_weather", "args": {"city": "Zürich", "days": 3}}}
+    call["thoughtSignature"] = s.signature()
+    s.parts([call], "STOP", finishMessage="Model generated function call(s).")
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/safety-block",
+    "even seeds: promptFeedback.blockReason PROHIBITED_CONTENT, no candidates; "
+    "odd seeds: some text, then finishReason SAFETY with empty content",
+)
+def g_safety_block(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    if ctx.seed % 2 == 0:
+        s.emit(None, promptFeedback={"blockReason": "PROHIBITED_CONTENT"})
+    else:
+        s.answer("Voilà, here is how the café", finish="")
+        rating = {
+            "category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+            "probability": "HIGH",
+            "blocked": True,
+        }
+        s.emit({"finishReason": "SAFETY", "index": 0, "safetyRatings": [rating]})
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/mid-stream-error",
+    "text, then an in-stream {'error': {code 503, status UNAVAILABLE}} chunk, no finishReason",
+)
+def g_mid_stream_error(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    s.answer(ANSWER[:40], finish="")
+    err = {
+        "code": 503,
+        "message": "This model is currently experiencing high demand. Spikes in demand are "
+        "usually temporary. Please try again later.",
+        "status": "UNAVAILABLE",
+    }
+    s.events.append(sse_data({"error": err}))
+    return s.script()
+
+
+@unknown_model(FAMILY)
+def g_unknown_model(ctx: Ctx) -> Script:
+    err = {
+        "code": 404,
+        "message": f"models/{ctx.model} is not found for API version v1beta, or is not "
+        "supported for generateContent. Call ListModels to see the list of available models "
+        "and their supported methods.",
+        "status": "NOT_FOUND",
+    }
+    headers = [("Vary", "Origin, X-Origin, Referer"), ("Server", "scaffolding on HTTPServer2")]
+    return json_script(
+        ctx, 404, {"error": err}, headers, content_type="application/json; charset=UTF-8"
+    )
