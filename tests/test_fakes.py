@@ -732,3 +732,12 @@ def test_every_scenario_of_every_family_is_deterministic():
     for family, models in SCENARIOS.items():
         for model in models:
             assert scenario_reads(family, model, seed=4) == scenario_reads(family, model, seed=4)
+
+
+def test_first_visit_to_each_faulty_backend_faults_so_small_demos_show_leaks():
+    spilled = {}
+    for seed in range(len(backends_for("openrouter", "fake/spill"))):
+        ds = deltas(data_chunks(render_body("openrouter", "fake/spill", seed=seed)))
+        provider = data_chunks(render_body("openrouter", "fake/spill", seed=seed))[0]["provider"]
+        spilled[provider] = next(d["content"] for d in ds if d.get("content")) == "must do.Hello!"
+    assert {p for p, s in spilled.items() if s} == {"Novita", "Parasail"}

@@ -142,9 +142,16 @@ class Ctx:
         return self.backends[self.backend_index] if self.backends else None
 
     def backend_misbehaves(self, rates: dict[str, float]) -> bool:
-        """True when this request's backend shows the fault (per-backend rate, seeded)."""
+        """True when this request's backend shows the fault.
+
+        ``rates`` maps backend -> fault rate. The k-th visit to a backend (k = seed // pool
+        size) faults when frac(k * golden ratio) < rate: the first visit always faults, and
+        over many visits the fraction converges to the rate (a low-discrepancy sequence, so
+        even a handful of recordings shows the rate roughly).
+        """
         rate = rates.get(self.backend or "", 0.0)
-        return rate >= 1.0 or (rate > 0.0 and self.draw("fault") < rate)
+        visit = self.seed // max(1, len(self.backends))
+        return rate > 0.0 and (visit * 0.6180339887498949) % 1.0 < rate
 
     @property
     def created(self) -> int:
