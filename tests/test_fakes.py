@@ -741,3 +741,47 @@ def test_first_visit_to_each_faulty_backend_faults_so_small_demos_show_leaks():
         provider = data_chunks(render_body("openrouter", "fake/spill", seed=seed))[0]["provider"]
         spilled[provider] = next(d["content"] for d in ds if d.get("content")) == "must do.Hello!"
     assert {p for p, s in spilled.items() if s} == {"Novita", "Parasail"}
+
+
+def test_concurrent_streams_are_served_in_parallel_and_all_logged():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with FakeServer(delay_scale=0.2) as srv:
+
+        def one(seed: int) -> bytes:
+            return b"".join(stream(srv, OR_PATH, or_body("fake/reasoning", seed=seed))[1])
+
+        with ThreadPoolExecutor(8) as pool:
+            bodies = list(pool.map(one, range(8)))
+        assert sorted(r.seed for r in srv.requests) == list(range(8))
+    for seed, body in enumerate(bodies):
+        expected = render_body(
+            "openrouter", "fake/reasoning", seed=seed, body=or_body("fake/reasoning", seed=seed)
+        )
+        assert body == expected
+
+
+def test_serve_forever_prints_url_and_scenarios_and_stops_on_ctrl_c():
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from lab.fakes import serve_forever; serve_forever(0)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("Stream Lab fake providers on http://127.0.0.1:")
+        url = first.split(" on ")[1].strip()
+        resp = httpx.post(url + OR_PATH, json=or_body("fake/clean"), timeout=5)
+        assert resp.status_code == 200
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert "fake/think-leak" in out and "anthropic" in out
+    assert proc.returncode == 0
+    assert err == ""
