@@ -1,0 +1,952 @@
+"""Provider error normalization and the message classifiers.
+
+Pure functions, no I/O. Two jobs:
+
+1. **Normalize** a provider failure into :class:`lab.model.ProviderError`. The stream adapters
+   call the per-family building blocks below, so each rule has one definition;
+   :func:`normalize_http_error` is the entry point for a non-OK HTTP response.
+2. **Classify** a normalized error by its text (:func:`classify_error`) to pick the advice:
+   model selection, top-up, fewer output tokens, shorter context.
+
+Families and their building blocks::
+
+    provider                 family              HTTP body -> ProviderError
+    openrouter               OpenRouter          parse_error_message -> openrouter_provider_error
+    openai deepseek zai      OpenAI-compatible   "HTTP <status>: <parsed>" ->
+      nvidia custom                                openai_compatible_provider_error
+    google                   Google              google_provider_error(body text, code=status)
+    anthropic                Anthropic           anthropic_error(parsed body, status=status)
+
+    mid-stream (SSE) error objects:
+      openrouter_stream_error(error_obj)                      (processChunk, error branch)
+      is_openrouter_malformed_tool_call_error(error_obj)      (adapter checks its accumulator)
+      openai_compatible_stream_error(provider, error_obj)
+      google_stream_error(error_obj), google_block_error(reason, prompt=...)
+      anthropic_stream_error(error_obj)
+
+    tables: openrouter_error_type(code, message) -> (type, retryable)      mapErrorCodeToType
+            classify_openai_compatible_status(status, message) -> StatusClassification
+    parse_error_message(provider, body_text, status=None) -> str  (message extraction)
+    parse_status_code(code) -> int | None  ("502" counts, "server_error" does not)
+
+**OpenRouter** (``openrouter_error_type``, substring match on the code string or message, the
+first row wins; 500 has no row, so it is ``unknown`` and not retryable, as in the reference)::
+
+    "400" "401" "402" "413" "404"  -> api_error            no retry
+    "408"                          -> timeout              retry
+    "429"                          -> rate_limit           retry
+    "502" "503"                    -> provider_overloaded  retry
+    message has "timeout"          -> timeout              retry
+    message has "content"          -> content_blocked      no retry
+    otherwise                      -> unknown              no retry
+
+    a message naming the data-policy / privacy settings -> api_error "OpenRouter Privacy
+    Policy Error: ..." (checked first); otherwise "OpenRouter API error (<code>): <message>"
+
+**OpenAI-compatible** (``classify_openai_compatible_status``; code = the status string)::
+
+    None                -> unknown, "unknown"
+    400 401 403 404     -> api_error            no retry
+    429 + balance words -> api_error "429_balance"      no retry   (Z.ai 1113, ...)
+    429 + plan words    -> api_error "429_plan_access"  no retry
+    429                 -> rate_limit           retry
+    408 504             -> timeout              retry
+    500 502 503         -> provider_overloaded  retry
+    other               -> api_error            no retry
+
+    then (openai_compatible_provider_error): model-error text -> model_error "<status>_model";
+    "econnrefused"/"connection refused" -> api_error "ECONNREFUSED"; "timeout" -> timeout,
+    retry; message "<Prefix>: HTTP <status>: <parsed message>".
+
+**Google** (``google_provider_error``): 400/401/403/404 api_error, 429 rate_limit (retry),
+**500 api_error retryable**, 503 provider_overloaded, 504 timeout; any other code falls to
+case-sensitive text heuristics: API key / PERMISSION_DENIED / UNAUTHENTICATED -> api_error;
+rate limit / quota / RESOURCE_EXHAUSTED -> rate_limit; timeout / DEADLINE_EXCEEDED -> timeout;
+overloaded / UNAVAILABLE -> provider_overloaded; safety / blocked / prohibited ->
+content_blocked; otherwise api_error.
+
+**Anthropic** (``anthropic_error``; no reference adapter exists, so this table is the lab's):
+HTTP 529 or ``overloaded_error`` -> provider_overloaded (retry); ``rate_limit_error`` ->
+rate_limit (retry; billing words re-code it to api_error "429_balance", as on the Z.ai
+Anthropic route); ``api_error`` -> api_error (retry); ``timeout_error`` -> timeout (retry);
+the request/auth/permission/not-found/size/billing errors -> api_error (no retry); a
+``not_found_error`` about a model, or model-error text, -> model_error.
+
+**Classifiers** (:func:`classify_error`, first match wins; the order is the advice order)::
+
+    model_error           type is model_error, or MODEL_ERROR_PATTERNS match
+    balance_exhausted     BALANCE_EXHAUSTED_PATTERNS   (top up: nothing fits)
+    credit_affordability  CREDIT_AFFORDABILITY_PATTERNS, only if not balance_exhausted
+                          (fewer max_tokens would fit)
+    context_length        CONTEXT_LENGTH_PATTERNS
+    None
+
+The texts matched are the error's ``message``, one message dug out of ``original_error``,
+and ``user_message``: trimmed, deduplicated, whitespace collapsed; every pattern is
+case-insensitive and word-bounded.
+
+Lab choices where the reference is silent or says more than the reference: the
+OpenAI-compatible message parser also takes an RFC-7807 ``title`` (NVIDIA problem JSON)
+before falling back to the raw text; the model-error patterns also run on the body's
+``error.code`` (OpenAI ``model_not_found``); Z.ai business codes under HTTP 429 re-code as
+billing even when the text is not English (:data:`OPENAI_COMPATIBLE_ERROR_OPTIONS`); an
+OpenRouter ``metadata.raw`` that is an object is used as compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Literal, NamedTuple
+
+from lab.model import ErrorType, ProviderError
+
+__all__ = [
+    "ANTHROPIC_ERROR_TYPES",
+    "BALANCE_EXHAUSTED_PATTERNS",
+    "CONTEXT_LENGTH_PATTERNS",
+    "CREDIT_AFFORDABILITY_PATTERNS",
+    "GOOGLE_BLOCKING_FINISH_REASONS",
+    "MODEL_ERROR_PATTERNS",
+    "OPENAI_COMPATIBLE_ERROR_OPTIONS",
+    "OPENROUTER_CODE_TYPE_TABLE",
+    "PROVIDERS",
+    "ErrorClass",
+    "OpenAICompatibleErrorOptions",
+    "StatusClassification",
+    "anthropic_error",
+    "anthropic_stream_error",
+    "classify_error",
+    "classify_openai_compatible_status",
+    "collect_error_messages",
+    "google_block_error",
+    "google_provider_error",
+    "google_stream_error",
+    "is_account_balance_exhausted_error",
+    "is_context_length_error",
+    "is_credit_affordability_error",
+    "is_model_error_message",
+    "is_openrouter_malformed_tool_call_error",
+    "is_openrouter_privacy_error",
+    "is_provider_model_error",
+    "normalize_http_error",
+    "openai_compatible_provider_error",
+    "openai_compatible_stream_error",
+    "openrouter_error_type",
+    "openrouter_provider_error",
+    "openrouter_stream_error",
+    "parse_error_message",
+    "parse_status_code",
+    "provider_error_detail",
+]
+
+ErrorClass = Literal["model_error", "balance_exhausted", "credit_affordability", "context_length"]
+
+# --------------------------------------------------------------------------- patterns
+
+
+def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(rf"\b{s}\b", re.IGNORECASE) for s in sources)
+
+
+MODEL_ID_CHARS = r"[`\"'A-Za-z0-9_.:/-]{1,160}"
+"""A model id as the model-error pattern sees it: 1-160 quote/word/``. : / -`` characters."""
+
+MODEL_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = _patterns(
+    r"unsupported model",
+    r"(?:invalid|unknown|unrecognized) model",
+    rf"model {MODEL_ID_CHARS} (?:is )?(?:not supported|unsupported|not found|unavailable|invalid)",
+    r"model (?:not found|does not exist|is not available)",
+    r"no such model",
+    r"model_not_found",
+    r"deprecated",
+)
+CONTEXT_LENGTH_PATTERNS: tuple[re.Pattern[str], ...] = _patterns(
+    r"maximum context length",
+    r"context length (?:is|of|exceeded)",
+    r"context_length_exceeded",
+    r"context window (?:is )?exceeded",
+    r"reduce the length of",
+)
+CREDIT_AFFORDABILITY_PATTERNS: tuple[re.Pattern[str], ...] = _patterns(
+    r"requires more credits",
+    r"can only afford",
+    r"fewer max_tokens",
+    r"insufficient credits",
+)
+BALANCE_EXHAUSTED_PATTERNS: tuple[re.Pattern[str], ...] = _patterns(
+    r"insufficient balance",
+    r"balance is insufficient",
+    r"no resource package",
+    r"please recharge",
+    r"insufficient_user_quota",
+    r"exceeded your current quota",
+    r"billing hard limit has been reached",
+)
+
+# --------------------------------------------------------------------------- constants
+
+PROVIDERS: dict[str, str] = {
+    "openrouter": "openrouter",
+    "openai": "openai_compatible",
+    "deepseek": "openai_compatible",
+    "zai": "openai_compatible",
+    "nvidia": "openai_compatible",
+    "custom": "openai_compatible",
+    "google": "google",
+    "anthropic": "anthropic",
+}
+"""Provider name -> error family."""
+
+UNKNOWN_ERROR_MESSAGE = "Unknown error"
+
+OPENROUTER_CODE_TYPE_TABLE: tuple[tuple[tuple[str, ...], ErrorType, bool], ...] = (
+    (("400", "401", "402", "413", "404"), "api_error", False),
+    (("408",), "timeout", True),
+    (("429",), "rate_limit", True),
+    (("502", "503"), "provider_overloaded", True),
+)
+"""``mapErrorCodeToType``: substrings of the code string OR the message, in order."""
+OPENROUTER_MESSAGE_TYPE_TABLE: tuple[tuple[str, ErrorType, bool], ...] = (
+    ("timeout", "timeout", True),
+    ("content", "content_blocked", False),
+)
+"""Then lowercase substrings of the message alone."""
+OPENROUTER_PRIVACY_MARKERS: tuple[str, ...] = (
+    "data policy",
+    "Paid model training",
+    "openrouter.ai/settings/privacy",
+)
+OPENROUTER_PRIVACY_MESSAGE = (
+    "OpenRouter Privacy Policy Error: The selected model requires allowing data for paid "
+    "model training, but your account privacy settings block this.\n\nOriginal error: {original}"
+)
+OPENROUTER_DEFAULT_MESSAGE = "OpenRouter API error"
+OPENROUTER_MALFORMED_TOOL_CALL_CODE = "invalid_type"
+OPENROUTER_MALFORMED_TOOL_CALL_MARKERS: tuple[str, ...] = (
+    "expected string, received null",
+    "expected string",
+    "invalid_type",
+)
+
+OPENAI_API_ERROR_STATUSES: frozenset[int] = frozenset({400, 401, 403, 404})
+OPENAI_TIMEOUT_STATUSES: frozenset[int] = frozenset({408, 504})
+OPENAI_OVERLOADED_STATUSES: frozenset[int] = frozenset({500, 502, 503})
+RATE_LIMIT_BALANCE_PHRASES: tuple[str, ...] = (
+    "insufficient balance",
+    "insufficient credits",
+    "not enough credits",
+    "no resource package",
+    "please recharge",
+)
+RATE_LIMIT_PLAN_ACCESS_PHRASES: tuple[str, ...] = (
+    "subscription plan",
+    "does not yet include access",
+    "plan does not include",
+)
+CODE_429_BALANCE = "429_balance"
+CODE_429_PLAN_ACCESS = "429_plan_access"
+CONNECTION_REFUSED_PHRASES: tuple[str, ...] = ("econnrefused", "connection refused")
+CODE_CONNECTION_REFUSED = "ECONNREFUSED"
+HTTP_STATUS_IN_MESSAGE = re.compile(r"HTTP (\d{3})")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAICompatibleErrorOptions:
+    """Per-provider knobs of the OpenAI-compatible error formatter."""
+
+    prefix: str
+    """``errorMessagePrefix``: messages read "<prefix>: HTTP 429: ..."."""
+    balance_codes: frozenset[str] = frozenset()
+    """Body business codes that mean "no balance" under HTTP 429 (lab addition)."""
+    plan_access_codes: frozenset[str] = frozenset()
+    """Body business codes that mean "your plan lacks this model" under HTTP 429."""
+
+
+OPENAI_COMPATIBLE_ERROR_OPTIONS: dict[str, OpenAICompatibleErrorOptions] = {
+    "openai": OpenAICompatibleErrorOptions("OpenAI"),
+    "deepseek": OpenAICompatibleErrorOptions("DeepSeek"),
+    "zai": OpenAICompatibleErrorOptions(
+        "Z.ai",
+        balance_codes=frozenset({"1113"}),
+        plan_access_codes=frozenset({"1309", "1311"}),
+    ),
+    "nvidia": OpenAICompatibleErrorOptions("NVIDIA"),
+    "custom": OpenAICompatibleErrorOptions("Custom"),
+}
+OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE = "{prefix}: provider API error"
+
+GOOGLE_CODE_TYPE_TABLE: dict[int, tuple[ErrorType, bool]] = {
+    400: ("api_error", False),
+    401: ("api_error", False),
+    403: ("api_error", False),
+    404: ("api_error", False),
+    429: ("rate_limit", True),
+    500: ("api_error", True),
+    503: ("provider_overloaded", True),
+    504: ("timeout", True),
+}
+GOOGLE_RATE_LIMIT_PATTERN = re.compile(r"\brate[- ]?limit|\bquota\b", re.IGNORECASE)
+GOOGLE_MESSAGE_HEURISTICS: tuple[tuple[tuple[str, ...], ErrorType, bool], ...] = (
+    (("API key", "PERMISSION_DENIED", "UNAUTHENTICATED"), "api_error", False),
+    (("RESOURCE_EXHAUSTED",), "rate_limit", True),  # with GOOGLE_RATE_LIMIT_PATTERN
+    (("timeout", "DEADLINE_EXCEEDED"), "timeout", True),
+    (("overloaded", "UNAVAILABLE"), "provider_overloaded", True),
+    (("safety", "blocked", "prohibited"), "content_blocked", False),
+)
+"""Case-sensitive substrings for a code outside GOOGLE_CODE_TYPE_TABLE, in order."""
+GOOGLE_ERROR_JSON_MARKER = re.compile(r'\{\s*"error"\s*:')
+"""Parse only texts holding ``{"error":`` (whitespace allowed: HTTP bodies are pretty-printed)."""
+GOOGLE_UNBLOCKED_REASON = "BLOCKED_REASON_UNSPECIFIED"
+GOOGLE_BLOCKING_FINISH_REASONS: frozenset[str] = frozenset(
+    {"SAFETY", "OTHER", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+
+ANTHROPIC_ERROR_TYPES: dict[str, tuple[ErrorType, bool]] = {
+    "invalid_request_error": ("api_error", False),
+    "authentication_error": ("api_error", False),
+    "permission_error": ("api_error", False),
+    "not_found_error": ("api_error", False),
+    "request_too_large": ("api_error", False),
+    "billing_error": ("api_error", False),
+    "rate_limit_error": ("rate_limit", True),
+    "api_error": ("api_error", True),
+    "timeout_error": ("timeout", True),
+    "overloaded_error": ("provider_overloaded", True),
+}
+ANTHROPIC_OVERLOADED_STATUS = 529
+ANTHROPIC_NOT_FOUND_MODEL_PREFIX = "model:"
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def parse_status_code(code: Any) -> int | None:
+    """An HTTP-like status from an error ``code``: an int, or a string of digits ("502")."""
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        return code
+    if isinstance(code, str) and code.strip().isdigit():
+        return int(code.strip())
+    return None
+
+
+def _status_phrase(status: int | None) -> str:
+    try:
+        return HTTPStatus(status).phrase if status is not None else ""
+    except ValueError:
+        return ""
+
+
+def _parse_json(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(value, list) and value and isinstance(value[0], Mapping):
+        return value[0]  # Gemini alt=json wraps the error in an array
+    return value
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _first_text(*candidates: Any) -> str:
+    for value in candidates:
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _code_string(code: Any) -> str | None:
+    if isinstance(code, bool) or code is None:
+        return None
+    if isinstance(code, int | float | str) and str(code).strip():
+        return str(code)
+    return None
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def parse_error_message(provider: str, body_text: str, status: int | None = None) -> str:
+    """The provider's own message in an HTTP error body, per family.
+
+    * openrouter: ``error.metadata.raw`` (an object as compact JSON), ``error.message``,
+      ``message``, the raw text, the status phrase.
+    * OpenAI-compatible: ``error.message``, a string ``error``, ``message``, ``detail`` (a
+      non-string as JSON), ``title`` (problem JSON), the raw text, the status phrase,
+      "Unknown error".
+    * google: the (possibly JSON-in-JSON) ``error.message``, else the raw text.
+    * anthropic: ``error.message``, ``message``, the raw text, the status phrase.
+    """
+    family = _family(provider)
+    parsed = _parse_json(body_text)
+    raw = body_text if isinstance(body_text, str) else ""
+    phrase = _status_phrase(status)
+    if family == "openrouter":
+        meta_raw = _get(parsed, "error", "metadata", "raw")
+        if meta_raw is not None and not isinstance(meta_raw, str):
+            meta_raw = _compact(meta_raw)
+        return _first_text(
+            meta_raw, _get(parsed, "error", "message"), _get(parsed, "message"), raw, phrase
+        )
+    if family == "openai_compatible":
+        detail = _get(parsed, "detail")
+        if detail is not None and not isinstance(detail, str):
+            detail = _compact(detail)
+        error_field = _get(parsed, "error")
+        return _first_text(
+            _get(parsed, "error", "message"),
+            error_field if isinstance(error_field, str) else None,
+            _get(parsed, "message"),
+            detail,
+            _get(parsed, "title"),
+            raw,
+            phrase,
+            UNKNOWN_ERROR_MESSAGE,
+        )
+    if family == "google":
+        _, message, _ = _parse_google_error(raw)
+        return _first_text(message, raw, phrase)
+    return _first_text(_get(parsed, "error", "message"), _get(parsed, "message"), raw, phrase)
+
+
+def _family(provider: str) -> str:
+    try:
+        return PROVIDERS[provider]
+    except KeyError:
+        known = ", ".join(PROVIDERS)
+        raise ValueError(f"unknown provider {provider!r}; expected one of: {known}") from None
+
+
+# --------------------------------------------------------------------------- OpenRouter
+
+
+def openrouter_error_type(code: Any, message: str | None) -> tuple[ErrorType, bool]:
+    """``mapErrorCodeToType``: (type, retryable) from substrings of the code or message."""
+    code_text = "" if code is None else str(code)
+    text = message or ""
+    for needles, error_type, retryable in OPENROUTER_CODE_TYPE_TABLE:
+        if any(n in code_text or n in text for n in needles):
+            return error_type, retryable
+    lowered = text.lower()
+    for needle, error_type, retryable in OPENROUTER_MESSAGE_TYPE_TABLE:
+        if needle in lowered:
+            return error_type, retryable
+    return "unknown", False
+
+
+def is_openrouter_privacy_error(message: str | None) -> bool:
+    """The account's privacy settings exclude every endpoint of the model."""
+    text = message or ""
+    return any(marker in text for marker in OPENROUTER_PRIVACY_MARKERS)
+
+
+def openrouter_provider_error(
+    code: Any, message: str | None, original: Any = None, *, status: int | None = None
+) -> ProviderError:
+    """``handleProviderError`` after extraction: the privacy case, else
+    "OpenRouter API error (<code>): <message>" typed by :func:`openrouter_error_type`."""
+    final_message = message or UNKNOWN_ERROR_MESSAGE
+    final_code = _code_string(code) or "unknown"
+    status = status if status is not None else parse_status_code(code)
+    if is_openrouter_privacy_error(final_message):
+        return ProviderError(
+            type="api_error",
+            message=OPENROUTER_PRIVACY_MESSAGE.format(original=final_message),
+            retryable=False,
+            code=final_code,
+            status=status,
+            original_error=original,
+        )
+    error_type, retryable = openrouter_error_type(final_code, final_message)
+    return ProviderError(
+        type=error_type,
+        message=f"OpenRouter API error ({final_code}): {final_message}",
+        retryable=retryable,
+        code=final_code,
+        status=status,
+        user_message=final_message,
+        original_error=original,
+    )
+
+
+def _inner_error(error_obj: Any) -> Any:
+    inner = _get(error_obj, "error")
+    return inner if isinstance(inner, Mapping) else error_obj
+
+
+def openrouter_stream_error(error_obj: Mapping[str, Any] | ProviderError) -> ProviderError:
+    """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
+
+    A pre-formed ProviderError (string ``type``, boolean ``retryable``) passes through.
+    Otherwise message = ``metadata.raw`` (a string) or ``message`` or "OpenRouter API
+    error", code = the code as a string or "unknown"; type from
+    :func:`openrouter_error_type`; the message is not prefixed.
+    """
+    if isinstance(error_obj, ProviderError):
+        return error_obj
+    err = _inner_error(error_obj)
+    if isinstance(err.get("type"), str) and isinstance(err.get("retryable"), bool):
+        return ProviderError.model_validate(
+            {k: v for k, v in err.items() if k in ProviderError.model_fields}
+        )
+    message = _first_text(_get(err, "metadata", "raw"), err.get("message")) or (
+        OPENROUTER_DEFAULT_MESSAGE
+    )
+    code = _code_string(err.get("code")) or "unknown"
+    error_type, retryable = openrouter_error_type(code, message)
+    return ProviderError(
+        type=error_type,
+        message=message,
+        retryable=retryable,
+        code=code,
+        status=parse_status_code(err.get("code")),
+        original_error=dict(err),
+    )
+
+
+def is_openrouter_malformed_tool_call_error(error_obj: Mapping[str, Any]) -> bool:
+    """Code exactly "invalid_type" and a schema-validation message (any case): with a non-empty
+    tool-call accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
+    err = _inner_error(error_obj)
+    message = err.get("message") if isinstance(err.get("message"), str) else ""
+    lowered = message.lower()  # zod says "Expected string, received null"
+    return err.get("code") == OPENROUTER_MALFORMED_TOOL_CALL_CODE and any(
+        marker in lowered for marker in OPENROUTER_MALFORMED_TOOL_CALL_MARKERS
+    )
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+class StatusClassification(NamedTuple):
+    type: ErrorType
+    code: str
+    retryable: bool
+
+
+def classify_openai_compatible_status(
+    status: int | None, message: str | None
+) -> StatusClassification:
+    """``classifyOpenAICompatibleStatus`` (see the module table)."""
+    if status is None:
+        return StatusClassification("unknown", "unknown", False)
+    code = str(status)
+    lowered = (message or "").lower()
+    if status in OPENAI_API_ERROR_STATUSES:
+        return StatusClassification("api_error", code, False)
+    if status == 429:
+        if any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
+            return StatusClassification("api_error", CODE_429_BALANCE, False)
+        if any(p in lowered for p in RATE_LIMIT_PLAN_ACCESS_PHRASES):
+            return StatusClassification("api_error", CODE_429_PLAN_ACCESS, False)
+        return StatusClassification("rate_limit", code, True)
+    if status in OPENAI_TIMEOUT_STATUSES:
+        return StatusClassification("timeout", code, True)
+    if status in OPENAI_OVERLOADED_STATUSES:
+        return StatusClassification("provider_overloaded", code, True)
+    return StatusClassification("api_error", code, False)
+
+
+def _options(provider: str) -> OpenAICompatibleErrorOptions:
+    if _family(provider) != "openai_compatible":
+        raise ValueError(f"{provider!r} is not an OpenAI-compatible provider")
+    return OPENAI_COMPATIBLE_ERROR_OPTIONS[provider]
+
+
+def openai_compatible_provider_error(
+    provider: str,
+    message: str,
+    *,
+    status: int | None = None,
+    error_code: str | None = None,
+    user_message: str | None = None,
+    original_error: Any = None,
+    prefix: str | None = None,
+) -> ProviderError:
+    """``normalizeOpenAICompatibleProviderError`` for a thrown error's ``message``
+    (terminal HTTP errors read "HTTP <status>: <parsed message>").
+
+    1. The status is "HTTP nnn" found in the message (else ``status``), classified by
+       :func:`classify_openai_compatible_status`; a 429 whose body ``error_code`` is one of
+       the provider's billing codes is re-coded (lab addition).
+    2. Model-error text (message, or ``error_code``) -> model_error "<status>_model".
+    3. Else "econnrefused"/"connection refused" -> api_error "ECONNREFUSED".
+    4. Else "timeout" -> timeout, retryable, code kept.
+    5. message = "<prefix>: <message>".
+    """
+    options = _options(provider)
+    found = HTTP_STATUS_IN_MESSAGE.search(message) if re.search(r"HTTP [45]", message) else None
+    if found:
+        status = int(found.group(1))
+    error_type, code, retryable = classify_openai_compatible_status(status, message)
+    if error_type == "rate_limit" and error_code is not None:
+        if error_code in options.balance_codes:
+            error_type, code, retryable = "api_error", CODE_429_BALANCE, False
+        elif error_code in options.plan_access_codes:
+            error_type, code, retryable = "api_error", CODE_429_PLAN_ACCESS, False
+    lowered = message.lower()
+    if is_model_error_message(message) or (error_code and is_model_error_message(error_code)):
+        error_type, retryable = "model_error", False
+        code = f"{status}_model" if status is not None else "model_error"
+    elif any(p in lowered for p in CONNECTION_REFUSED_PHRASES):
+        error_type, code, retryable = "api_error", CODE_CONNECTION_REFUSED, False
+    elif "timeout" in lowered:
+        error_type, retryable = "timeout", True
+    return ProviderError(
+        type=error_type,
+        message=f"{prefix or options.prefix}: {message}",
+        retryable=retryable,
+        code=code,
+        status=status,
+        user_message=user_message,
+        original_error=original_error,
+    )
+
+
+def openai_compatible_stream_error(provider: str, error_obj: Mapping[str, Any]) -> ProviderError:
+    """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
+
+    Status = the numeric ``code`` (or None), classified by
+    :func:`classify_openai_compatible_status`; model-error text -> model_error
+    "<code>_model" (or "model_error"); message = the raw message plus " (<error.type>)" when
+    that type is not already in it; code = the classification code unless "unknown", else
+    the raw code, else "unknown".
+    """
+    options = _options(provider)
+    err = _inner_error(error_obj)
+    raw_code = err.get("code")
+    status = parse_status_code(raw_code)
+    raw_message = _first_text(
+        err.get("message")
+    ) or OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE.format(prefix=options.prefix)
+    error_type, code, retryable = classify_openai_compatible_status(status, raw_message)
+    raw_code_text = _code_string(raw_code)
+    if is_model_error_message(raw_message):
+        error_type, retryable = "model_error", False
+        code = f"{raw_code_text}_model" if raw_code_text else "model_error"
+    elif code == "unknown":
+        code = raw_code_text or "unknown"
+    message = raw_message
+    kind = err.get("type")
+    if isinstance(kind, str) and kind and kind.lower() not in raw_message.lower():
+        message = f"{raw_message} ({kind})"
+    return ProviderError(
+        type=error_type,
+        message=message,
+        retryable=retryable,
+        code=code,
+        status=status,
+        original_error=dict(err),
+    )
+
+
+# --------------------------------------------------------------------------- Google
+
+
+def _parse_google_error(text: str) -> tuple[Any, str | None, Any]:
+    """(code, extracted message, status name) from an error text holding ``{"error":``."""
+    if not GOOGLE_ERROR_JSON_MARKER.search(text):
+        return None, None, None
+    span = re.search(r"\{.*\}", text, re.DOTALL)  # greedy: first "{" to last "}"
+    parsed = _parse_json(span.group(0)) if span else None
+    if not isinstance(parsed, Mapping):
+        return None, None, None
+    api_error = parsed.get("error") if isinstance(parsed.get("error"), Mapping) else parsed
+    code = api_error.get("code")
+    extracted: str | None = None
+    message = api_error.get("message")
+    if isinstance(message, str):
+        nested = _parse_json(message)
+        if isinstance(nested, Mapping) and isinstance(_get(nested, "error", "message"), str):
+            extracted = nested["error"]["message"]
+            if _get(nested, "error", "code") is not None:
+                code = nested["error"]["code"]
+        else:
+            extracted = message
+    return code, extracted, api_error.get("status")
+
+
+def google_provider_error(
+    error_text: str, *, code: Any = None, original_error: Any = None
+) -> ProviderError:
+    """Google ``handleProviderError`` over an error's text (an SDK message or HTTP body).
+
+    A ``{"error": ...}`` object in the text gives the code (overriding ``code``), the
+    status name and the extracted message (JSON-in-JSON unwrapped). The code picks the
+    type from the table; any other code falls to the case-sensitive text heuristics over
+    the whole text. message = "Google API error (<code>): <extracted message or text>".
+    """
+    parsed_code, extracted, status_name = _parse_google_error(error_text)
+    if parsed_code is not None:
+        code = parsed_code
+    numeric = parse_status_code(code)
+    if numeric is not None and numeric in GOOGLE_CODE_TYPE_TABLE:
+        error_type, retryable = GOOGLE_CODE_TYPE_TABLE[numeric]
+    else:
+        error_type, retryable = _google_heuristics(error_text)
+    code_text = _code_string(code) or _first_text(status_name) or "unknown"
+    shown_code = _code_string(code) or "unknown"
+    return ProviderError(
+        type=error_type,
+        message=f"Google API error ({shown_code}): {extracted or error_text}",
+        retryable=retryable,
+        code=code_text,
+        status=numeric,
+        user_message=extracted,
+        original_error=original_error,
+    )
+
+
+def _google_heuristics(text: str) -> tuple[ErrorType, bool]:
+    for needles, error_type, retryable in GOOGLE_MESSAGE_HEURISTICS:
+        # the rate-limit row also takes the case-insensitive GOOGLE_RATE_LIMIT_PATTERN
+        if error_type == "rate_limit" and GOOGLE_RATE_LIMIT_PATTERN.search(text):
+            return error_type, retryable
+        if any(n in text for n in needles):
+            return error_type, retryable
+    return "api_error", False
+
+
+def google_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
+    """A mid-stream ``{"error": {code, message, status}}`` chunk (or its inner object)."""
+    chunk = error_obj if isinstance(error_obj.get("error"), Mapping) else {"error": error_obj}
+    return google_provider_error(_compact(chunk), original_error=dict(chunk["error"]))
+
+
+def google_block_error(reason: str, *, prompt: bool, original_error: Any = None) -> ProviderError:
+    """``content_blocked`` for a ``promptFeedback.blockReason`` (``prompt=True``) or a
+    blocking candidate ``finishReason`` (see :data:`GOOGLE_BLOCKING_FINISH_REASONS`)."""
+    template = (
+        "Prompt blocked by API. Reason: {r}" if prompt else "Response stopped/blocked. Reason: {r}"
+    )
+    return ProviderError(
+        type="content_blocked",
+        message=template.format(r=reason),
+        retryable=False,
+        code=reason,
+        original_error=original_error,
+    )
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def anthropic_error(
+    error_obj: Mapping[str, Any] | None, *, status: int | None = None
+) -> ProviderError:
+    """An Anthropic ``{"type":"error","error":{"type","message"}}`` (or its inner object),
+    from an HTTP body (with ``status``) or an ``event: error`` frame."""
+    err = _inner_error(error_obj or {})
+    kind = err.get("type") if isinstance(err.get("type"), str) else None
+    message = _first_text(err.get("message")) or _status_phrase(status) or UNKNOWN_ERROR_MESSAGE
+    if status == ANTHROPIC_OVERLOADED_STATUS:
+        error_type, retryable = "provider_overloaded", True
+    elif kind in ANTHROPIC_ERROR_TYPES:
+        error_type, retryable = ANTHROPIC_ERROR_TYPES[kind]
+    else:
+        error_type, retryable = _anthropic_status_type(status)
+    code = kind or _code_string(err.get("code")) or (str(status) if status else "unknown")
+    lowered = message.lower()
+    if error_type == "rate_limit" and any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
+        error_type, code, retryable = "api_error", CODE_429_BALANCE, False
+    if is_model_error_message(message) or (
+        kind == "not_found_error" and lowered.startswith(ANTHROPIC_NOT_FOUND_MODEL_PREFIX)
+    ):
+        error_type, retryable = "model_error", False
+        code = f"{status}_model" if status is not None else "model_error"
+    return ProviderError(
+        type=error_type,
+        message=f"Anthropic API error ({kind or status or 'unknown'}): {message}",
+        retryable=retryable,
+        code=code,
+        status=status,
+        user_message=message,
+        original_error=dict(error_obj) if isinstance(error_obj, Mapping) else error_obj,
+    )
+
+
+def _anthropic_status_type(status: int | None) -> tuple[ErrorType, bool]:
+    if status is None:
+        return "unknown", False
+    if status == 429:
+        return "rate_limit", True
+    if status in OPENAI_TIMEOUT_STATUSES:
+        return "timeout", True
+    if status >= 500:
+        return "api_error", True
+    return "api_error", False
+
+
+def anthropic_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
+    """An ``event: error`` payload, e.g. ``{"type":"error","error":{"type":"overloaded_error",
+    "message":"Overloaded"}}``."""
+    return anthropic_error(error_obj)
+
+
+# --------------------------------------------------------------------------- HTTP entry point
+
+
+def normalize_http_error(provider: str, status: int, body_text: str) -> ProviderError:
+    """A non-OK HTTP response as a :class:`ProviderError`, by the provider's family rules.
+
+    ``original_error`` is ``{"provider", "status", "body"}`` (the raw body text), so the
+    classifiers can read the provider's own message out of it.
+
+    >>> body = '{"error":{"message":"Internal Server Error","code":500}}'
+    >>> normalize_http_error("openrouter", 500, body).type  # the reference quirk
+    'unknown'
+    """
+    family = _family(provider)
+    original = {"provider": provider, "status": status, "body": body_text}
+    parsed = _parse_json(body_text)
+    if family == "openrouter":
+        message = parse_error_message(provider, body_text, status)
+        return openrouter_provider_error(status, message, original, status=status)
+    if family == "openai_compatible":
+        message = parse_error_message(provider, body_text, status)
+        return openai_compatible_provider_error(
+            provider,
+            f"HTTP {status}: {message}",
+            status=status,
+            error_code=_code_string(_get(parsed, "error", "code")),
+            user_message=message,
+            original_error=original,
+        )
+    if family == "google":
+        return google_provider_error(body_text or "", code=status, original_error=original)
+    inner = {
+        "type": _get(parsed, "error", "type"),
+        "message": parse_error_message(provider, body_text, status),
+    }
+    error = anthropic_error({"type": "error", "error": inner}, status=status)
+    return error.model_copy(update={"original_error": original})
+
+
+# --------------------------------------------------------------------------- classifiers
+
+
+def _original_error_message(original: Any) -> str:
+    if isinstance(original, ProviderError):
+        return original.message
+    if isinstance(original, BaseException):
+        return str(original)
+    if isinstance(original, str):
+        return original
+    if not isinstance(original, Mapping):
+        return ""
+    found = _first_text(
+        original.get("message"),
+        original.get("detail"),
+        _get(original, "error", "message"),
+        _get(original, "error", "detail"),
+    )
+    if found:
+        return found
+    body = original.get("body")
+    parsed = _parse_json(body) if isinstance(body, str) else body
+    if isinstance(parsed, Mapping):
+        found = _first_text(
+            _get(parsed, "error", "message"),
+            _get(parsed, "error", "detail"),
+            parsed.get("message"),
+            parsed.get("detail"),
+        )
+        if found:
+            return found
+    return body if isinstance(body, str) else ""
+
+
+def collect_error_messages(error: ProviderError | str) -> list[str]:
+    """The texts the classifiers match: ``message``, one message out of ``original_error``,
+    ``user_message``; trimmed, whitespace collapsed, empty and repeated entries dropped."""
+    if isinstance(error, str):
+        candidates: list[Any] = [error]
+    else:
+        candidates = [
+            error.message,
+            _original_error_message(error.original_error),
+            error.user_message,
+        ]
+    result: list[str] = []
+    for value in candidates:
+        if not isinstance(value, str):
+            continue
+        text = " ".join(value.split())
+        if text and text not in result:
+            result.append(text)
+    return result
+
+
+def provider_error_detail(error: ProviderError | str) -> str:
+    """The first collected message (``getProviderErrorDetail``), "" when there is none."""
+    messages = collect_error_messages(error)
+    return messages[0] if messages else ""
+
+
+def _matches(error: ProviderError | str, patterns: Iterable[re.Pattern[str]]) -> bool:
+    pats = tuple(patterns)
+    return any(p.search(text) for text in collect_error_messages(error) for p in pats)
+
+
+def is_model_error_message(message: str | None) -> bool:
+    """Does this text say the model id is unsupported, unknown, missing or deprecated?"""
+    text = " ".join((message or "").split())
+    return any(p.search(text) for p in MODEL_ERROR_PATTERNS)
+
+
+def is_provider_model_error(error: ProviderError | str) -> bool:
+    if isinstance(error, ProviderError) and error.type == "model_error":
+        return True
+    return _matches(error, MODEL_ERROR_PATTERNS)
+
+
+def is_account_balance_exhausted_error(error: ProviderError | str) -> bool:
+    """Nothing spendable is left: no request of any size can succeed."""
+    return _matches(error, BALANCE_EXHAUSTED_PATTERNS)
+
+
+def is_credit_affordability_error(error: ProviderError | str) -> bool:
+    """A smaller ``max_tokens`` would fit the remaining credit. Never true together with
+    :func:`is_account_balance_exhausted_error` (that one is the stricter condition)."""
+    return _matches(error, CREDIT_AFFORDABILITY_PATTERNS) and not (
+        is_account_balance_exhausted_error(error)
+    )
+
+
+def is_context_length_error(error: ProviderError | str) -> bool:
+    return _matches(error, CONTEXT_LENGTH_PATTERNS)
+
+
+def classify_error(error: ProviderError | str) -> ErrorClass | None:
+    """Which advice applies: the first of model_error, balance_exhausted,
+    credit_affordability, context_length that matches, or None.
+
+    >>> classify_error("This request requires more credits, or fewer max_tokens.")
+    'credit_affordability'
+    """
+    if is_provider_model_error(error):
+        return "model_error"
+    if is_account_balance_exhausted_error(error):
+        return "balance_exhausted"
+    if is_credit_affordability_error(error):
+        return "credit_affordability"
+    if is_context_length_error(error):
+        return "context_length"
+    return None
