@@ -505,17 +505,18 @@ def strip_image_blocks_with_notice(messages: Sequence[Any]) -> list[Any]:
             result.append(message)
             continue
         kept: list[Any] = []
+        notice_at = -1
         removed = 0
         for block in content:
             if _is_image_block(block):
                 if removed == 0:
-                    kept.append(None)  # placeholder: the notice goes where the first image was
+                    notice_at = len(kept)  # the notice goes where the first image was
                 removed += 1
             else:
                 kept.append(block)
-        notice = {"type": "text", "text": image_strip_notice(removed)}
+        kept.insert(notice_at, {"type": "text", "text": image_strip_notice(removed)})
         new_message = dict(message)
-        new_message["content"] = [notice if b is None else b for b in kept]
+        new_message["content"] = kept
         result.append(new_message)
     return result
 
@@ -549,6 +550,9 @@ class DegradationPlan:
     ``index`` (of ``current``), ``history`` (one :class:`FailureRecord` per failure),
     ``path`` (labels sent so far), ``last_trigger`` (why the last retry happened),
     ``targeted_count`` and ``image_strip_queued``.
+
+    ``strip_images=False`` turns off both the static ``strip_images`` rung and the targeted
+    image strip. ``extra_classifiers`` are called with the failing attempt's body.
     """
 
     def __init__(

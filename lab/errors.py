@@ -24,6 +24,8 @@ Families and their building blocks::
       google_stream_error(error_obj), google_block_error(reason, prompt=...)
       anthropic_stream_error(error_obj)
 
+    openrouter_http_failure_message(status, body_text, request_body, attempt_label)
+                                   (the adapter's terminal "HTTP <status>: ... | request_attempt")
     tables: openrouter_error_type(code, message) -> (type, retryable)      mapErrorCodeToType
             classify_openai_compatible_status(status, message) -> StatusClassification
     parse_error_message(provider, body_text, status=None) -> str  (message extraction)
@@ -85,12 +87,23 @@ The texts matched are the error's ``message``, one message dug out of ``original
 and ``user_message``: trimmed, deduplicated, whitespace collapsed; every pattern is
 case-insensitive and word-bounded.
 
-Lab choices where the reference is silent or says more than the reference: the
-OpenAI-compatible message parser also takes an RFC-7807 ``title`` (NVIDIA problem JSON)
-before falling back to the raw text; the model-error patterns also run on the body's
-``error.code`` (OpenAI ``model_not_found``); Z.ai business codes under HTTP 429 re-code as
-billing even when the text is not English (:data:`OPENAI_COMPATIBLE_ERROR_OPTIONS`); an
-OpenRouter ``metadata.raw`` that is an object is used as compact JSON.
+Lab choices where the reference is silent, or goes further than it:
+
+* the OpenAI-compatible message parser also takes a string ``error`` and an RFC-7807
+  ``title`` (NVIDIA problem JSON) before falling back to the raw text;
+* the OpenAI-compatible model-error check also runs on the body's ``error.code``
+  (OpenAI's 404 ``model_not_found``, whose message alone matches no pattern);
+* Z.ai business codes under HTTP 429 re-code as billing even when the text is not English
+  (:data:`OPENAI_COMPATIBLE_ERROR_OPTIONS`); :func:`classify_error` stays text-only, so a
+  Chinese-only 1113 message is ``429_balance`` but classifies as None;
+* an OpenRouter ``metadata.raw`` that is an object is used as compact JSON;
+* :func:`normalize_http_error` has no request context, so its OpenRouter message is
+  "OpenRouter API error (<status>): <message>"; an adapter that wants the reference's
+  "HTTP ... | request_attempt: ..." text builds it with
+  :func:`openrouter_http_failure_message` and passes it to :func:`openrouter_provider_error`;
+* messages are "<prefix>: HTTP <status>: ..." with prefixes OpenAI, DeepSeek, Z.ai, NVIDIA,
+  Custom (the reference leaves ``errorMessagePrefix`` to each adapter);
+* Google and Anthropic messages end with the extracted provider message, not the SDK text.
 """
 
 from __future__ import annotations
@@ -102,6 +115,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Literal, NamedTuple
 
+from lab.degrade import is_generic_error_message
 from lab.model import ErrorType, ProviderError
 
 __all__ = [
@@ -136,6 +150,7 @@ __all__ = [
     "openai_compatible_provider_error",
     "openai_compatible_stream_error",
     "openrouter_error_type",
+    "openrouter_http_failure_message",
     "openrouter_provider_error",
     "openrouter_stream_error",
     "parse_error_message",
@@ -225,6 +240,9 @@ OPENROUTER_PRIVACY_MESSAGE = (
     "model training, but your account privacy settings block this.\n\nOriginal error: {original}"
 )
 OPENROUTER_DEFAULT_MESSAGE = "OpenRouter API error"
+OPENROUTER_RAW_RESPONSE_MAX_CHARS = 3000
+"""A generic 400's raw body is appended to the failure message up to this many characters."""
+OPENROUTER_DEFAULT_MODEL_LABEL = "other-model"
 OPENROUTER_MALFORMED_TOOL_CALL_CODE = "invalid_type"
 OPENROUTER_MALFORMED_TOOL_CALL_MARKERS: tuple[str, ...] = (
     "expected string, received null",
@@ -484,6 +502,35 @@ def openrouter_provider_error(
         user_message=final_message,
         original_error=original,
     )
+
+
+def openrouter_http_failure_message(
+    status: int,
+    body_text: str,
+    request_body: Mapping[str, Any],
+    attempt_label: str,
+) -> str:
+    """The message of the error the OpenRouter adapter throws when no retry is planned:
+    ``HTTP <status>[ (<error.code>)]: <message>[ | raw_response: <body>] | model: <model> |
+    request_params: <sorted keys> | request_attempt: <label>``. The raw body (at most
+    :data:`OPENROUTER_RAW_RESPONSE_MAX_CHARS`, then "…") is added only for a generic 400.
+    Feed the result to :func:`openrouter_provider_error` with ``code=status``.
+    """
+    message = parse_error_message("openrouter", body_text, status)
+    error_code = _code_string(_get(_parse_json(body_text), "error", "code"))
+    parts = [f"HTTP {status}" + (f" ({error_code})" if error_code else "") + f": {message}"]
+    if status == 400 and is_generic_error_message(message):
+        raw = body_text or ""
+        if len(raw) > OPENROUTER_RAW_RESPONSE_MAX_CHARS:
+            raw = raw[:OPENROUTER_RAW_RESPONSE_MAX_CHARS] + "…"
+        parts.append(f"raw_response: {raw}")
+    model = request_body.get("model")
+    parts.append(
+        f"model: {model if isinstance(model, str) and model else OPENROUTER_DEFAULT_MODEL_LABEL}"
+    )
+    parts.append(f"request_params: {', '.join(sorted(request_body))}")
+    parts.append(f"request_attempt: {attempt_label}")
+    return " | ".join(parts)
 
 
 def _inner_error(error_obj: Any) -> Any:

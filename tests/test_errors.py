@@ -28,6 +28,7 @@ from lab.errors import (
     openai_compatible_provider_error,
     openai_compatible_stream_error,
     openrouter_error_type,
+    openrouter_http_failure_message,
     openrouter_provider_error,
     openrouter_stream_error,
     parse_error_message,
@@ -699,6 +700,26 @@ def test_openrouter_http_error_keeps_the_extracted_message_as_user_message():
 )
 def test_openrouter_error_type_table(code, message, expected):
     assert openrouter_error_type(code, message) == expected
+
+
+def test_openrouter_http_failure_message_names_model_sorted_params_and_attempt():
+    request = {"model": "z-ai/glm-4.6", "messages": [], "stream": True, "top_p": 1}
+    body = j({"error": {"message": OR_402, "code": 402}})
+    assert openrouter_http_failure_message(402, body, request, "default") == (
+        f"HTTP 402 (402): {OR_402} | model: z-ai/glm-4.6 | "
+        "request_params: messages, model, stream, top_p | request_attempt: default"
+    )
+
+
+def test_openrouter_http_failure_message_appends_the_raw_body_of_a_generic_400_truncated():
+    body = j({"error": {"message": "Bad Request", "pad": "x" * 4000}})
+    message = openrouter_http_failure_message(400, body, {"messages": []}, "minimal_payload")
+    assert message.startswith("HTTP 400: Bad Request | raw_response: " + body[:3000] + "… | ")
+    assert message.endswith(
+        " | model: other-model | request_params: messages | request_attempt: minimal_payload"
+    )
+    error = openrouter_provider_error(400, message)
+    assert (error.type, error.code) == ("api_error", "400")
 
 
 def test_openrouter_provider_error_defaults():
