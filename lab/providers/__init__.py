@@ -16,6 +16,13 @@ __all__ = ["PROVIDERS", "RetryAttempt", "StreamAdapter", "get_adapter"]
 # provider name -> "module:Class"; a new family is one line here plus its module.
 PROVIDERS: dict[str, str] = {
     "openrouter": "lab.providers.openrouter:OpenRouterAdapter",
+    "openai": "lab.providers.openai_compat:OpenAIAdapter",
+    "deepseek": "lab.providers.openai_compat:DeepSeekAdapter",
+    "zai": "lab.providers.openai_compat:ZaiAdapter",
+    "nvidia": "lab.providers.openai_compat:NvidiaAdapter",
+    "custom": "lab.providers.openai_compat:CustomAdapter",
+    "google": "lab.providers.google:GoogleAdapter",
+    "anthropic": "lab.providers.anthropic:AnthropicAdapter",
 }
 
 

@@ -1,0 +1,723 @@
+"""OpenAI-compatible chat completions: OpenAI, DeepSeek, Z.ai, NVIDIA NIM and Custom endpoints.
+
+One adapter (``pipeline-reference.md`` §3) with class-level options; each provider is a
+subclass that only sets options. Per SSE event::
+
+    data line -> json (invalid or empty: the stream ENDS as an error chunk, unlike OpenRouter)
+      -> mid-stream error before the commit point? ask the degradation plan (RetryAttempt)
+      -> think strip (stripped text is held as a pending thought, not put into reasoning)
+      -> spill guard (observes reasoning_content; spilled text appended to it)
+      -> split text + tool signal
+      -> per piece: dedup -> speaker guard -> commit check -> speaker tail flush before a
+         non-text terminal piece -> meaningful filter -> process_chunk -> ProcessedChunk
+
+Where this differs from OpenRouter on purpose (the reference does):
+
+- invalid JSON or an empty ``data:`` line ends the stream as an error chunk;
+- think-block text becomes ONE raw thought attached to the next processed chunk, after that
+  chunk's own thoughts;
+- ``finish_reason: "length"`` returns ``done`` and the content on that chunk is not emitted
+  (it is kept in ``metadata["dropped_content"]`` so nothing is lost silently);
+- HTTP failures are classified on the raw body text; a 502 never degrades.
+
+Lab choices where the reference is silent: the split's text piece carries only ``role`` and
+``content`` (reasoning stays on the tool piece, so it is logged once); pending think thoughts
+also attach to an error chunk and a final flush chunk, so none is dropped; tool calls at an
+index other than 0 (the reference builds only index 0) are listed in
+``metadata["ignored_tool_calls"]``; only ``reasoning_content`` is read as reasoning
+(``reasoning_fields`` widens it, e.g. for vLLM's newer ``reasoning``), and a delta field that
+was ignored is counted in ``facts["ignored_reasoning_chars"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from lab.degrade import custom_should_retry_without_stop, stop_rejection, stream_options_rejection
+from lab.errors import (
+    OPENAI_COMPATIBLE_ERROR_OPTIONS,
+    openai_compatible_provider_error,
+    openai_compatible_stream_error,
+    parse_status_code,
+)
+from lab.guards import (
+    RecentTextDedup,
+    SpeakerBoundaryGuard,
+    SpillGuard,
+    ThinkBlockStripper,
+    VerbatimToolCallParser,
+    parse_tool_arguments,
+)
+from lab.guards.base import NoteSink
+from lab.http.sse import SSEEvent
+from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
+from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.providers.openrouter import openrouter_usage
+
+__all__ = [
+    "CustomAdapter",
+    "DeepSeekAdapter",
+    "NvidiaAdapter",
+    "OpenAIAdapter",
+    "OpenAICompatibleAdapter",
+    "ZaiAdapter",
+]
+
+_MISSING = object()
+
+
+class _Notes(NoteSink):
+    """A note list for helpers that append notes (``parse_tool_arguments``)."""
+
+    __slots__ = ("notes",)
+
+    def __init__(self) -> None:
+        self.notes = []
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class OpenAICompatibleAdapter(StreamAdapter):
+    """The shared OpenAI-compatible stream adapter; subclasses set the options below."""
+
+    provider = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+
+    # -- options (reference §3 ``OpenAICompatibleStreamAdapterOptions``) ---------------
+    append_error_details_for_codes: ClassVar[tuple[str, ...]] = ()
+    """Error codes whose user-facing description gets the provider's details appended."""
+    placeholder_api_key: ClassVar[str | None] = None
+    """A key equal to this sends no Authorization header (keyless local servers)."""
+    enable_speaker_guard: ClassVar[bool] = True
+    """The speaker guard runs only when this AND ``config.speaker_guard`` are on."""
+    include_persona_speaker_stop: ClassVar[bool] = True
+    """Request side: add the ``"\\n<Persona>:"`` stop string (Custom turns it off)."""
+    preserve_reasoning_content: ClassVar[bool] = False
+    """Accumulate reasoning_content and put it on the FunctionCall (DeepSeek)."""
+    requires_reasoning_content_replay: ClassVar[bool] = False
+    """Request side: assistant turns must carry reasoning_content back (DeepSeek)."""
+    mandatory_body_keys: ClassVar[tuple[str, ...]] = ()
+    """Keys the degradation ladder never drops, besides model/messages/stream."""
+    degrade_on_502 = False
+    degrade_on_opaque_5xx = False
+    strip_think_blocks_from_content: ClassVar[bool] = True
+    """Run the think stripper over content (AND ``config.strip_think_blocks``)."""
+    capture_think_blocks_as_thoughts: ClassVar[bool] = True
+    """Keep stripped think text as a thought (AND ``config.capture_think_blocks_as_thoughts``)."""
+    should_retry_without_stop: ClassVar[Callable[[int | None, str], bool] | None] = None
+    """``shouldRetryWithoutStop`` hook: a body with ``stop`` failing this way degrades."""
+    reasoning_fields: ClassVar[tuple[str, ...]] = ("reasoning_content",)
+    """Delta fields read as reasoning, first non-empty wins (reference: reasoning_content)."""
+    requires_base_url: ClassVar[bool] = False
+
+    # -- request side -------------------------------------------------------------------
+
+    def endpoint(self, base_url: str | None, model: str | None) -> str:
+        base = base_url or self.default_base_url
+        if not base:
+            raise ValueError(
+                f"provider {self.provider!r} needs a base URL (e.g. --base-url http://host/v1)"
+            )
+        return base.rstrip("/") + "/chat/completions"
+
+    def request_headers(self, api_key: str | None) -> dict[str, str]:
+        if self.placeholder_api_key is not None and api_key == self.placeholder_api_key:
+            api_key = None
+        return super().request_headers(api_key)
+
+    def mandatory_keys_for(self, body: dict) -> tuple[str, ...]:
+        keys = list(self.mandatory_keys)
+        keys.extend(k for k in self.mandatory_body_keys if k not in keys)
+        return tuple(keys)
+
+    def extra_classifiers(self, body: dict) -> tuple[Callable[..., Any], ...]:
+        classifiers: list[Callable[..., Any]] = [stream_options_rejection]
+        hook = type(self).should_retry_without_stop
+        if hook is not None and "stop" in body:
+            classifiers.append(stop_rejection(hook))
+        return tuple(classifiers)
+
+    # failure_message: the base class returns the raw body text (reference: no parsing).
+    # http_error: the base class calls lab.errors.normalize_http_error (one definition).
+
+    # -- per-attempt state --------------------------------------------------------------
+
+    def reset(self) -> None:
+        cfg = self.config
+        self.think = (
+            ThinkBlockStripper(
+                persona_name=cfg.persona_name,
+                capture_thoughts=self._capture_thoughts,
+            )
+            if cfg.strip_think_blocks and self.strip_think_blocks_from_content
+            else None
+        )
+        self.spill = SpillGuard(cfg.spill)
+        self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
+        self.speaker = (
+            SpeakerBoundaryGuard(
+                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
+            )
+            if cfg.speaker_guard and self.enable_speaker_guard
+            else None
+        )
+        self.tool_acc: dict[int, dict[str, Any]] = {}
+        self.reasoning_acc: list[str] = []
+        self.pending_think: list[str] = []
+        self.ended = False
+
+    @property
+    def _capture_thoughts(self) -> bool:
+        return (
+            self.config.capture_think_blocks_as_thoughts and self.capture_think_blocks_as_thoughts
+        )
+
+    # -- stage 02 -----------------------------------------------------------------------
+
+    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
+        self._note_event(event)
+        data = event.data
+        out: list[ProcessedChunk] = []
+        if data is None or event.is_comment or self.ended:
+            return out
+        for line in data.split("\n"):
+            line = line.strip()
+            if line == "[DONE]":
+                self.facts["done_seen"] = True
+                continue
+            try:
+                raw = json.loads(line)
+            except ValueError as exc:
+                # Reference: JSON.parse is not guarded; the throw ends the stream.
+                self.facts["invalid_json"] += 1
+                what = "empty data line" if not line else f"invalid JSON in data line: {exc}"
+                error = openai_compatible_provider_error(
+                    self.provider,
+                    what,
+                    original_error={"data": line[:2000]},
+                )
+                out.extend(self.fail(error))
+                self.stopped = True
+                return out
+            self._on_raw(raw, out)
+            if self.stopped:
+                break
+        return out
+
+    def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
+        if not isinstance(raw, dict):
+            self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1
+            return
+        chunk = self._normalize(raw)
+        err = chunk.get("error")
+        if err is not None and not self.committed:
+            status = parse_status_code(err.get("code"))
+            message = err.get("message") if isinstance(err.get("message"), str) else ""
+            if not message:
+                message = f"{self._prefix}: provider API error"
+            if self.on_precommit_error(status, message):
+                raise RetryAttempt(status, message)
+        choices = chunk.get("choices")
+        delta = choices[0]["delta"] if choices else None
+        if delta is not None:
+            self._guard_content(delta)
+        for piece in self._split_text_and_tool(chunk):
+            self._pipeline(piece, out)
+            if self.stopped:
+                return
+
+    @property
+    def _prefix(self) -> str:
+        opts = OPENAI_COMPATIBLE_ERROR_OPTIONS.get(self.provider)
+        return opts.prefix if opts else self.provider
+
+    def _normalize(self, raw: dict) -> dict:
+        """The fields the pipeline reads, correctly typed; everything else passes through."""
+        out: dict[str, Any] = {}
+        err = raw.get("error")
+        if err:
+            out["error"] = err if isinstance(err, dict) else {"message": str(err)}
+        choices_raw = raw.get("choices")
+        if isinstance(choices_raw, list):
+            choices = []
+            for pos, ch in enumerate(choices_raw):
+                if not isinstance(ch, dict):
+                    continue
+                delta_raw = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+                delta: dict[str, Any] = {}
+                if isinstance(delta_raw.get("role"), str):
+                    delta["role"] = delta_raw["role"]
+                content = delta_raw.get("content", _MISSING)
+                if content is None or isinstance(content, str):
+                    delta["content"] = content
+                reasoning = None
+                for name in self.reasoning_fields:
+                    v = delta_raw.get(name)
+                    if isinstance(v, str) and v:
+                        reasoning = v
+                        break
+                delta["reasoning_content"] = reasoning
+                for name in ("reasoning_content", "reasoning"):
+                    v = delta_raw.get(name)
+                    if name not in self.reasoning_fields and isinstance(v, str) and v:
+                        self.facts["ignored_reasoning_chars"] = self.facts.get(
+                            "ignored_reasoning_chars", 0
+                        ) + len(v)
+                tcs = delta_raw.get("tool_calls")
+                if isinstance(tcs, list):
+                    delta["tool_calls"] = [t for t in tcs if isinstance(t, dict)]
+                fr = ch.get("finish_reason")
+                choices.append(
+                    {
+                        "index": ch["index"] if _num(ch.get("index")) else pos,
+                        "delta": delta,
+                        "finish_reason": fr if isinstance(fr, str) else None,
+                    }
+                )
+            out["choices"] = choices
+        usage = raw.get("usage")
+        if isinstance(usage, dict):
+            out["usage"] = usage
+        return out
+
+    def _guard_content(self, delta: dict) -> None:
+        """Think strip, then the spill guard, on the whole chunk's content (§3 steps 1-2)."""
+        content = delta.get("content")
+        if self.think is not None and isinstance(content, str) and content:
+            g = self.think.feed(content)
+            content = g.content
+            if g.reasoning and self._capture_thoughts:
+                self.pending_think.append(g.reasoning)
+            if self.think.notes:
+                self._drain(self.think)
+            delta["content"] = content
+        reasoning = delta.get("reasoning_content")
+        if reasoning:
+            self.spill.observe_reasoning(reasoning)
+        if isinstance(content, str) and content:
+            g = self.spill.filter(content)
+            delta["content"] = g.content
+            if g.reasoning:
+                delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
+            if self.spill.notes:
+                self._drain(self.spill)
+
+    @staticmethod
+    def _split_text_and_tool(chunk: dict) -> list[dict]:
+        choices = chunk.get("choices")
+        if not choices:
+            return [chunk]
+        first = choices[0]
+        delta = first["delta"]
+        content = delta.get("content")
+        has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
+        if not (isinstance(content, str) and content and has_tool):
+            return [chunk]
+        text_chunk = {k: v for k, v in chunk.items() if k not in ("usage", "error")}
+        text_chunk["choices"] = [
+            {
+                "index": first["index"],
+                "delta": {"role": delta.get("role"), "content": content},
+                "finish_reason": None,
+            }
+        ]
+        tool_delta = dict(delta)
+        tool_delta.pop("content", None)
+        tool_chunk = dict(chunk)
+        tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
+        return [text_chunk, tool_chunk]
+
+    def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
+        choices = chunk.get("choices")
+        delta = choices[0]["delta"] if choices else None
+        fired = False
+        content = None
+        if delta is not None:
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                content = self.dedup.filter(content)
+                if self.dedup.notes:
+                    self._drain(self.dedup)
+            if self.speaker is not None and isinstance(content, str) and content:
+                content = self.speaker.feed(content)
+                if self.speaker.notes:
+                    self._drain(self.speaker)
+                fired = self.speaker.fired
+            if "content" in delta or content:
+                delta["content"] = content
+
+        if not self.committed and (
+            "usage" in chunk
+            or self.pending_think
+            or (
+                delta is not None
+                and (content or delta.get("reasoning_content") or delta.get("tool_calls"))
+            )
+        ):
+            self.committed = True
+
+        finish = choices[0]["finish_reason"] if choices else None
+        if (
+            self.speaker is not None
+            and not content
+            and (
+                "error" in chunk
+                or "usage" in chunk
+                or finish
+                or (delta is not None and delta.get("tool_calls"))
+            )
+        ):
+            tail = self.speaker.flush()
+            if tail:
+                self._emit(self._text_raw(tail), out)
+
+        if "error" not in chunk and "usage" not in chunk and not choices:
+            self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1
+            if fired:
+                self.stopped = True
+            return
+        self._emit(chunk, out)
+        if fired:
+            self.stopped = True
+
+    @staticmethod
+    def _text_raw(text: str) -> dict:
+        return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+    def _emit(self, chunk: dict, out: list[ProcessedChunk]) -> None:
+        """process_chunk, then the post-processing hook (Custom's verbatim parser)."""
+        out.extend(self._post(self.process_chunk(chunk)))
+
+    def _post(self, chunk: ProcessedChunk) -> list[ProcessedChunk]:
+        return [chunk]
+
+    # -- stage 03 -----------------------------------------------------------------------
+
+    def _take_pending_thoughts(self) -> list[ThoughtLogEntry]:
+        if not self.pending_think:
+            return []
+        text = "".join(self.pending_think)
+        self.pending_think = []
+        return [ThoughtLogEntry(kind="raw", content=text)] if text else []
+
+    def _map_usage(self, raw: dict) -> Usage | None:
+        """OpenAI-shaped usage -> :class:`Usage` (one definition: ``openrouter_usage``)."""
+        return openrouter_usage(raw)
+
+    def process_chunk(self, chunk: dict) -> ProcessedChunk:
+        """§3 ``processChunk``, in decision order."""
+        err = chunk.get("error")
+        if err is not None:
+            self._record_finish("error")
+            error = openai_compatible_stream_error(self.provider, err)
+            return ProcessedChunk(
+                type="error",
+                error=error,
+                thoughts=self._take_pending_thoughts(),
+                metadata={"finish_reason": "error"},
+            )
+
+        metadata: dict[str, Any] = {}
+        raw_usage = chunk.get("usage")
+        if isinstance(raw_usage, dict):
+            usage = self._map_usage(raw_usage)
+            if usage is not None:
+                metadata["usage"] = usage
+            metadata["raw_usage"] = raw_usage
+        choices = chunk.get("choices")
+        if not choices:
+            return ProcessedChunk(type="text", content="", metadata=metadata)
+
+        first = choices[0]
+        delta = first["delta"]
+        thoughts: list[ThoughtLogEntry] = []
+        reasoning = delta.get("reasoning_content")
+        if reasoning:
+            thoughts.append(ThoughtLogEntry(kind="raw", content=reasoning))
+            if self.preserve_reasoning_content:
+                self.reasoning_acc.append(reasoning)
+        thoughts.extend(self._take_pending_thoughts())
+        finish = first["finish_reason"]
+        if finish:
+            self._record_finish(finish)
+            metadata["finish_reason"] = finish
+        content = delta.get("content")
+
+        if finish == "tool_calls":
+            self._accumulate_tools(delta)
+            call, ignored = self._build_call()
+            if ignored:
+                metadata["ignored_tool_calls"] = ignored
+            if call is None:
+                return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
+            return ProcessedChunk(
+                type="function_call", function_call=call, thoughts=thoughts, metadata=metadata
+            )
+        if finish == "stop":
+            if content:
+                return ProcessedChunk(
+                    type="text", content=content, thoughts=thoughts, metadata=metadata
+                )
+            return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
+        if finish == "length":
+            # Reference: done; content on this chunk is not emitted (kept in metadata).
+            if content:
+                metadata["dropped_content"] = content
+            return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
+        if delta.get("tool_calls"):
+            self._accumulate_tools(delta)
+            return ProcessedChunk(type="text", content="", thoughts=thoughts, metadata=metadata)
+        return ProcessedChunk(
+            type="text", content=content or "", thoughts=thoughts, metadata=metadata
+        )
+
+    def _accumulate_tools(self, delta: dict) -> None:
+        for tc in delta.get("tool_calls") or ():
+            index = tc.get("index")
+            index = int(index) if _num(index) else 0
+            acc = self.tool_acc.setdefault(index, {"name": "", "arguments": ""})
+            for key in ("id", "type", "thought_signature"):
+                if isinstance(tc.get(key), str):
+                    acc[key] = tc[key]
+            fn = tc.get("function")
+            if isinstance(fn, dict):
+                if isinstance(fn.get("name"), str):
+                    acc["name"] += fn["name"]
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    acc["arguments"] += args
+                elif isinstance(args, dict):  # some servers send the object itself
+                    acc["arguments"] += json.dumps(args, ensure_ascii=False)
+
+    def _build_call(self) -> tuple[FunctionCall | None, list[dict]]:
+        acc = self.tool_acc.get(0)
+        ignored = [{"index": i, **a} for i, a in sorted(self.tool_acc.items()) if i != 0]
+        reasoning = "".join(self.reasoning_acc)
+        self.tool_acc = {}
+        self.reasoning_acc = []
+        if not acc or not acc["name"]:
+            return None, ignored
+        notes = _Notes()
+        parsed = parse_tool_arguments(acc["arguments"], tool_name=acc["name"], notes=notes.notes)
+        if notes.notes:
+            self._drain(notes)
+        provider_fields: dict[str, Any] = {}
+        if self.preserve_reasoning_content and reasoning:
+            provider_fields["reasoning_content"] = reasoning
+        if parsed.error is not None:
+            provider_fields["raw_arguments"] = acc["arguments"]
+            provider_fields["arguments_error"] = parsed.error
+        call = FunctionCall(
+            name=acc["name"],
+            args=parsed.args,
+            id=acc.get("id"),
+            thought_signature=acc.get("thought_signature"),
+            arguments_truncated=parsed.truncated,
+            provider_fields=provider_fields,
+        )
+        return call, ignored
+
+    # -- end of stream ------------------------------------------------------------------
+
+    def _flush_guards(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
+        """Spill flush, then (natural end) think flush + speaker tail, or (error path)
+        speaker tail + think flush. Flushed think text joins the pending thoughts."""
+        g = self.spill.flush()
+        if self.spill.notes:
+            self._drain(self.spill)
+        if g.content:
+            self._emit(self._text_raw(g.content), out)
+
+        def think_flush() -> None:
+            if self.think is None:
+                return
+            g = self.think.flush()
+            if self.think.notes:
+                self._drain(self.think)
+            if g.reasoning and self._capture_thoughts:
+                self.pending_think.append(g.reasoning)
+            if g.content:
+                self._emit(self._text_raw(g.content), out)
+
+        def speaker_flush() -> None:
+            if self.speaker is not None:
+                tail = self.speaker.flush()
+                if tail:
+                    self._emit(self._text_raw(tail), out)
+
+        if error_path:
+            speaker_flush()
+            think_flush()
+        else:
+            think_flush()
+            speaker_flush()
+
+    def finish(self) -> list[ProcessedChunk]:
+        out: list[ProcessedChunk] = []
+        if self.stopped or self.ended:
+            return out
+        self.ended = True
+        self._flush_guards(out, error_path=False)
+        out.extend(self._final_flush())
+        if self.pending_think:
+            out.append(
+                ProcessedChunk(type="text", content="", thoughts=self._take_pending_thoughts())
+            )
+        return out
+
+    def _final_flush(self) -> list[ProcessedChunk]:
+        """Post-processing state to release at the end (Custom's verbatim parser)."""
+        return []
+
+    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
+        out: list[ProcessedChunk] = []
+        if self.ended:
+            return out
+        self.ended = True
+        self._flush_guards(out, error_path=True)
+        out.extend(self._final_flush())
+        self._record_finish("error")
+        out.append(
+            ProcessedChunk(
+                type="error",
+                error=error,
+                thoughts=self._take_pending_thoughts(),
+                metadata={"finish_reason": "error"},
+            )
+        )
+        return out
+
+
+class OpenAIAdapter(OpenAICompatibleAdapter):
+    """OpenAI's own chat completions."""
+
+    provider = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+
+
+class DeepSeekAdapter(OpenAICompatibleAdapter):
+    """DeepSeek: reasoning_content is kept on the tool call for thinking-mode replay."""
+
+    provider = "deepseek"
+    default_base_url = "https://api.deepseek.com"
+    api_key_env = "DEEPSEEK_API_KEY"
+    preserve_reasoning_content = True
+    requires_reasoning_content_replay = True
+    mandatory_body_keys = ("thinking",)
+
+    def _map_usage(self, raw: dict) -> Usage | None:
+        usage = super()._map_usage(raw)
+        hit = raw.get("prompt_cache_hit_tokens")
+        if _num(hit):
+            if usage is None:
+                usage = Usage()
+            if not usage.cache_read_tokens:
+                usage = usage.model_copy(update={"cache_read_tokens": int(hit)})
+        return usage
+
+
+class ZaiAdapter(OpenAICompatibleAdapter):
+    """Z.ai / Zhipu GLM (general endpoint; the coding plan uses ``/api/coding/paas/v4``)."""
+
+    provider = "zai"
+    default_base_url = "https://api.z.ai/api/paas/v4"
+    api_key_env = "ZAI_API_KEY"
+
+
+class NvidiaAdapter(OpenAICompatibleAdapter):
+    """NVIDIA NIM hosted endpoints: opaque 5xx degrade, reasoning keys probed first."""
+
+    provider = "nvidia"
+    default_base_url = "https://integrate.api.nvidia.com/v1"
+    api_key_env = "NVIDIA_API_KEY"
+    mandatory_body_keys = ("chat_template_kwargs",)
+    priority_keys = ("reasoning_budget",)  # degradationPriorityKeys
+    degrade_on_opaque_5xx = True
+    append_error_details_for_codes = ("400", "404", "500")
+
+
+class CustomAdapter(OpenAICompatibleAdapter):
+    """Any OpenAI-compatible server (vLLM, llama.cpp, LM Studio ...): base URL required.
+
+    With ``config.verbatim_tool_calls`` on, tools exposed and the request carrying tool
+    schemas, text content runs through :class:`~lab.guards.VerbatimToolCallParser`: a call
+    written as text (``get_weather({"city": "Bern"})``) becomes a ``function_call`` chunk.
+    """
+
+    provider = "custom"
+    default_base_url = ""
+    api_key_env = "CUSTOM_API_KEY"
+    include_persona_speaker_stop = False
+    requires_base_url = True
+    should_retry_without_stop = staticmethod(custom_should_retry_without_stop)
+
+    def reset(self) -> None:
+        super().reset()
+        self.verbatim: VerbatimToolCallParser | None = None
+        if self.config.verbatim_tool_calls and self.tools:
+            parser = VerbatimToolCallParser(self.tools)
+            if parser.has_tools:
+                self.verbatim = parser
+
+    def _post(self, chunk: ProcessedChunk) -> list[ProcessedChunk]:
+        parser = self.verbatim
+        if parser is None:
+            return [chunk]
+        out: list[ProcessedChunk] = []
+        if chunk.type == "text" and chunk.content:
+            pieces = parser.feed_all(chunk.content)
+            if parser.notes:
+                self._drain(parser)
+            first = True
+            for p in pieces:
+                if p.function_call is not None:
+                    out.append(self._verbatim_call(p.function_call, chunk if first else None))
+                elif p.text:
+                    out.append(self._with(chunk if first else None, content=p.text))
+                first = False
+            if first:  # everything held back: keep the chunk's thoughts and metadata
+                out.append(chunk.model_copy(update={"content": ""}))
+            return out
+        if chunk.type == "done":
+            flushed = parser.flush()
+            if parser.notes:
+                self._drain(parser)
+            if flushed.text:
+                out.append(ProcessedChunk(type="text", content=flushed.text))
+            if flushed.function_call is not None:
+                out.append(self._verbatim_call(flushed.function_call, chunk))
+                return out
+        out.append(chunk)
+        return out
+
+    @staticmethod
+    def _with(chunk: ProcessedChunk | None, **update: Any) -> ProcessedChunk:
+        if chunk is None:
+            return ProcessedChunk(type="text", **update)
+        return chunk.model_copy(update=update)
+
+    def _verbatim_call(self, call: FunctionCall, chunk: ProcessedChunk | None) -> ProcessedChunk:
+        fields: dict[str, Any] = {"type": "function_call", "function_call": call, "content": None}
+        if chunk is None:
+            return ProcessedChunk(**fields)
+        return chunk.model_copy(update=fields)
+
+    def _final_flush(self) -> list[ProcessedChunk]:
+        parser = self.verbatim
+        if parser is None:
+            return []
+        flushed = parser.flush()
+        if parser.notes:
+            self._drain(parser)
+        out: list[ProcessedChunk] = []
+        if flushed.text:
+            out.append(ProcessedChunk(type="text", content=flushed.text))
+        if flushed.function_call is not None:
+            out.append(self._verbatim_call(flushed.function_call, None))
+        return out
