@@ -1,0 +1,402 @@
+"""Anomaly detectors: what is still wrong with a stream *after* the guards ran.
+
+The guards move, drop, repair and recover text, and every such act is a ``GuardEvent``. The
+detectors here flag the failures the guards do **not** fix, so the ``anomalies`` column of
+:func:`lab.tables.streams` shows which streams a user would still have seen broken. Each
+detector is a small pure function over a :class:`~lab.result.StreamResult` returning a bool;
+:data:`DETECTORS` registers them in display order, :func:`detect` lists the names that fired
+and :func:`explain` gives one line per name.
+
+Detectors and the real-world bug each one catches (``reference/wire-formats.md`` §5):
+
+- ``tool_markup_in_content`` – a tool call written as text into the answer: MiniMax
+  ``<minimax:tool_call>`` via OpenRouter (earendil-works/pi #368), GLM/Qwen/Hermes
+  ``<tool_call>`` (Gitlawb/openclaude PR #1791), DeepSeek ``<｜tool▁calls▁begin｜>``.
+- ``tool_markup_in_reasoning`` – the same markup inside reasoning: Kimi-K2
+  ``<|tool_calls_section_begin|> <|tool_call_begin|> functions.bash:0 …`` in the thinking
+  block (anomalyco/opencode #8851, vybestack/llxprt-code #749); the call is never made.
+- ``duplicated_deltas`` – every reasoning delta sent twice, ``TheThe user is user is``
+  (maximhq/bifrost #6427), or a long passage repeated back to back in the answer.
+- ``glued_reasoning_summaries`` – summary headings concatenated with no separator,
+  ``**Planning exact formatted output****Confirming exact reproduction requirement**``
+  (diegosouzapw/OmniRoute #9500, NousResearch/hermes-agent PR #80736, zendev-sh/goai PR #129).
+- ``eof_without_terminator`` – the connection was cut and the turn accepted as complete:
+  no ``[DONE]`` and no finish reason (OpenAI-style), no finish reason at all (Gemini and
+  Anthropic never send ``[DONE]``), or an unterminated last SSE event (anomalyco/opencode
+  #39968/#40061, kittors/CliRelay #964).
+- ``truncated_tool_arguments`` – a tool call whose argument JSON was cut short: OpenRouter
+  rewriting ``length`` to ``tool_calls`` (NousResearch/hermes-agent PR #7693, #91717),
+  DeepSeek-v4 ``Unterminated string`` arguments at exactly ``max_tokens``, vLLM PR #46303.
+- ``empty_answer_with_reasoning`` – ``finish_reason: stop`` with empty content and the answer
+  (or nothing) in reasoning (thedotmack/claude-mem #3569, chunkhound/chunkhound #415).
+- ``think_tags_after_guards`` – a reasoning tag still in the final text (a ``<think>`` the
+  stripper was told not to strip, a stray ``</think>`` …; ollama #18044, pi #9007); the tag
+  shape is :mod:`lab.guards.tags`, the one definition every guard uses.
+- ``error_in_200_stream`` – informational: the request failed *inside* an HTTP-200 stream
+  (OpenRouter mid-stream error, cline #5449), so the status code alone says "OK".
+- ``error_swallowed_in_200`` – the stream carried an error (``finish_reason: "error"``, an
+  error object turned into a ``done`` chunk) but the result holds no error: the partial answer
+  looks complete (OmniRoute #4177, hydra #869, the luca ``provider_unavailable`` regression).
+
+Every threshold is a field of :class:`AnomalyConfig` whose default is the module constant of
+the same name in capitals; pass ``config=`` to :func:`detect` (or to a detector) to change it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lab.guards.tags import REASONING_TAG_RE
+
+if TYPE_CHECKING:
+    from lab.result import StreamResult
+
+__all__ = [
+    "DETECTORS",
+    "DUPLICATE_DELTA_MIN_CHARS",
+    "GLUED_SUMMARY_RE",
+    "NO_DONE_SENTINEL_PROVIDERS",
+    "REPETITION_MAX_PERIOD",
+    "REPETITION_MIN_ALNUM",
+    "REPETITION_MIN_CHARS",
+    "TOOL_MARKUP_MARKERS",
+    "TOOL_MARKUP_RE",
+    "AnomalyConfig",
+    "detect",
+    "duplicated_deltas",
+    "empty_answer_with_reasoning",
+    "eof_without_terminator",
+    "error_in_200_stream",
+    "error_swallowed_in_200",
+    "explain",
+    "find_duplicated_delta",
+    "find_immediate_repetition",
+    "glued_reasoning_summaries",
+    "think_tags_after_guards",
+    "tool_markup_in_content",
+    "tool_markup_in_reasoning",
+    "truncated_tool_arguments",
+]
+
+# --------------------------------------------------------------------------- thresholds
+
+DUPLICATE_DELTA_MIN_CHARS = 6
+"""A delta counts as non-trivial when it has at least this many characters after stripping
+whitespace and at least one letter or digit (so ``"    "`` indentation or ``"\\n\\n"`` repeated
+back to back never fires)."""
+
+REPETITION_MIN_CHARS = 80
+"""A passage repeated immediately (``XX``) in the answer must be at least this long."""
+
+REPETITION_MIN_ALNUM = 20
+"""... and hold at least this many letters or digits (a ``====`` rule repeated is fine)."""
+
+REPETITION_MAX_PERIOD = 4000
+"""The longest passage the repetition search looks for (keeps it linear in the text)."""
+
+NO_DONE_SENTINEL_PROVIDERS: frozenset[str] = frozenset({"google", "anthropic"})
+"""Provider families that never send ``data: [DONE]``; their only end evidence is a finish
+reason (Gemini ``finishReason``, Anthropic ``message_delta.stop_reason`` / ``message_stop``)."""
+
+
+_MAX_CANDIDATES_PER_ANCHOR = 64
+"""Bound on the lags checked per anchor block (keeps pathological text fast)."""
+
+
+class AnomalyConfig(BaseModel):
+    """Detector thresholds. Defaults are the module constants of the same name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    duplicate_delta_min_chars: int = Field(default=DUPLICATE_DELTA_MIN_CHARS, ge=1)
+    """Minimum stripped length of a delta that counts when repeated back to back."""
+    repetition_min_chars: int = Field(default=REPETITION_MIN_CHARS, ge=1)
+    """Minimum length of a passage immediately repeated in the answer text."""
+    repetition_min_alnum: int = Field(default=REPETITION_MIN_ALNUM, ge=0)
+    """Minimum letters/digits in that passage."""
+    repetition_max_period: int = Field(default=REPETITION_MAX_PERIOD, ge=1)
+    """Longest passage the repetition search considers."""
+    no_done_sentinel_providers: frozenset[str] = NO_DONE_SENTINEL_PROVIDERS
+    """Provider families judged by finish reason alone (no ``[DONE]`` expected)."""
+
+
+_DEFAULT = AnomalyConfig()
+
+# --------------------------------------------------------------------------- patterns
+
+TOOL_MARKUP_MARKERS: tuple[str, ...] = (
+    "<minimax:tool_call>",  # MiniMax M2/M2.1 XML calls (pi #368)
+    "<|tool_calls_section_begin|>",  # Kimi K2 / K2.5 (opencode #8851)
+    "<|tool_call_section_begin|>",  # Kimi, singular form (llama.cpp PR #17376)
+    "<|tool_call_begin|>",  # Kimi, one call inside the section
+    "<tool_call>",  # GLM, Hermes, Qwen (openclaude PR #1791)
+    "<｜tool▁calls▁begin｜>",  # DeepSeek V3/R1 (fullwidth bars, U+2581 spaces)
+    "<｜tool▁call▁begin｜>",  # DeepSeek, one call
+)
+"""Literal openers of tool-call markup that models emit as text when the serving backend does
+not parse its own template. Add a vendor's opener here (one line)."""
+
+TOOL_MARKUP_RE = re.compile("|".join(re.escape(m) for m in TOOL_MARKUP_MARKERS), re.IGNORECASE)
+"""The one pattern both tool-markup detectors use."""
+
+GLUED_SUMMARY_RE = re.compile(
+    r"\*\*[^*\n]+\*\*\*\*[^*\n]+\*\*"  # **A****B**: two headings with nothing between
+    r"|[^\s*][.!?:]\*\*[A-Z][^*\n]{2,}\*\*(?:\n|$)"  # body.**Heading**\n: heading glued to text
+)
+"""Bold reasoning-summary headings glued to the previous segment with no separator."""
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cfg(config: AnomalyConfig | None) -> AnomalyConfig:
+    return _DEFAULT if config is None else config
+
+
+def _text_deltas(result: StreamResult) -> Iterator[str]:
+    for chunk in result.chunks:
+        if chunk.content:
+            yield chunk.content
+
+
+def _reasoning_deltas(result: StreamResult) -> Iterator[str]:
+    if result.chunks:
+        for chunk in result.chunks:
+            for thought in chunk.thoughts:
+                if thought.content:
+                    yield thought.content
+    else:  # a hand-built result with thoughts but no chunks
+        for thought in result.thoughts:
+            if thought.content:
+                yield thought.content
+
+
+def _non_trivial(delta: str, min_chars: int) -> bool:
+    core = delta.strip()
+    return len(core) >= min_chars and any(ch.isalnum() for ch in core)
+
+
+def _first_back_to_back(deltas: Iterable[str], min_chars: int) -> str | None:
+    previous = None
+    for delta in deltas:
+        if delta == previous and _non_trivial(delta, min_chars):
+            return delta
+        previous = delta
+    return None
+
+
+def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = None) -> str | None:
+    """The first non-trivial delta repeated back to back in text or reasoning, or None."""
+    cfg = _cfg(config)
+    return _first_back_to_back(
+        _text_deltas(result), cfg.duplicate_delta_min_chars
+    ) or _first_back_to_back(_reasoning_deltas(result), cfg.duplicate_delta_min_chars)
+
+
+def _common_prefix_len(text: str, a: int, b: int, limit: int) -> int:
+    """Length of the longest common prefix of text[a:] and text[b:], at most ``limit``."""
+    lo, hi = 0, max(0, min(limit, len(text) - b, len(text) - a))
+    while lo < hi:  # binary search on a monotone predicate, slice compares run in C
+        mid = (lo + hi + 1) // 2
+        if text[a : a + mid] == text[b : b + mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix_len(text: str, a: int, b: int, limit: int) -> int:
+    """Length of the longest common suffix of text[:a] and text[:b], at most ``limit``."""
+    lo, hi = 0, max(0, min(limit, a, b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text[a - mid : a] == text[b - mid : b]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def find_immediate_repetition(
+    text: str, config: AnomalyConfig | None = None
+) -> tuple[int, int] | None:
+    """A passage ``X`` repeated immediately (``XX``) in ``text``: ``(start, len(X))`` or None.
+
+    ``X`` is at least ``repetition_min_chars`` long (at most ``repetition_max_period``), holds
+    ``repetition_min_alnum`` letters or digits and is not itself a repetition of something
+    shorter. Anchors every ``min_chars // 2`` characters; each square ``XX`` contains an anchor
+    block within its first copy that recurs exactly ``len(X)`` later, and the run of matching
+    characters at that lag tells whether a full copy fits. Anchor blocks that recur within
+    ``min_chars`` (a ``====`` rule, short identical rows) are skipped, so a heuristic: a
+    passage whose every anchor block is locally periodic can be missed.
+    """
+    cfg = _cfg(config)
+    m = cfg.repetition_min_chars
+    h = max(1, m // 2)
+    n = len(text)
+    for a in range(0, n - m - h + 1, h):
+        block = text[a : a + h]
+        if text.find(block, a + 1, a + m - 1 + h) >= 0:
+            continue  # locally periodic (a rule, a run of short rows): no long primitive X here
+        end = min(n, a + cfg.repetition_max_period + h)
+        pos = text.find(block, a + m, end)
+        for _ in range(_MAX_CANDIDATES_PER_ANCHOR):
+            if pos < 0:
+                break
+            p = pos - a
+            back = _common_suffix_len(text, a, pos, h)
+            fwd = _common_prefix_len(text, a, pos, p)
+            if back + fwd >= p:
+                start = a - back
+                x = text[start : start + p]
+                primitive = (x + x).find(x, 1) == p
+                if primitive and sum(ch.isalnum() for ch in x) >= cfg.repetition_min_alnum:
+                    return start, p
+            pos = text.find(block, pos + 1, end)
+    return None
+
+
+def _last_attempt_end(result: StreamResult) -> str | None:
+    return result.attempts[-1].end_reason if result.attempts else None
+
+
+def _error_chunk_attempt(result: StreamResult) -> int | None:
+    for i, chunk in enumerate(result.chunks):
+        if chunk.type == "error" and i < len(result.origins):
+            return result.origins[i].attempt
+    return None
+
+
+# --------------------------------------------------------------------------- detectors
+
+
+def tool_markup_in_content(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Tool-call markup (MiniMax, Kimi, GLM/Qwen/Hermes, DeepSeek) left in the visible answer."""
+    return TOOL_MARKUP_RE.search(result.text) is not None
+
+
+def tool_markup_in_reasoning(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Tool-call markup inside reasoning: the model meant to call a tool and no call was made."""
+    if TOOL_MARKUP_RE.search(result.reasoning) is not None:
+        return True
+    return any(TOOL_MARKUP_RE.search(t.content) for t in result.thoughts)
+
+
+def duplicated_deltas(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The same non-trivial delta sent twice in a row, or a long passage repeated in the answer."""
+    if find_duplicated_delta(result, config) is not None:
+        return True
+    return find_immediate_repetition(result.text, config) is not None
+
+
+def glued_reasoning_summaries(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Bold summary headings glued together (``**A****B**``) in reasoning or thoughts."""
+    if GLUED_SUMMARY_RE.search(result.reasoning):
+        return True
+    return any(GLUED_SUMMARY_RE.search(t.content) for t in result.thoughts)
+
+
+def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The stream ended with no end evidence ([DONE] / finish reason) and no error: truncated."""
+    if result.facts.get("unterminated_tail"):
+        return True
+    if result.error is not None or result.finish_reason:
+        return False
+    if _last_attempt_end(result) == "stopped_by_guard":
+        return False  # the speaker guard ended it on purpose
+    if result.provider in _cfg(config).no_done_sentinel_providers:
+        return True
+    return not result.facts.get("done_seen", False)
+
+
+def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A tool call built from cut-short argument JSON (repaired, or kept raw because unparsable)."""
+    return any(
+        fc.arguments_truncated or "raw_arguments" in fc.provider_fields
+        for fc in result.function_calls
+    )
+
+
+def empty_answer_with_reasoning(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """No answer text, no tool call and no error, but the model did reason."""
+    if result.text.strip() or result.function_calls or result.error is not None:
+        return False
+    return bool(result.reasoning.strip()) or any(t.content.strip() for t in result.thoughts)
+
+
+def think_tags_after_guards(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A reasoning tag (``<think>``, ``</think>``, ``<mm:think>``...) is still in the final text."""
+    return REASONING_TAG_RE.search(result.text) is not None
+
+
+def error_in_200_stream(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Informational: the request failed inside an HTTP-200 stream (status alone says OK)."""
+    if result.error is None or not result.attempts:
+        return False
+    attempt = _error_chunk_attempt(result)
+    info = None
+    if attempt is not None:
+        info = next((a for a in result.attempts if a.attempt == attempt), None)
+    if info is None:
+        info = result.attempts[-1]
+    return info.status == 200
+
+
+def error_swallowed_in_200(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The stream carried an error (finish "error", error object) but the result has no error."""
+    if result.error is not None or any(c.type == "error" for c in result.chunks):
+        return False
+    if result.finish_reason == "error" or "error" in result.facts.get("finish_reasons", ()):
+        return True
+    return any(
+        c.metadata.get("finish_reason") == "error" or "originalError" in c.metadata
+        for c in result.chunks
+    )
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class Detector(Protocol):
+    """A detector: ``fn(result)`` or ``fn(result, config)`` -> bool."""
+
+    def __call__(self, result: StreamResult, config: AnomalyConfig | None = None) -> bool: ...
+
+
+DETECTORS: dict[str, Detector] = {
+    "tool_markup_in_content": tool_markup_in_content,
+    "tool_markup_in_reasoning": tool_markup_in_reasoning,
+    "duplicated_deltas": duplicated_deltas,
+    "glued_reasoning_summaries": glued_reasoning_summaries,
+    "eof_without_terminator": eof_without_terminator,
+    "truncated_tool_arguments": truncated_tool_arguments,
+    "empty_answer_with_reasoning": empty_answer_with_reasoning,
+    "think_tags_after_guards": think_tags_after_guards,
+    "error_in_200_stream": error_in_200_stream,
+    "error_swallowed_in_200": error_swallowed_in_200,
+}
+"""Every detector, in the order :func:`detect` reports them."""
+
+
+def detect(result: StreamResult, config: AnomalyConfig | None = None) -> list[str]:
+    """Names of the detectors that fired on ``result``, in :data:`DETECTORS` order.
+
+    >>> from lab.result import StreamResult
+    >>> detect(StreamResult(stream_id="s", provider="openrouter", text="<think>x</think>hi",
+    ...                     finish_reason="stop"))
+    ['think_tags_after_guards']
+    """
+    cfg = _cfg(config)
+    return [name for name, fn in DETECTORS.items() if fn(result, cfg)]
+
+
+def explain(name: str) -> str:
+    """One line saying what detector ``name`` flags (the first line of its docstring)."""
+    try:
+        fn = DETECTORS[name]
+    except KeyError:
+        raise KeyError(f"unknown anomaly {name!r}; known: {', '.join(DETECTORS)}") from None
+    return (fn.__doc__ or name).strip().splitlines()[0]

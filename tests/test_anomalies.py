@@ -1,0 +1,636 @@
+"""Anomaly detectors over real-shaped streams: each replayed through the whole stack.
+
+Every SSE body below is built the way the provider sends it (``reference/wire-formats.md``):
+OpenRouter keepalive comments, the full chunk envelope with ``provider`` and ``role`` on every
+delta, ``reasoning`` and ``reasoning_details`` side by side, a finish chunk, a usage chunk with
+``finish_reason: null``, then ``[DONE]``. Each detector has a stream that fires it and a clean
+stream that does not; assertions are the exact list :func:`lab.anomalies.detect` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from lab.anomalies import (
+    DETECTORS,
+    GLUED_SUMMARY_RE,
+    TOOL_MARKUP_MARKERS,
+    TOOL_MARKUP_RE,
+    AnomalyConfig,
+    detect,
+    explain,
+    find_duplicated_delta,
+    find_immediate_repetition,
+)
+from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry
+from lab.replay import replay_sse
+from lab.result import AttemptInfo, ChunkOrigin, StreamResult
+
+# --------------------------------------------------------------------------- wire builders
+
+GEN_ID = "gen-1759420128-LjBsuYJf6lKeyy66nQs9"
+KEEPALIVES = ": OPENROUTER PROCESSING\n\n: OPENROUTER PROCESSING\n\n"
+DONE = "data: [DONE]\n\n"
+USAGE = {"prompt_tokens": 12, "completion_tokens": 40, "total_tokens": 52}
+
+
+def or_chunk(
+    delta: dict[str, Any] | None = None,
+    *,
+    finish: str | None = None,
+    provider: str = "DeepInfra",
+    model: str = "z-ai/glm-4.5",
+    usage: dict[str, Any] | None = None,
+) -> str:
+    """One OpenRouter SSE event with the full envelope real captures carry."""
+    d: dict[str, Any] = {"role": "assistant", "content": "", "reasoning": None}
+    d["reasoning_details"] = []
+    d.update(delta or {})
+    body: dict[str, Any] = {
+        "id": GEN_ID,
+        "provider": provider,
+        "model": model,
+        "object": "chat.completion.chunk",
+        "created": 1759420128,
+        "choices": [
+            {
+                "index": 0,
+                "delta": d,
+                "finish_reason": finish,
+                "native_finish_reason": finish,
+                "logprobs": None,
+            }
+        ],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return "data: " + json.dumps(body, ensure_ascii=False) + "\n\n"
+
+
+def reasoning(text: str, **kw: Any) -> str:
+    """A reasoning delta: ``reasoning`` plus the matching ``reasoning_details`` fragment."""
+    fragment = {"type": "reasoning.text", "text": text, "format": "unknown", "index": 0}
+    return or_chunk({"reasoning": text, "reasoning_details": [fragment]}, **kw)
+
+
+def content(text: str, **kw: Any) -> str:
+    return or_chunk({"content": text}, **kw)
+
+
+def tool_delta(call: dict[str, Any], **kw: Any) -> str:
+    kw.setdefault("provider", "Amazon Bedrock")
+    kw.setdefault("model", "anthropic/claude-opus-4.6")
+    return or_chunk({"content": None, "tool_calls": [call]}, **kw)
+
+
+def ending(finish: str = "stop", **kw: Any) -> str:
+    """Finish chunk, then the usage chunk (finish_reason null again), then [DONE]."""
+    return or_chunk(finish=finish, **kw) + or_chunk(usage=USAGE, **kw) + DONE
+
+
+def openrouter(*events: str, config: Any = None) -> StreamResult:
+    return replay_sse("openrouter", KEEPALIVES + "".join(events), config=config)
+
+
+def gemini_chunk(text: str, finish: str | None = None) -> str:
+    candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}}
+    candidate["index"] = 0
+    if finish:
+        candidate["finishReason"] = finish
+    body = {
+        "candidates": [candidate],
+        "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": 5, "totalTokenCount": 13},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "mT6SaIbcBpnXz7IPmdqT-Qs",
+    }
+    return "data: " + json.dumps(body) + "\r\n\r\n"
+
+
+def gemini(*events: str) -> StreamResult:
+    from lab.providers import get_adapter
+
+    try:
+        get_adapter("google")
+    except Exception as exc:  # the Gemini adapter is still landing
+        pytest.skip(f"google adapter not available: {exc}")
+    return replay_sse("google", "".join(events))
+
+
+def clean_stream() -> StreamResult:
+    """GLM-4.5 via DeepInfra: reasoning, then the answer, finish, usage, [DONE]."""
+    return openrouter(
+        reasoning("Okay"),
+        reasoning(", the user asks for the capital of France."),
+        content("Paris is"),
+        content(" the capital of France."),
+        ending(),
+    )
+
+
+def built(**kw: Any) -> StreamResult:
+    """A hand-built result (for providers whose adapters are not in the lab yet)."""
+    kw.setdefault("stream_id", "s1")
+    kw.setdefault("provider", "openrouter")
+    return StreamResult(**kw)
+
+
+MINIMAX_CALL = (
+    '<minimax:tool_call>\n<invoke name="bash">\n<parameter name="command">mb --help'
+    "</parameter>\n</invoke>\n</minimax:tool_call>"
+)
+KIMI_CALL = (
+    " <|tool_calls_section_begin|> <|tool_call_begin|> functions.bash:0 "
+    '<|tool_call_argument_begin|> {"command": "ls -la"} <|tool_call_end|> '
+    "<|tool_calls_section_end|"
+)
+PASSAGE = (
+    "To reset your password, open Settings, choose Security, and press Reset password. "
+    "A link arrives by email within five minutes. "
+)
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+def test_registry_lists_every_detector_in_report_order():
+    assert list(DETECTORS) == [
+        "tool_markup_in_content",
+        "tool_markup_in_reasoning",
+        "duplicated_deltas",
+        "glued_reasoning_summaries",
+        "eof_without_terminator",
+        "truncated_tool_arguments",
+        "empty_answer_with_reasoning",
+        "think_tags_after_guards",
+        "error_in_200_stream",
+        "error_swallowed_in_200",
+    ]
+
+
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_explain_gives_one_line_per_detector(name):
+    line = explain(name)
+    assert line and "\n" not in line and line.endswith((".", ")"))
+
+
+def test_explain_unknown_name_lists_known_ones():
+    with pytest.raises(KeyError, match="tool_markup_in_content"):
+        explain("no_such_anomaly")
+
+
+def test_clean_openrouter_stream_has_no_anomalies():
+    r = clean_stream()
+    assert r.text == "Paris is the capital of France."
+    assert detect(r) == []
+
+
+def test_clean_stream_fires_no_single_detector():
+    r = clean_stream()
+    assert {name: fn(r) for name, fn in DETECTORS.items()} == dict.fromkeys(DETECTORS, False)
+
+
+# --------------------------------------------------------------------------- tool markup
+
+
+def test_minimax_xml_tool_call_left_in_content_is_flagged():
+    # pi #368: MiniMax M2.1 via OpenRouter writes its call as text; the opener is split.
+    r = openrouter(
+        content("I'll check the help first.\n"),
+        content(MINIMAX_CALL[:12]),
+        content(MINIMAX_CALL[12:]),
+        ending(provider="Minimax", model="minimax/minimax-m2.1"),
+    )
+    assert "<minimax:tool_call>" in r.text and r.function_calls == []
+    assert detect(r) == ["tool_markup_in_content"]
+
+
+def test_kimi_tool_tokens_in_reasoning_flag_markup_and_the_empty_answer():
+    # opencode #8851: Kimi-K2's call lands in the thinking block (closer missing its ">"),
+    # so no call is made and the visible answer is empty.
+    r = openrouter(
+        reasoning("I should list the files."),
+        reasoning(KIMI_CALL),
+        ending(provider="Chutes", model="moonshotai/kimi-k2.5"),
+    )
+    assert detect(r) == ["tool_markup_in_reasoning", "empty_answer_with_reasoning"]
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<tool_call><function=read_file><parameter=path>a.md</parameter></function></tool_call>",
+        "<tool_call>read_file<arg_key>path</arg_key><arg_value>a.md</arg_value></tool_call>",
+        '<tool_call>{"name": "read_file", "arguments": {"path": "a.md"}}</tool_call>',
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>read_file\n```json\n{"path": "a.md"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        "<|tool_call_section_begin|> <|tool_call_begin|> functions.read_file:0",
+    ],
+    ids=["qwen-xml", "glm", "hermes", "deepseek", "kimi-singular"],
+)
+def test_every_vendor_tool_markup_dialect_in_content_is_flagged(markup):
+    r = openrouter(content("Reading it now. "), content(markup), ending())
+    assert detect(r) == ["tool_markup_in_content"]
+
+
+def test_tool_markup_pattern_is_built_from_the_marker_list():
+    for marker in TOOL_MARKUP_MARKERS:
+        assert TOOL_MARKUP_RE.search(f"text {marker} more")
+    assert TOOL_MARKUP_RE.search("a <tool> tag, a call_tool() and <toolcall>") is None
+
+
+def test_a_real_tool_call_is_not_tool_markup():
+    r = openrouter(
+        tool_delta(
+            {
+                "index": 0,
+                "id": "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": ""},
+            }
+        ),
+        tool_delta({"index": 0, "function": {"arguments": '{"path": "RE'}}),
+        tool_delta({"index": 0, "function": {"arguments": 'ADME.md"}'}}),
+        ending("tool_calls", provider="Amazon Bedrock"),
+    )
+    assert [(f.name, f.args) for f in r.function_calls] == [("read_file", {"path": "README.md"})]
+    assert detect(r) == []
+
+
+# --------------------------------------------------------------------------- duplicated deltas
+
+
+def test_every_reasoning_delta_sent_twice_is_flagged():
+    # bifrost #6427: "TheThe user is user is greeting greeting me with me with ..."
+    doubled = ["The", "The", " user is", " user is", " greeting", " greeting", " me with"]
+    r = openrouter(
+        *(reasoning(d) for d in doubled),
+        content("Hello! How can I help you today?"),
+        ending(),
+    )
+    assert r.reasoning.startswith("TheThe user is user is greeting greeting")
+    assert find_duplicated_delta(r) == " user is"
+    assert detect(r) == ["duplicated_deltas"]
+
+
+def test_passage_repeated_back_to_back_inside_the_answer_is_flagged():
+    r = openrouter(content("Sure:\n" + PASSAGE + PASSAGE), ending())
+    assert find_immediate_repetition(r.text) == (6, len(PASSAGE))
+    assert detect(r) == ["duplicated_deltas"]
+
+
+def test_repeated_text_delta_the_dedup_guard_dropped_is_not_flagged():
+    r = openrouter(content("Sure. "), content(PASSAGE), content(PASSAGE), ending())
+    assert r.text == "Sure. " + PASSAGE
+    assert [e.guard for e in r.guard_events] == ["dedup"]
+    assert detect(r) == []
+
+
+def test_short_or_blank_deltas_repeated_are_not_duplicates():
+    # Indentation, blank lines and short words legitimately repeat back to back.
+    r = openrouter(
+        reasoning("Let me write the loop:\n"),
+        reasoning("    "),
+        reasoning("    "),
+        reasoning("\n\n"),
+        reasoning("\n\n"),
+        reasoning("very"),
+        reasoning("very"),
+        content("```python\nfor x in xs:\n"),
+        content("        "),
+        content("        "),
+        content("print(x)\n```"),
+        ending(),
+    )
+    assert detect(r) == []
+
+
+def test_duplicate_delta_threshold_is_configurable():
+    r = openrouter(reasoning(" very"), reasoning(" very"), content("Fine."), ending())
+    assert detect(r) == []
+    assert detect(r, AnomalyConfig(duplicate_delta_min_chars=4)) == ["duplicated_deltas"]
+
+
+def test_long_separator_rules_and_repeated_short_rows_are_not_repetitions():
+    table = "| id | name |\n|----|------|\n" + "| 0  | n/a  |\n" * 20
+    rule = "=" * 200 + "\n"
+    r = openrouter(content(rule), content(table), content(rule), ending())
+    assert detect(r) == []
+
+
+def test_repetition_search_stays_fast_on_pathological_text():
+    texts = ["a" * 50_000, "ab" * 25_000, "x = 1\n" * 8_000, "| 0 | 0 | 0 |\n" * 4_000]
+    start = time.perf_counter()
+    assert [find_immediate_repetition(t) for t in texts] == [None] * 4
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("cut", range(0, 60, 7))
+def test_repetition_found_at_any_alignment(cut):
+    text = "z" * cut + "Intro. " + PASSAGE + PASSAGE + "Bye."
+    found = find_immediate_repetition(text)
+    assert found is not None and found[1] == len(PASSAGE)
+    start, n = found
+    assert text[start : start + n] == text[start + n : start + 2 * n]
+
+
+# --------------------------------------------------------------------------- glued summaries
+
+
+def test_summary_headings_arriving_as_separate_deltas_are_glued_in_reasoning():
+    # OmniRoute #9500: the separator is not in the upstream payload, so joining glues them.
+    r = openrouter(
+        reasoning("**Planning exact formatted output**"),
+        reasoning("**Confirming exact reproduction requirement**"),
+        content("Here is the output, reproduced exactly."),
+        ending(provider="OpenAI", model="openai/gpt-5"),
+    )
+    assert "output****Confirming" in r.reasoning
+    assert detect(r) == ["glued_reasoning_summaries"]
+
+
+def test_summary_heading_glued_to_the_previous_paragraph_is_flagged():
+    # hermes-agent PR #80736: "one glued paragraph".
+    r = openrouter(
+        reasoning("**Investigating culprit PRs**\n\nI looked at the merged PRs."),
+        reasoning("**Inspecting message schema**\n\nThe schema changed."),
+        content("Found it."),
+        ending(),
+    )
+    assert detect(r) == ["glued_reasoning_summaries"]
+
+
+def test_separated_summaries_and_inline_bold_are_not_glued():
+    r = openrouter(
+        reasoning("**Planning the answer**\n\nI will use **bold** and **more bold** words.\n\n"),
+        reasoning("**Checking the result**\n\nLooks right."),
+        content("Done."),
+        ending(),
+    )
+    assert detect(r) == []
+    assert GLUED_SUMMARY_RE.search("Note:**not a heading** inline") is None
+
+
+def test_glued_summary_thoughts_in_a_hand_built_result_are_flagged():
+    thoughts = [ThoughtLogEntry(kind="summary", content="**Plan A****Plan B**")]
+    r = built(text="ok", thoughts=thoughts, finish_reason="stop")
+    assert detect(r) == ["glued_reasoning_summaries"]
+
+
+# --------------------------------------------------------------------------- truncation
+
+
+def test_openrouter_stream_cut_before_finish_and_done_is_flagged():
+    r = openrouter(content("The answer is"), content(" forty"))
+    assert (r.text, r.finish_reason, r.error) == ("The answer is forty", None, None)
+    assert detect(r) == ["eof_without_terminator"]
+
+
+def test_stream_cut_inside_an_event_is_flagged_as_unterminated():
+    r = openrouter(content("The answer is"), content(" forty")[:-40])
+    assert r.facts["unterminated_tail"] is True
+    assert detect(r) == ["eof_without_terminator"]
+
+
+def test_done_without_finish_reason_counts_as_terminated():
+    r = openrouter(content("Short answer."), or_chunk(usage=USAGE), DONE)
+    assert r.finish_reason is None and r.facts["done_seen"] is True
+    assert detect(r) == []
+
+
+def test_finish_reason_without_done_counts_as_terminated():
+    r = openrouter(content("Short answer."), or_chunk(finish="stop"), or_chunk(usage=USAGE))
+    assert detect(r) == []
+
+
+def test_gemini_stream_with_finish_reason_needs_no_done():
+    r = gemini(gemini_chunk("Hello"), gemini_chunk(" world", finish="STOP"))
+    assert detect(r) == []
+
+
+def test_gemini_stream_without_finish_reason_is_truncated():
+    r = gemini(gemini_chunk("Hello"), gemini_chunk(" world"))
+    assert detect(r) == ["eof_without_terminator"]
+
+
+def test_anthropic_result_is_judged_by_stop_reason_not_done():
+    ok = built(provider="anthropic", text="Looking.", finish_reason="end_turn")
+    cut = built(provider="anthropic", text="Looking.")
+    assert (detect(ok), detect(cut)) == ([], ["eof_without_terminator"])
+
+
+def test_stream_stopped_by_the_speaker_guard_is_not_truncation():
+    attempts = [AttemptInfo(attempt=0, label="default", status=200, end_reason="stopped_by_guard")]
+    r = built(text="Sure, here you go.", attempts=attempts, facts={"done_seen": False})
+    assert detect(r) == []
+
+
+def test_openrouter_length_rewritten_to_tool_calls_over_cut_arguments_is_flagged():
+    # hermes-agent PR #7693: finish says tool_calls, the argument JSON is unterminated.
+    r = openrouter(
+        tool_delta(
+            {
+                "index": 0,
+                "id": "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": ""},
+            }
+        ),
+        tool_delta({"index": 0, "function": {"arguments": '{"path": "RE'}}),
+        ending("tool_calls", provider="Amazon Bedrock"),
+    )
+    assert r.finish_reason == "tool_calls"
+    assert [f.arguments_truncated for f in r.function_calls] == [True]
+    assert detect(r) == ["truncated_tool_arguments"]
+
+
+def test_unparsable_raw_arguments_count_as_truncated():
+    call = FunctionCall(
+        name="write_file",
+        args={},
+        provider_fields={"raw_arguments": '{"path": "a.md", "content": "Unterminated'},
+    )
+    r = built(function_calls=[call], finish_reason="tool_calls")
+    assert detect(r) == ["truncated_tool_arguments"]
+
+
+# --------------------------------------------------------------------------- empty answer
+
+
+def test_reasoning_only_answer_with_finish_stop_is_flagged():
+    # chunkhound #415: content empty, finish stop, the JSON answer sits in reasoning.
+    r = openrouter(
+        reasoning("The user wants JSON."),
+        reasoning(' {"answer": 42}'),
+        content(""),
+        ending(provider="Targon", model="deepseek/deepseek-r1"),
+    )
+    assert (r.text, r.finish_reason) == ("", "stop")
+    assert detect(r) == ["empty_answer_with_reasoning"]
+
+
+def test_reasoning_then_tool_call_is_not_an_empty_answer():
+    r = openrouter(
+        reasoning("I need the file."),
+        tool_delta(
+            {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "a.md"}'},
+            }
+        ),
+        ending("tool_calls"),
+    )
+    assert detect(r) == []
+
+
+# --------------------------------------------------------------------------- think tags
+
+
+def test_think_block_the_stripper_removed_is_not_flagged():
+    r = openrouter(content("<think>plan it</think>"), content("Answer: 42."), ending())
+    assert (r.text, r.reasoning) == ("Answer: 42.", "plan it")
+    assert detect(r) == []
+
+
+def test_think_tags_kept_when_stripping_is_off_are_flagged():
+    r = openrouter(
+        content("<think>plan it</think>"),
+        content("Answer: 42."),
+        ending(),
+        config={"strip_think_blocks": False},
+    )
+    assert r.text == "<think>plan it</think>Answer: 42."
+    assert detect(r) == ["think_tags_after_guards"]
+
+
+@pytest.mark.parametrize("tag", ["</think>", "<THINK>", "<mm:think>", "</minimax:think>"])
+def test_any_reasoning_tag_shape_left_in_text_is_flagged(tag):
+    r = built(text=f"Answer{tag} 42.", finish_reason="stop")
+    assert detect(r) == ["think_tags_after_guards"]
+
+
+def test_words_that_look_like_tags_are_not_think_tags():
+    r = built(text="Use <thinker> or <think attr='x'> in XML.", finish_reason="stop")
+    assert detect(r) == []
+
+
+# --------------------------------------------------------------------------- errors in 200
+
+
+def test_openrouter_mid_stream_error_after_tokens_is_reported_as_error_in_200():
+    err = {
+        "id": "cmpl-abc123",
+        "object": "chat.completion.chunk",
+        "created": 1234567890,
+        "model": "gpt-3.5-turbo",
+        "provider": "openai",
+        "error": {"code": "server_error", "message": "Provider disconnected unexpectedly"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+    }
+    r = openrouter(content("Partial ans"), "data: " + json.dumps(err) + "\n\n", DONE)
+    assert r.error is not None and r.attempts[0].status == 200
+    assert detect(r) == ["error_in_200_stream"]
+
+
+def test_provider_unavailable_chunk_then_finish_error_is_reported_as_error_in_200():
+    # Captured gpt-5.4-mini 502: error chunk with choices [], then finish "error", then usage.
+    err = {
+        "id": "gen-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "openai/gpt-5.4-mini",
+        "provider": "OpenAI",
+        "choices": [],
+        "error": {
+            "code": 502,
+            "message": "Network connection lost.",
+            "metadata": {"error_type": "provider_unavailable"},
+        },
+    }
+    r = openrouter(
+        content("Partial ans"),
+        "data: " + json.dumps(err) + "\n\n",
+        or_chunk(finish="error"),
+        or_chunk(usage=USAGE),
+    )
+    assert detect(r) == ["error_in_200_stream"]
+
+
+def test_malformed_tool_call_error_turned_into_done_is_swallowed():
+    # The reference turns an invalid_type error over a pending tool call into a "done" chunk:
+    # no error reaches the result, the turn looks finished.
+    r = openrouter(
+        tool_delta(
+            {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": ""},
+            }
+        ),
+        tool_delta({"index": 0, "function": {"arguments": '{"path": "a.md"}'}}),
+        'data: {"error":{"code":"invalid_type",'
+        '"message":"Invalid input: expected string, received null"}}\n\n',
+        DONE,
+    )
+    assert r.error is None and r.chunks[-1].metadata["malformedToolCall"] is True
+    assert detect(r) == ["error_swallowed_in_200"]
+
+
+def test_finish_error_chunk_without_an_error_chunk_is_swallowed():
+    chunks = [
+        ProcessedChunk(type="text", content="Partial answer"),
+        ProcessedChunk(type="done", metadata={"finish_reason": "error"}),
+    ]
+    attempts = [AttemptInfo(attempt=0, label="default", status=200, end_reason="eof")]
+    r = built(text="Partial answer", chunks=chunks, attempts=attempts, facts={"done_seen": True})
+    assert detect(r) == ["error_swallowed_in_200"]
+
+
+def test_http_error_before_the_stream_is_not_an_error_in_200():
+    error = ProviderError(type="rate_limit", message="Rate limit exceeded", retryable=True)
+    attempts = [AttemptInfo(attempt=0, label="default", status=429, end_reason="http_error")]
+    chunks = [ProcessedChunk(type="error", error=error)]
+    r = built(
+        chunks=chunks,
+        attempts=attempts,
+        error=error,
+        finish_reason="error",
+        origins=[ChunkOrigin(attempt=0, event=-1, read_seq=-1)],
+    )
+    assert detect(r) == []
+
+
+def test_error_in_200_is_judged_on_the_attempt_that_produced_the_error():
+    # Attempt 0 streamed (200) and was retried before the commit point; attempt 1 got a 500.
+    error = ProviderError(type="unknown", message="Internal Server Error", retryable=False)
+    attempts = [
+        AttemptInfo(attempt=0, label="default", status=200, end_reason="retried"),
+        AttemptInfo(attempt=1, label="targeted_drop_min_p", status=500, end_reason="http_error"),
+    ]
+    r = built(
+        chunks=[ProcessedChunk(type="error", error=error)],
+        origins=[ChunkOrigin(attempt=1, event=-1, read_seq=-1)],
+        attempts=attempts,
+        error=error,
+        finish_reason="error",
+    )
+    assert detect(r) == []
+
+
+# --------------------------------------------------------------------------- tables integration
+
+
+def test_streams_table_anomalies_column_joins_detect_output():
+    from lab import tables
+
+    results = [
+        clean_stream(),
+        openrouter(reasoning("I should list the files."), reasoning(KIMI_CALL), ending()),
+    ]
+    st = tables.streams(results)
+    assert st["anomalies"].tolist() == ["", "tool_markup_in_reasoning,empty_answer_with_reasoning"]
