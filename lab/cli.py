@@ -73,9 +73,10 @@ def _report(results: list, out: Path | None) -> dict[str, Path]:
     )
     _print_table("classifiers", tables.classifiers(st))
     att = tables.attempts(results)
+    degraded = att.groupby("stream_id")["attempt"].transform("max") > 0 if len(att) else []
     _print_table(
-        "degradation attempts",
-        att[att["attempt"] > 0] if len(att) else att,
+        "degradation attempts (streams that needed more than one)",
+        att[degraded] if len(att) else att,
         ["stream_id", "model", "attempt", "label", "status", "end_reason", "error"],
     )
     written: dict[str, Path] = {}

@@ -1,4 +1,4 @@
-"""What ``lab demo`` records: every bundled fake scenario, a few times each.
+"""What ``lab demo`` records: every bundled fake scenario of every family, a few times each.
 
 Kept apart from the CLI so tests and notebooks can build the same request list.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["demo_requests"]
+__all__ = ["FAMILY_ROUTES", "demo_requests", "scenario_options"]
 
 _PROMPTS = (
     "What is the capital of France?",
@@ -16,23 +16,95 @@ _PROMPTS = (
     "Explain SSE keepalives briefly.",
 )
 
+# fake-server family -> (provider adapter used to record it, base path on the fake server)
+FAMILY_ROUTES: dict[str, tuple[str, str]] = {
+    "openrouter": ("openrouter", "/api/v1"),
+    "openai": ("openai", "/v1"),
+    "google": ("google", "/v1beta"),
+    "anthropic": ("anthropic", "/v1"),
+}
 
-def demo_requests(n: int = 3) -> list[dict[str, Any]]:
-    """``n`` requests per bundled OpenRouter fake scenario, deterministic.
+_WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather forecast for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+_IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
 
-    Each item: ``provider``, ``base_path`` (appended to the fake server's URL) and ``body``.
-    Scenarios that exercise the degradation ladder get the parameters they reject.
+
+def scenario_options(model: str) -> dict[str, Any]:
+    """Request options that make a scenario show its behaviour (e.g. the rejected param)."""
+    if model == "fake/reject-min-p":
+        return {"temperature": 0.7, "min_p": 0.05, "top_p": 0.95}
+    if model == "fake/no-endpoints" or model in (
+        "fake/tool-call",
+        "fake/function-call",
+        "fake/tool-use",
+    ):
+        return {"tools": [_WEATHER_TOOL]}
+    if model == "fake/credit-affordability":
+        return {"max_tokens": 16384}
+    if model == "fake/truncated-tool-args":
+        return {"tools": [_WEATHER_TOOL], "max_tokens": 32}
+    if model == "fake/nvidia-problem":
+        return {"temperature": 0.6, "top_k": 40}
+    return {}
+
+
+def _messages(model: str, prompt: str) -> list[dict[str, Any]]:
+    if model == "fake/reject-images":
+        return [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is in this picture?"},
+                    {"type": "image_url", "image_url": {"url": _IMAGE}},
+                ],
+            }
+        ]
+    return [{"role": "user", "content": prompt}]
+
+
+def demo_requests(n: int = 3, *, families: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """``n`` requests per bundled fake scenario, deterministic.
+
+    Each item: ``provider``, ``base_path`` (appended to the fake server's URL), ``family``
+    and ``body``. Only families whose adapter is available are included.
     """
-    from lab.fakes import OPENROUTER_SCENARIOS
+    from lab.fakes import SCENARIOS
+    from lab.providers import PROVIDERS
     from lab.request import build_body
 
     if n < 1:
         raise ValueError("n must be at least 1")
     items = []
-    for model in OPENROUTER_SCENARIOS:
-        for i in range(n):
-            prompt = _PROMPTS[i % len(_PROMPTS)]
-            body = build_body("openrouter", model=model, prompt=prompt)
-            body["seed"] = i
-            items.append({"provider": "openrouter", "base_path": "/api/v1", "body": body})
+    for family, scenarios in SCENARIOS.items():
+        if families is not None and family not in families:
+            continue
+        provider, base_path = FAMILY_ROUTES[family]
+        if provider not in PROVIDERS:
+            continue
+        for model in scenarios:
+            for i in range(n):
+                prompt = _PROMPTS[i % len(_PROMPTS)]
+                body = build_body(
+                    provider,
+                    model=model,
+                    messages=_messages(model, prompt),
+                    **scenario_options(model),
+                )
+                if family == "google":
+                    body.setdefault("generationConfig", {})["seed"] = i
+                else:
+                    body["seed"] = i
+                items.append(
+                    {"provider": provider, "family": family, "base_path": base_path, "body": body}
+                )
     return items

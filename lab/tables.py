@@ -194,7 +194,16 @@ def _event_read(r: StreamResult, attempt: int, seq: int) -> tuple[int | None, fl
 def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
     """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed."""
     df = stream_table.copy()
-    df["serving_provider"] = df["serving_provider"].fillna("(unknown)")
+    # Direct providers have no separate backend: the provider itself served the stream.
+    df["serving_provider"] = (
+        df["serving_provider"]
+        .fillna(
+            df["provider"]
+            .astype("object")
+            .map(lambda p: f"{p} (direct)" if isinstance(p, str) else None)
+        )
+        .fillna("(unknown)")
+    )
     df["errored"] = df["error_type"].notna()
     g = df.groupby("serving_provider", sort=True)
     out = pd.DataFrame(

@@ -18,7 +18,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lab.errors import openrouter_error_type, parse_error_message
+from lab.errors import (
+    openrouter_error_type,
+    openrouter_http_failure_message,
+    openrouter_provider_error,
+    parse_error_message,
+)
 from lab.guards import (
     RecentTextDedup,
     SpeakerBoundaryGuard,
@@ -223,7 +228,13 @@ class OpenRouterAdapter(StreamAdapter):
         return headers
 
     def failure_message(self, status: int, body_text: str) -> str:
-        return parse_error_message("openrouter", body_text) or f"HTTP {status}"
+        return parse_error_message("openrouter", body_text, status) or f"HTTP {status}"
+
+    def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
+        """The reference throws "HTTP <status>: ... | request_attempt: <label>" and
+        ``handleProviderError`` turns it into "OpenRouter API error (<status>): ..."."""
+        thrown = openrouter_http_failure_message(status, body_text, body, label)
+        return openrouter_provider_error(str(status), thrown, original=body_text, status=status)
 
     # -- stage 02 -----------------------------------------------------------------------
 

@@ -1,0 +1,27 @@
+"""Shared fixtures: the fake providers on a real loopback socket, tmp capture roots."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="session")
+def fake_server():
+    """The scripted fake providers on 127.0.0.1 (no delays: tests want speed)."""
+    from lab.fakes import FakeServer
+
+    with FakeServer(delay_scale=0) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def slow_fake_server():
+    """The fake providers with their realistic per-read delays (timing is visible)."""
+    from lab.fakes import FakeServer
+
+    with FakeServer(delay_scale=1.0) as server:
+        yield server
