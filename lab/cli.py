@@ -103,7 +103,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with FakeServer() as server:
         print(f"fake server on {server.base_url}")
         with Recorder(out / "captures", label="lab demo") as rec:
-            for item in _progress(plan, "record"):
+            for item in _progress(plan, "record", disable=args.quiet):
                 rec.record(
                     item["provider"], item["body"], base_url=server.base_url + item["base_path"]
                 )
@@ -120,10 +120,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(items: list, desc: str) -> Any:
+def _progress(items: list, desc: str, disable: bool = False) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, unit="stream", leave=False)
+    return tqdm(items, desc=desc, unit="stream", leave=False, disable=disable)
 
 
 def cmd_fake_server(args: argparse.Namespace) -> int:

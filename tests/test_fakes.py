@@ -779,7 +779,11 @@ def test_serve_forever_prints_url_and_scenarios_and_stops_on_ctrl_c():
         resp = httpx.post(url + OR_PATH, json=or_body("fake/clean"), timeout=5)
         assert resp.status_code == 200
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
+        proc.wait(timeout=10)
+        # read through the same buffered reader as readline() (communicate() would skip
+        # whatever readline() already pulled into the buffer)
+        out = first + proc.stdout.read()
+        err = proc.stderr.read()
     finally:
         proc.kill()
     assert "fake/think-leak" in out and "anthropic" in out
