@@ -555,16 +555,17 @@ def sweep(
 def ablation(
     corpus: pd.DataFrame | str | Path | None = None, base: SpillGuardConfig | None = None
 ) -> pd.DataFrame:
-    """Score **base** and, for every boolean field, **base** with that field flipped.
+    """Score **base** and, for every boolean rule field, **base** with that field flipped.
 
-    One row per variant: ``variant`` (``"reference"`` or ``"<field>=<value>"``) and the
+    ``enabled`` and ``require_reasoning_first`` are left out: every corpus text is first
+    content after reasoning, so they do not apply. One row per variant: ``variant`` (``"reference"`` or ``"<field>=<value>"``) and the
     :meth:`Score.summary` numbers.
     """
     frame = _as_corpus(corpus)
     cfg = base or _REFERENCE
     rows = [{"variant": "reference", **score(cfg, frame).summary()}]
     for name, info in SpillGuardConfig.model_fields.items():
-        if info.annotation is bool and name != "enabled":
+        if info.annotation is bool and name not in ("enabled", "require_reasoning_first"):
             flipped = not getattr(cfg, name)
             s = score(cfg.model_copy(update={name: flipped}), frame)
             rows.append({"variant": f"{name}={flipped}", **s.summary()})
