@@ -21,12 +21,14 @@ Detectors and the real-world bug each one catches (``reference/wire-formats.md``
   ``**Planning exact formatted output****Confirming exact reproduction requirement**``
   (diegosouzapw/OmniRoute #9500, NousResearch/hermes-agent PR #80736, zendev-sh/goai PR #129).
 - ``eof_without_terminator`` – the connection was cut and the turn accepted as complete:
-  no ``[DONE]`` and no finish reason (OpenAI-style), no finish reason at all (Gemini and
-  Anthropic never send ``[DONE]``), or an unterminated last SSE event (anomalyco/opencode
-  #39968/#40061, kittors/CliRelay #964).
+  no ``[DONE]`` and no finish reason (OpenAI-style), no finish reason and no
+  ``message_stop`` (Gemini and Anthropic never send ``[DONE]``), or an unterminated last SSE
+  event (anomalyco/opencode #39968/#40061, kittors/CliRelay #964). A stream the speaker guard
+  stopped on purpose is not truncated.
 - ``truncated_tool_arguments`` – a tool call whose argument JSON was cut short: OpenRouter
   rewriting ``length`` to ``tool_calls`` (NousResearch/hermes-agent PR #7693, #91717),
-  DeepSeek-v4 ``Unterminated string`` arguments at exactly ``max_tokens``, vLLM PR #46303.
+  DeepSeek-v4 ``Unterminated string`` arguments at exactly ``max_tokens``, vLLM PR #46303,
+  or an Anthropic stream that ended inside a ``tool_use`` block (``facts["cut_tool_use"]``).
 - ``empty_answer_with_reasoning`` – ``finish_reason: stop`` with empty content and the answer
   (or nothing) in reasoning (thedotmack/claude-mem #3569, chunkhound/chunkhound #415).
 - ``think_tags_after_guards`` – a reasoning tag still in the final text (a ``<think>`` the
@@ -307,6 +309,8 @@ def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = 
         return False
     if _last_attempt_end(result) == "stopped_by_guard":
         return False  # the speaker guard ended it on purpose
+    if result.facts.get("message_stop"):  # Anthropic's terminal event
+        return False
     if result.provider in _cfg(config).no_done_sentinel_providers:
         return True
     return not result.facts.get("done_seen", False)
@@ -314,6 +318,8 @@ def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = 
 
 def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """A tool call built from cut-short argument JSON (repaired, or kept raw because unparsable)."""
+    if result.facts.get("cut_tool_use"):  # Anthropic: the stream ended inside a tool_use block
+        return True
     return any(
         fc.arguments_truncated or "raw_arguments" in fc.provider_fields
         for fc in result.function_calls

@@ -111,13 +111,66 @@ def gemini_chunk(text: str, finish: str | None = None) -> str:
 
 
 def gemini(*events: str) -> StreamResult:
-    from lab.providers import get_adapter
-
-    try:
-        get_adapter("google")
-    except Exception as exc:  # the Gemini adapter is still landing
-        pytest.skip(f"google adapter not available: {exc}")
     return replay_sse("google", "".join(events))
+
+
+def anthropic_event(name: str, data: dict[str, Any]) -> str:
+    """Anthropic's named events: ``event: <type>`` then ``data:`` with the same type."""
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+ANTHROPIC_START = anthropic_event(
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 472, "cache_read_input_tokens": 900, "output_tokens": 2},
+        },
+    },
+) + anthropic_event("ping", {"type": "ping"})
+
+
+def anthropic_block_start(index: int, block: dict[str, Any]) -> str:
+    return anthropic_event(
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+def anthropic_delta(index: int, delta: dict[str, Any]) -> str:
+    return anthropic_event(
+        "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    )
+
+
+def anthropic_text(index: int, *parts: str) -> str:
+    return (
+        anthropic_block_start(index, {"type": "text", "text": ""})
+        + "".join(anthropic_delta(index, {"type": "text_delta", "text": p}) for p in parts)
+        + anthropic_event("content_block_stop", {"type": "content_block_stop", "index": index})
+    )
+
+
+def anthropic_end(stop_reason: str = "end_turn") -> str:
+    return anthropic_event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": 89},
+        },
+    ) + anthropic_event("message_stop", {"type": "message_stop"})
+
+
+def anthropic(*events: str) -> StreamResult:
+    return replay_sse("anthropic", ANTHROPIC_START + "".join(events))
 
 
 def clean_stream() -> StreamResult:
@@ -415,10 +468,42 @@ def test_gemini_stream_without_finish_reason_is_truncated():
     assert detect(r) == ["eof_without_terminator"]
 
 
-def test_anthropic_result_is_judged_by_stop_reason_not_done():
-    ok = built(provider="anthropic", text="Looking.", finish_reason="end_turn")
-    cut = built(provider="anthropic", text="Looking.")
-    assert (detect(ok), detect(cut)) == ([], ["eof_without_terminator"])
+def test_anthropic_stream_ending_with_message_stop_needs_no_done():
+    r = anthropic(anthropic_text(0, "Looking", "."), anthropic_end())
+    assert (r.text, r.finish_reason) == ("Looking.", "stop")
+    assert detect(r) == []
+
+
+def test_anthropic_stream_cut_before_message_delta_is_truncated():
+    r = anthropic(anthropic_text(0, "Looking", "."))
+    assert detect(r) == ["eof_without_terminator"]
+
+
+def test_anthropic_stream_cut_inside_tool_use_is_truncated_with_cut_arguments():
+    r = anthropic(
+        anthropic_block_start(
+            0,
+            {
+                "type": "tool_use",
+                "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+                "name": "read_file",
+                "input": {},
+            },
+        ),
+        anthropic_delta(0, {"type": "input_json_delta", "partial_json": ""}),
+        anthropic_delta(0, {"type": "input_json_delta", "partial_json": '{"path": "RE'}),
+    )
+    assert detect(r) == ["eof_without_terminator", "truncated_tool_arguments"]
+
+
+def test_anthropic_overloaded_error_event_is_an_error_in_200():
+    overloaded = {"type": "overloaded_error", "message": "Overloaded"}
+    r = anthropic(
+        anthropic_text(0, "Look"),
+        anthropic_event("error", {"type": "error", "error": overloaded}),
+    )
+    assert r.error is not None and r.error.type == "provider_overloaded"
+    assert detect(r) == ["error_in_200_stream"]
 
 
 def test_stream_stopped_by_the_speaker_guard_is_not_truncation():
