@@ -394,3 +394,58 @@ def test_ttft_plot_uses_no_deprecated_matplotlib_api(results):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         plots.ttft_by_backend(st)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="by_backend joins classifier counts then fillna(0): classifier_* columns come out "
+    "float64 although they are counts",
+)
+def test_by_backend_classifier_counts_are_integers(results):
+    bb = tables.by_backend(tables.streams(results))
+    assert bb["classifier_model_error"].dtype == "int64"
+
+
+# --------------------------------------------------------------------------- docs
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "tables.md"
+
+
+def _documented(section: str) -> set[str]:
+    text = DOCS.read_text(encoding="utf-8")
+    start = text.index(f"## `{section}(")
+    end = text.find("\n## ", start + 1)
+    body = text[start : end if end >= 0 else None]
+    return {
+        line.split("|")[1].strip().strip("`")
+        for line in body.splitlines()
+        if line.startswith("| `")
+    }
+
+
+@pytest.mark.parametrize(
+    ("section", "columns"),
+    [
+        ("streams", tables.STREAM_COLUMNS),
+        ("leaks", tables.LEAK_COLUMNS),
+        ("attempts", tables.ATTEMPT_COLUMNS),
+    ],
+)
+def test_docs_describe_every_column(section, columns):
+    assert set(columns) <= _documented(section)
+
+
+def test_docs_describe_every_by_backend_and_classifiers_column(results):
+    st = tables.streams(results)
+    bb_cols = {c for c in tables.by_backend(st).columns if not c.startswith("classifier_")}
+    assert bb_cols <= _documented("by_backend")
+    assert set(tables.classifiers(st).columns) <= _documented("classifiers")
+
+
+def test_docs_list_every_anomaly():
+    from lab.anomalies import DETECTORS
+
+    text = DOCS.read_text(encoding="utf-8")
+    anomaly_rows = text[text.index("## Anomalies") :]
+    assert [n for n in DETECTORS if f"| `{n}` |" not in anomaly_rows] == []
