@@ -1,88 +1,285 @@
-"""The in-flight journal: one small append-only binary file per exchange being recorded.
+"""The in-flight journal: an append-only binary log of the exchanges being recorded.
 
-Each record is ``type (1 byte) | payload length (uint32 LE) | payload``:
+One recording appends to one journal *segment* at a time (``journal-<n>.journal``; a new
+segment starts past 64 MiB). Records from concurrent exchanges interleave; each record is::
 
-- ``H``: JSON header (capture info, redaction policy, the redacted request, started_at)
-  immediately followed by ``B``: the (redacted) request body bytes;
+    kind (1 byte) | exchange (uint32 LE) | payload length (uint32 LE) | payload
+
+- ``G`` (exchange 0xFFFFFFFF): JSON capture info and redaction policy, first in a segment;
+- ``H``: JSON header of one exchange (the redacted request, started_at), followed by
+- ``B``: the (redacted) request body bytes;
 - ``S``: JSON response line (status, redacted headers, http_version, t_headers_ns);
 - ``D``: one network read: ``t_ns`` (int64 LE) then the raw bytes;
 - ``E``: JSON end record (end_reason, error, t_end_ns).
 
-Records are written unbuffered, one ``write`` per record, so a recorder killed with SIGKILL
-leaves at most a torn final record, which ``read_journal`` ignores. A journal without an
-``E`` record is an exchange the recorder never finished: the reader reports it with
-end_reason ``"incomplete"``.
+Records are queued in memory and written in order, unbuffered (no fsync), by a flusher
+thread every few milliseconds and synchronously when an exchange ends (see
+``JournalWriter``), so a process killed with SIGKILL leaves every finished exchange whole,
+at most the last few milliseconds of in-flight reads missing, and at most a torn final
+record, which the reader ignores. There is no per-exchange file to create. A segment is
+deleted once every exchange with records in it is in a Parquet part.
+
+The reader turns each exchange found here that is not already in a part into a row: with
+its recorded end reason when its ``E`` record made it, else end_reason ``"incomplete"``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JOURNAL_SUFFIX", "JournalContents", "encode_json_record", "read_journal"]
+__all__ = [
+    "JOURNAL_SUFFIX",
+    "JournalContents",
+    "JournalWriter",
+    "read_journals",
+]
 
 JOURNAL_SUFFIX = ".journal"
+NO_EXCHANGE = 0xFFFFFFFF
+SEGMENT_BYTES = 64 * 1024 * 1024
 
-REC = struct.Struct("<cI")  # type, payload length
-READ_REC = struct.Struct("<cIq")  # b"D", payload length (8 + n), t_ns
+REC = struct.Struct("<cII")  # kind, exchange, payload length
+READ_REC = struct.Struct("<cIIq")  # b"D", exchange, payload length (8 + n), t_ns
+_T = struct.Struct("<q")
 
 
-def encode_json_record(kind: bytes, obj: dict[str, Any]) -> bytes:
+def json_record(kind: bytes, exchange: int, obj: dict[str, Any]) -> bytes:
     payload = json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    return REC.pack(kind, len(payload)) + payload
+    return REC.pack(kind, exchange, len(payload)) + payload
 
 
-def encode_bytes_record(kind: bytes, payload: bytes) -> bytes:
-    return REC.pack(kind, len(payload)) + payload
+def bytes_record(kind: bytes, exchange: int, payload: bytes) -> bytes:
+    return REC.pack(kind, exchange, len(payload)) + payload
+
+
+@dataclass
+class _Segment:
+    path: Path
+    fd: int | None
+    size: int = 0
+    live: set[int] = field(default_factory=set)  # exchanges here not yet in a part
+
+
+class JournalWriter:
+    """Appends records for one recording; thread-safe; rotates and deletes segments.
+
+    ``interval`` > 0 (default 5 ms): ``append`` only queues the record (a deque append,
+    no syscall) and a daemon thread writes everything queued every ``interval`` seconds in
+    one ``write``; ``sync()`` writes the queue now (``on_end`` calls it, so a finished
+    exchange is entirely on disk before ``on_end`` returns). A recorder killed mid-stream
+    loses at most the last ``interval`` of its in-flight reads, and that exchange is marked
+    incomplete anyway. ``interval`` = 0: every record is written by ``append`` itself.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        info: dict[str, Any],
+        redaction: dict[str, Any],
+        interval: float = 0.005,
+    ):
+        self.directory = directory
+        self.interval = interval
+        self.segment_bytes = SEGMENT_BYTES
+        self.error: OSError | None = None
+        self._g = json_record(b"G", NO_EXCHANGE, {"capture": info, "redaction": redaction})
+        self._queue: deque[tuple[int, bytes]] = deque()
+        self._wlock = threading.Lock()  # held while draining + writing: keeps record order
+        self._segments: list[_Segment] = []
+        self._next = 0
+        self._closed = False
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def paths(self) -> list[Path]:
+        return [s.path for s in self._segments]
+
+    def begin(self, exchange: int, record: bytes) -> None:
+        """Queue an exchange's first record and make sure the flusher runs."""
+        if self._closed:
+            raise ValueError(f"{self.directory}: journal is closed")
+        if self.interval and self._thread is None:
+            with self._wlock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name=f"lab-journal-{self.directory.name}", daemon=True
+                    )
+                    self._thread.start()
+        self._queue.append((exchange, record))
+        self._wake.set()
+        if not self.interval:
+            self.sync()
+
+    def append(self, exchange: int, record: bytes) -> None:
+        """Queue one whole record (hot path: a deque append)."""
+        if self._closed:
+            raise ValueError(f"{self.directory}: journal is closed")
+        self._queue.append((exchange, record))
+        if not self.interval:
+            self.sync()
+
+    def sync(self) -> None:
+        """Write everything queued so far, in order."""
+        with self._wlock:
+            self._drain()
+
+    def _drain(self) -> None:
+        queue = self._queue
+        n = len(queue)
+        if not n:
+            return
+        items = [queue.popleft() for _ in range(n)]
+        seg = self._segments[-1] if self._segments else None
+        if seg is None or seg.fd is None or seg.size >= self.segment_bytes:
+            if seg is not None and seg.fd is not None:
+                os.close(seg.fd)
+                seg.fd = None
+                self._drop_finished()
+            seg = self._open_segment()
+        data = b"".join([record for _, record in items])
+        try:
+            _write_all(seg.fd, data)
+        except OSError as exc:  # disk trouble: the in-memory copy still reaches Parquet
+            self.error = exc
+            return
+        seg.size += len(data)
+        seg.live.update([k for k, _ in items])
+
+    def _run(self) -> None:
+        while not self._closed:
+            if self._queue:
+                self.sync()
+                time.sleep(self.interval)
+            else:
+                self._wake.clear()
+                if not self._queue:
+                    self._wake.wait(0.1)
+
+    def _open_segment(self) -> _Segment:
+        path = self.directory / f"journal-{self._next:05d}{JOURNAL_SUFFIX}"
+        self._next += 1
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        seg = _Segment(path, fd)
+        self._segments.append(seg)
+        _write_all(fd, self._g)
+        seg.size = len(self._g)
+        return seg
+
+    def written(self, exchanges: Iterable[int]) -> None:
+        """These exchanges are in a Parquet part: delete segments nobody needs any more."""
+        done = set(exchanges)
+        with self._wlock:
+            for seg in self._segments:
+                seg.live -= done
+            self._drop_finished()
+
+    def _drop_finished(self) -> None:
+        keep = []
+        for i, seg in enumerate(self._segments):
+            current = i == len(self._segments) - 1 and seg.fd is not None
+            if seg.live or current:
+                keep.append(seg)
+                continue
+            _unlink(seg.path)
+        self._segments = keep
+
+    def close(self) -> None:
+        """Write what is queued, stop the flusher, delete segments nobody needs."""
+        self._closed = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._wlock:
+            self._drain()
+            for seg in self._segments:
+                if seg.fd is not None:
+                    os.close(seg.fd)
+                    seg.fd = None
+            self._drop_finished()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+# -- reading -------------------------------------------------------------------------------
 
 
 @dataclass
 class JournalContents:
+    """One exchange as found in the journal."""
+
+    capture: dict[str, Any]
+    redaction: dict[str, Any]
     header: dict[str, Any]
     body: bytes
     response: dict[str, Any] | None = None
     reads: list[bytes] = field(default_factory=list)
     read_t_ns: list[int] = field(default_factory=list)
     end: dict[str, Any] | None = None
-    torn_tail: bool = False
 
 
-def read_journal(path: Path) -> JournalContents | None:
-    """Parse a journal; None when not even the header made it to disk."""
-    data = path.read_bytes()
-    pos, n = 0, len(data)
-    out: JournalContents | None = None
-    header: dict[str, Any] | None = None
-    while pos + REC.size <= n:
-        kind, length = REC.unpack_from(data, pos)
-        start = pos + REC.size
-        end = start + length
-        if end > n:
-            break
-        payload = data[start:end]
-        pos = end
-        if kind == b"H":
-            try:
-                header = json.loads(payload)
-            except ValueError:
-                return None
-        elif kind == b"B":
-            if header is None:
-                return None
-            out = JournalContents(header=header, body=payload)
-        elif out is None:
-            return None
-        elif kind == b"D":
-            (t_ns,) = struct.unpack_from("<q", payload, 0)
-            out.reads.append(payload[8:])
-            out.read_t_ns.append(t_ns)
-        elif kind == b"S":
-            out.response = json.loads(payload)
-        elif kind == b"E":
-            out.end = json.loads(payload)
-    if out is not None and pos != n:
-        out.torn_tail = True
-    return out
+def read_journals(paths: Iterable[Path]) -> list[JournalContents]:
+    """Parse journal segments (of one or more recordings), merging each exchange's records
+    across segments in segment order. Torn trailing records are ignored; an exchange whose
+    header never made it to disk is dropped (nothing of it was recorded)."""
+    found: dict[tuple[str, int], JournalContents] = {}
+    pending: dict[tuple[str, int], dict[str, Any]] = {}
+    for path in sorted(paths, key=lambda p: (str(p.parent), p.name)):
+        data = path.read_bytes()
+        pos, n = 0, len(data)
+        capture: dict[str, Any] | None = None
+        redaction: dict[str, Any] = {}
+        while pos + REC.size <= n:
+            kind, exchange, length = REC.unpack_from(data, pos)
+            start = pos + REC.size
+            end = start + length
+            if end > n:
+                break  # torn final record
+            pos = end
+            if kind == b"G":
+                try:
+                    g = json.loads(data[start:end])
+                except ValueError:
+                    break
+                capture, redaction = g.get("capture") or {}, g.get("redaction") or {}
+                continue
+            if capture is None:
+                break  # not a journal we wrote
+            key = (str(capture.get("capture_id")), exchange)
+            if kind == b"D":
+                item = found.get(key)
+                if item is not None:
+                    item.read_t_ns.append(_T.unpack_from(data, start)[0])
+                    item.reads.append(data[start + 8 : end])
+            elif kind == b"H":
+                pending[key] = json.loads(data[start:end])
+            elif kind == b"B":
+                header = pending.pop(key, None)
+                if header is not None:
+                    found[key] = JournalContents(capture, redaction, header, data[start:end])
+            elif kind == b"S" and key in found:
+                found[key].response = json.loads(data[start:end])
+            elif kind == b"E" and key in found:
+                found[key].end = json.loads(data[start:end])
+    return list(found.values())

@@ -20,7 +20,7 @@ import base64
 import glob as _glob
 import json
 import re
-import warnings
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab.capture.errors import CaptureError
-from lab.capture.journal import JOURNAL_SUFFIX, read_journal
+from lab.capture.journal import JOURNAL_SUFFIX, JournalContents, read_journals
 from lab.capture.records import RecordedExchange, RecordedRequest
 from lab.capture.schema import (
     CHUNKS_SCHEMA,
@@ -146,22 +146,18 @@ def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
 
     rec_streams: list[dict[str, Any]] = []
     rec_chunks: list[pa.Table] = []
-    used_journals: list[Path] = []
-    for j in journals:
-        recovered = _recover_journal(j)
-        if recovered is None:
-            continue
-        row, chunk_table, info, red = recovered
+    used_journals = journals
+    for contents in _read_journals(journals):
+        row, chunk_table = _recovered(contents)
         key = (row["capture_id"], row["exchange"])
         if key in done:
             continue
         done.add(key)
-        used_journals.append(j)
         rec_streams.append(row)
         rec_chunks.append(chunk_table)
-        if info.get("capture_id"):
-            infos.setdefault(info["capture_id"], info)
-        redaction = red or redaction
+        if contents.capture.get("capture_id"):
+            infos.setdefault(contents.capture["capture_id"], contents.capture)
+        redaction = contents.redaction or redaction
         versions.add(SCHEMA_VERSION)
     if rec_streams:
         if chunks.num_rows:  # drop chunk rows a crash left without their streams part
@@ -305,16 +301,19 @@ def _json_footer(metadata: dict, key: bytes) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _recover_journal(path: Path) -> tuple[dict, pa.Table, dict, dict] | None:
+def _read_journals(paths: list[Path]) -> list[JournalContents]:
     try:
-        contents = read_journal(path)
+        return read_journals(paths)
     except OSError as exc:
-        raise CaptureError(f"{path}: cannot read journal ({exc})") from None
-    except (ValueError, KeyError) as exc:
-        warnings.warn(f"{path}: unreadable journal skipped ({exc})", stacklevel=3)
-        return None
-    if contents is None:  # killed before the header was written: nothing was recorded
-        return None
+        raise CaptureError(
+            f"{getattr(exc, 'filename', None) or paths}: cannot read ({exc})"
+        ) from None
+    except (ValueError, KeyError, struct.error) as exc:
+        names = ", ".join(str(p) for p in paths)
+        raise CaptureError(f"{names}: corrupt journal ({type(exc).__name__}: {exc})") from None
+
+
+def _recovered(contents: JournalContents) -> tuple[dict[str, Any], pa.Table]:
     h = contents.header
     row = {name: h.get(name) for name in STREAMS_SCHEMA.names}
     response = contents.response or {}
@@ -348,7 +347,7 @@ def _recover_journal(path: Path) -> tuple[dict, pa.Table, dict, dict] | None:
         },
         schema=CHUNKS_SCHEMA,
     )
-    return row, chunk_table, h.get("capture") or {}, h.get("redaction") or {}
+    return row, chunk_table
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -3,15 +3,19 @@
 One ``CaptureWriter`` is one recording: one ``capture_id`` and one directory
 ``<root>/<capture_id>/``. Its life on disk:
 
-1. ``exchange(...)`` redacts the request and opens ``exchange-<k>.journal`` with a header
-   record (see ``journal.py``).
-2. ``on_response`` / ``on_read`` / ``on_end`` append one small record each, unbuffered (one
-   ``write`` syscall, no fsync, no Parquet work), and keep the read in a list.
-3. A finished exchange is handed to a background thread that writes the finished exchanges
-   it has queued as ``chunks-<n>.parquet`` then ``streams-<n>.parquet`` (each written as a
-   hidden ``.*.tmp`` file then ``os.replace``-d into place), then deletes their journals.
-   Parts are numbered in order and never rewritten; several exchanges that finish together
-   share a part.
+1. ``exchange(...)`` redacts the request and appends its header record to the recording's
+   journal (``journal-<n>.journal``, shared by all exchanges; see ``journal.py``).
+2. ``on_response`` / ``on_read`` / ``on_end`` queue one small record each for the journal
+   (a deque append: no syscall, no Parquet work) and keep the read in a list; a flusher
+   thread writes the queue every ``journal_interval`` (5 ms) and ``on_end`` writes it
+   before returning (``journal_interval=0``: one ``write`` per record, in the caller).
+3. A finished exchange (its ``E`` record is in the journal) is queued for a
+   background thread, which writes the queued exchanges together as ``chunks-<n>.parquet``
+   then ``streams-<n>.parquet`` (each written as a hidden ``.*.tmp`` file, then
+   ``os.replace``-d into place); journal segments nobody needs are deleted. It writes when the oldest has
+   waited ``flush_interval`` seconds (default 1 s), when 16 MiB or 1000 exchanges are
+   pending, on ``flush()`` and on ``close()``: Parquet work never sits on the request path
+   and short exchanges share parts. Parts are numbered in order and never rewritten.
 
 A process killed at any point leaves only complete Parquet files (a torn ``.tmp`` is
 ignored), plus journals for exchanges not yet in a part; the reader turns those into rows:
@@ -33,18 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from lab.capture.errors import CaptureError
-from lab.capture.journal import (
-    JOURNAL_SUFFIX,
-    READ_REC,
-    encode_bytes_record,
-    encode_json_record,
-)
+from lab.capture.journal import READ_REC, JournalWriter, bytes_record, json_record
 from lab.capture.redact import REDACTION_POLICY, Redactor
 from lab.capture.schema import END_REASONS, capture_info, schema_for
 
 __all__ = ["CaptureWriter", "ExchangeRecorder", "new_capture_id"]
 
 _MAX_PART_BYTES = 256 * 1024 * 1024  # keep one part's binary column well under 2 GiB
+_EAGER_PART_BYTES = 16 * 1024 * 1024  # write a part early once this much is pending
+_MAX_PART_EXCHANGES = 1000
 
 
 def new_capture_id() -> str:
@@ -74,7 +75,7 @@ class _Finished:
     row: dict[str, Any]
     reads: list[bytes]
     read_t_ns: list[int]
-    journal: Path
+    finished_at: float
 
 
 class ExchangeRecorder:
@@ -87,8 +88,7 @@ class ExchangeRecorder:
         "_t0",
         "_reads",
         "_ts",
-        "_journal",
-        "_journal_path",
+        "_append",
         "_ended",
         "_lock",
         "exchange",
@@ -103,13 +103,12 @@ class ExchangeRecorder:
         self._ts: list[int] = []
         self._ended = False
         self._lock = threading.Lock()
-        self._journal_path = writer.path / f"exchange-{exchange:05d}{JOURNAL_SUFFIX}"
-        self._journal = open(self._journal_path, "xb", buffering=0)  # noqa: SIM115
+        self._append = writer._journal.append
         header = dict(row)
-        header["capture"] = writer._info
-        header["redaction"] = REDACTION_POLICY
         body = header.pop("_body")
-        self._journal.write(encode_json_record(b"H", header) + encode_bytes_record(b"B", body))
+        writer._journal.begin(
+            exchange, json_record(b"H", exchange, header) + bytes_record(b"B", exchange, body)
+        )
         self._t0 = time.monotonic_ns()  # offsets are measured from here ("request send")
 
     @property
@@ -132,8 +131,9 @@ class ExchangeRecorder:
         row["response_headers"] = json.dumps(self._redactor.headers(headers), ensure_ascii=False)
         row["t_headers_ns"] = t
         self._write(
-            encode_json_record(
+            json_record(
                 b"S",
+                self.exchange,
                 {
                     "status": row["status"],
                     "http_version": http_version,
@@ -152,7 +152,11 @@ class ExchangeRecorder:
             data = bytes(data)
         self._reads.append(data)
         self._ts.append(t)
-        self._write(READ_REC.pack(b"D", 8 + len(data), t) + data)
+        k = self.exchange
+        try:
+            self._append(k, READ_REC.pack(b"D", k, 8 + len(data), t) + data)
+        except (OSError, ValueError):  # disk trouble: the in-memory copy still reaches Parquet
+            pass
 
     def on_end(self, reason: str, error: BaseException | str | None = None) -> None:
         """The exchange is over (idempotent: only the first call counts)."""
@@ -170,11 +174,10 @@ class ExchangeRecorder:
         row["end_reason"] = reason
         row["error"] = text
         row["t_end_ns"] = t
-        self._write(encode_json_record(b"E", {"end_reason": reason, "error": text, "t_end_ns": t}))
-        try:
-            self._journal.close()
-        except OSError:
-            pass
+        self._write(
+            json_record(b"E", self.exchange, {"end_reason": reason, "error": text, "t_end_ns": t})
+        )
+        self._writer._journal.sync()  # a finished exchange is whole on disk from here on
         row.pop("_body", None)
         reads, ts = self._reads, self._ts
         self._reads, self._ts = [], []  # a racing late on_read cannot change this exchange
@@ -182,13 +185,14 @@ class ExchangeRecorder:
         row["t_last_read_ns"] = ts[-1] if ts else None
         row["n_reads"] = len(reads)
         row["n_bytes"] = sum(map(len, reads))
-        self._writer._finished(self, _Finished(row, reads, ts, self._journal_path))
+        item = _Finished(row, reads, ts, time.monotonic())
+        self._writer._finished(self, item)
 
     def _write(self, record: bytes) -> None:
         try:
-            self._journal.write(record)
-        except (OSError, ValueError):  # closed by a racing on_end, or disk trouble:
-            pass  # the in-memory copy still reaches the Parquet part
+            self._append(self.exchange, record)
+        except (OSError, ValueError):  # disk trouble: the in-memory copy still reaches Parquet
+            pass
 
 
 class CaptureWriter:
@@ -198,7 +202,13 @@ class CaptureWriter:
     """
 
     def __init__(
-        self, root: str | Path, *, label: str | None = None, capture_id: str | None = None
+        self,
+        root: str | Path,
+        *,
+        label: str | None = None,
+        capture_id: str | None = None,
+        flush_interval: float = 1.0,
+        journal_interval: float = 0.005,
     ) -> None:
         self.capture_id = capture_id or new_capture_id()
         if (
@@ -219,6 +229,9 @@ class CaptureWriter:
             ) from None
         self.created_at = datetime.now(UTC).isoformat()
         self._info = capture_info(self.capture_id, label, self.created_at)
+        self._journal = JournalWriter(
+            self.path, self._info, REDACTION_POLICY, interval=journal_interval
+        )
         self._streams_schema = schema_for("streams", self._info, REDACTION_POLICY)
         self._chunks_schema = schema_for("chunks", self._info, REDACTION_POLICY)
         self._lock = threading.Lock()
@@ -228,6 +241,8 @@ class CaptureWriter:
         self._live: set[ExchangeRecorder] = set()
         self._pending: list[_Finished] = []
         self._busy = False
+        self._flush_waiters = 0
+        self.flush_interval = flush_interval
         self._closed = False
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -312,6 +327,16 @@ class CaptureWriter:
         """Block until every finished exchange is in a Parquet part."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            self._flush_waiters += 1
+            self._cond.notify_all()
+        try:
+            self._wait_written(deadline, timeout)
+        finally:
+            with self._cond:
+                self._flush_waiters -= 1
+
+    def _wait_written(self, deadline: float | None, timeout: float | None) -> None:
+        with self._cond:
             while self._pending or self._busy:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -340,6 +365,7 @@ class CaptureWriter:
                 self._write_batch(batch)
             if not self.parts and self._next_exchange == 0:
                 self._write_batch([])  # an empty recording still has a schema and footer
+        self._journal.close()
         self._raise_background_error()
 
     # -- internals -------------------------------------------------------------------------
@@ -364,12 +390,19 @@ class CaptureWriter:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        """Write finished exchanges in batches: when flush()/close() asks, when enough bytes
+        or exchanges are pending, or when the oldest has waited ``flush_interval`` seconds.
+        Until then they are safe in their journals (with their end record)."""
         while True:
             with self._cond:
-                while not self._pending and not self._stopping:
-                    self._cond.wait()
+                while not self._should_write():
+                    if self._pending:
+                        age = time.monotonic() - self._pending[0].finished_at
+                        self._cond.wait(max(0.0, self.flush_interval - age))
+                    else:
+                        self._cond.wait()
                 if not self._pending:
-                    return
+                    return  # stopping and nothing left
                 batch = self._take_batch()
                 self._busy = True
             try:
@@ -380,6 +413,17 @@ class CaptureWriter:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _should_write(self) -> bool:
+        if self._stopping:
+            return True
+        if not self._pending:
+            return False
+        if self._flush_waiters or len(self._pending) >= _MAX_PART_EXCHANGES:
+            return True
+        if sum(item.row["n_bytes"] for item in self._pending) >= _EAGER_PART_BYTES:
+            return True
+        return time.monotonic() - self._pending[0].finished_at >= self.flush_interval
 
     def _take_batch(self) -> list[_Finished]:
         batch: list[_Finished] = []
@@ -433,8 +477,4 @@ class CaptureWriter:
             pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, final)
         self.parts += [streams_path, chunks_path]
-        for item in batch:
-            try:
-                item.journal.unlink()
-            except FileNotFoundError:
-                pass
+        self._journal.written(item.row["exchange"] for item in batch)
