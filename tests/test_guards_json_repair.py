@@ -180,7 +180,7 @@ def cut_objects(draw):
     return obj, text, text[:cut]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(cut_objects())
 def test_repair_never_fabricates(case):
     obj, _, cut = case
@@ -189,7 +189,7 @@ def test_repair_never_fabricates(case):
         assert is_prefix_subset(got, obj), (cut, got)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(objects)
 def test_uncut_object_parses_unchanged_and_repair_refuses_it(obj):
     text = json.dumps(obj)
@@ -197,7 +197,7 @@ def test_uncut_object_parses_unchanged_and_repair_refuses_it(obj):
     assert repair_truncated_json(text) is None  # complete JSON: json.loads owns it
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(cut_objects())
 def test_parse_tool_arguments_recovers_every_cut_of_an_object_or_reports_error(case):
     obj, _, cut = case
@@ -208,7 +208,7 @@ def test_parse_tool_arguments_recovers_every_cut_of_an_object_or_reports_error(c
         assert got.args == {} and (got.error is not None or cut.strip() == "")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.text(max_size=4), values, min_size=1, max_size=5))
 def test_repair_keeps_every_entry_completed_before_the_cut(obj):
     items = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in obj.items()]
@@ -221,7 +221,7 @@ def test_repair_differs_from_oracle_only_by_dropping_more():
     pjp = pytest.importorskip("partial_json_parser")
     allow = pjp.Allow.OBJ | pjp.Allow.ARR
 
-    @settings(max_examples=500, deadline=None)
+    @settings(max_examples=100, deadline=None)
     @given(cut_objects())
     def check(case):
         _, _, cut = case

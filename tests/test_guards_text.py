@@ -290,3 +290,18 @@ def test_persona_stop_only_when_requested_and_named():
     assert build_provider_stop_strings(persona_name="  ", include_persona_speaker_stop=True) == [
         "<｜begin▁of▁sentence｜>"
     ]
+
+
+def test_guards_package_exports_a_sorted_all_of_public_names():
+    import lab.guards as guards
+
+    assert guards.__all__ == sorted(guards.__all__)
+    for name in guards.__all__:
+        assert hasattr(guards, name), name
+    required = {
+        "GuardOutput", "GuardNote", "ThinkBlockStripper", "split_think_blocks",
+        "SpillGuardConfig", "SpillGuard", "find_spill_seam", "VerbatimToolCallParser",
+        "VerbatimOutput", "repair_truncated_json", "parse_tool_arguments", "RecentTextDedup",
+        "SpeakerBoundaryGuard", "merge_stop_strings", "final_cleanup",
+    }  # fmt: skip
+    assert required <= set(guards.__all__)

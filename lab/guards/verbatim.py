@@ -133,7 +133,7 @@ class VerbatimToolCallParser(NoteSink):
     VerbatimOutput(text='', function_call=FunctionCall(name='gen'))
     """
 
-    __slots__ = ("notes", "tools", "max_buffer_chars", "_anchor", "_prefixes", "_first_chars",
+    __slots__ = ("notes", "specs", "max_buffer_chars", "_anchor", "_prefixes", "_first_chars",
                  "_max_name", "_names", "_buf", "_parts", "_len", "_accumulating", "_depth",
                  "_in_str", "_esc", "_opened", "_piece", "_piece_pos", "_piece_off", "_close_at",
                  "_buf_at", "_fed")  # fmt: skip
@@ -142,12 +142,12 @@ class VerbatimToolCallParser(NoteSink):
         self, tools: list[dict[str, Any]] | None, max_buffer_chars: int = DEFAULT_MAX_BUFFER_CHARS
     ) -> None:
         self.notes = []
-        self.tools = parse_tool_specs(tools)
+        self.specs = parse_tool_specs(tools)
         try:
             self.max_buffer_chars = max(1, int(max_buffer_chars))
         except (TypeError, ValueError):
             self.max_buffer_chars = DEFAULT_MAX_BUFFER_CHARS
-        names = sorted(self.tools, key=len, reverse=True)
+        names = sorted(self.specs, key=len, reverse=True)
         self._names = tuple(names)
         self._anchor = (
             re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\s*\(", re.ASCII)
@@ -163,7 +163,7 @@ class VerbatimToolCallParser(NoteSink):
 
     @property
     def has_tools(self) -> bool:
-        return bool(self.tools)
+        return bool(self.specs)
 
     @property
     def buffered(self) -> str:
@@ -352,7 +352,7 @@ class VerbatimToolCallParser(NoteSink):
         m = _IDENT_CALL_RE.fullmatch(call_text.strip())
         if m is None:
             return None
-        spec = self.tools.get(m.group(1))
+        spec = self.specs.get(m.group(1))
         if spec is None:
             return None
         args_text = m.group(2).strip()
