@@ -13,7 +13,9 @@ The neutral request is OpenAI-shaped, because every family can be reached from i
   ``frequency_penalty``, ``presence_penalty``, ``repetition_penalty``, ``min_p``,
   ``logit_bias``, ``seed``, ``tool_choice``; reasoning: ``reasoning`` (OpenRouter object),
   ``reasoning_effort``, ``thinking`` (bool, budget int or a native object),
-  ``thinking_budget``, ``include_thoughts``; any other option is passed through as a body key
+  ``thinking_budget``, ``include_thoughts``; OpenAI-compatible only: ``reference_stops=True``
+  merges the reference stop list (§7.4: universal stop, ``persona_name``'s ``"\\n<Name>:"``
+  unless the adapter turns the persona stop off); any other option is passed through as a body key
   (OpenAI-compatible families, OpenRouter and Anthropic, whose API rejects an unknown key
   with a 400 the degradation ladder can act on); Google raises ValueError for an option it
   has no mapping for.
@@ -269,6 +271,18 @@ _OPENAI_TOOL_CALL_KEYS = ("id", "type", "function", "index")
 
 
 def _openai_compatible_body(provider: str, model: str, msgs: list[dict], options: dict) -> dict:
+    persona = options.pop("persona_name", None)
+    if options.pop("reference_stops", False):
+        from lab.guards.stops import build_provider_stop_strings
+        from lab.providers import get_adapter
+
+        options["stop"] = build_provider_stop_strings(
+            existing_stops=options.get("stop"),
+            provider_name=provider,
+            model=model,
+            persona_name=persona,
+            include_persona_speaker_stop=get_adapter(provider).include_persona_speaker_stop,
+        )
     for m in msgs:  # lab-side continuity fields (thought_signature ...) stay off the wire
         if isinstance(m.get("tool_calls"), list):
             m["tool_calls"] = [

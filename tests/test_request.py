@@ -313,3 +313,20 @@ def test_request_url_per_provider():
     assert request_url("google", None, "gemini-2.5-flash").endswith(
         "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     )
+
+
+def test_reference_stops_add_the_universal_and_persona_stops():
+    body = build_body(
+        "zai",
+        model="glm-4.6",
+        prompt="hi",
+        stop=["END"],
+        reference_stops=True,
+        persona_name="Tomori",
+    )
+    assert body["stop"] == ["END", "<｜begin▁of▁sentence｜>", "\nTomori:"]
+    custom = build_body(
+        "custom", model="m", prompt="hi", reference_stops=True, persona_name="Tomori"
+    )
+    assert custom["stop"] == ["<｜begin▁of▁sentence｜>"]
+    assert "stop" not in build_body("zai", model="glm-4.6", prompt="hi", persona_name="Tomori")

@@ -103,6 +103,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     """Request side: assistant turns must carry reasoning_content back (DeepSeek)."""
     mandatory_body_keys: ClassVar[tuple[str, ...]] = ()
     """Keys the degradation ladder never drops, besides model/messages/stream."""
+    # priority_keys (base class) = degradationPriorityKeys: probed first on the ladder
     degrade_on_502 = False
     degrade_on_opaque_5xx = False
     strip_think_blocks_from_content: ClassVar[bool] = True
