@@ -384,11 +384,6 @@ def test_stream_timeline_marks_guard_events(results):
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plots.ttft_by_backend passes boxplot(vert=True), deprecated in Matplotlib 3.11 "
-    "(removed in 3.13); tick_labels= needs >= 3.9 while pyproject allows 3.8",
-)
 def test_ttft_plot_uses_no_deprecated_matplotlib_api(results):
     st = tables.streams(results)
     with warnings.catch_warnings():
