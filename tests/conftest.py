@@ -25,3 +25,19 @@ def slow_fake_server():
 
     with FakeServer(delay_scale=1.0) as server:
         yield server
+
+
+def pytest_addoption(parser):
+    """``pytest --update-goldens``: rewrite the golden ``expected.json`` of every fixture."""
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="rewrite tests/fixtures/*/expected.json from a fresh replay instead of comparing",
+    )
+
+
+@pytest.fixture
+def update_goldens(request) -> bool:
+    """True when pytest ran with ``--update-goldens``."""
+    return bool(request.config.getoption("--update-goldens"))
