@@ -488,6 +488,13 @@ def gemini_path(model: str, alt: str = "sse") -> str:
     return f"/v1beta/models/{model}:streamGenerateContent?alt={alt}"
 
 
+def gemini_body(seed: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "Hi! Any café?"}]}]}
+    if seed is not None:
+        body["generationConfig"] = {"seed": seed}
+    return body
+
+
 def anthropic_body(model: str) -> dict[str, Any]:
     return {
         "model": model,
@@ -507,17 +514,32 @@ def test_every_family_lists_its_required_scenarios():
         "fake/length",
         "fake/zai-billing",
         "fake/nvidia-problem",
+        "fake/deepseek-insufficient-balance",
+        "fake/unknown-model",
+        "fake/context-length",
+        "fake/nvidia-rate-limit",
+        "fake/vllm-multimodal-500",
     } <= set(SCENARIOS["openai"])
-    assert {"fake/clean", "fake/thought-parts", "fake/function-call", "fake/safety-block"} <= set(
-        SCENARIOS["google"]
-    )
+    assert {
+        "fake/clean",
+        "fake/thought-parts",
+        "fake/function-call",
+        "fake/safety-block",
+        "fake/prompt-blocked",
+        "fake/text-and-call",
+        "fake/overlap-repeat",
+    } <= set(SCENARIOS["google"])
     assert {
         "fake/clean",
         "fake/thinking",
         "fake/tool-use",
+        "fake/thinking-tool-use",
         "fake/overloaded",
         "fake/http-529",
     } <= set(SCENARIOS["anthropic"])
+    assert "fake/unknown-model-404" in SCENARIOS["openrouter"]
+    for models in SCENARIOS.values():
+        assert all(isinstance(d, str) and d and "\n" not in d for d in models.values())
 
 
 @pytest.mark.parametrize(
@@ -666,13 +688,28 @@ def test_gemini_thought_parts_and_function_call():
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
 
 
-def test_gemini_safety_block_variants():
-    blocked = data_chunks(render_body("google", "fake/safety-block", seed=0))
-    assert blocked == [blocked[0]] and "candidates" not in blocked[0]
-    assert blocked[0]["promptFeedback"]["blockReason"] == "PROHIBITED_CONTENT"
-    cut = data_chunks(render_body("google", "fake/safety-block", seed=1))
-    assert cut[-1]["candidates"][0]["finishReason"] == "SAFETY"
-    assert "content" not in cut[-1]["candidates"][0]
+def test_gemini_safety_block_is_a_safety_finish_on_every_seed():
+    for seed in range(3):
+        chunks = data_chunks(render_body("google", "fake/safety-block", seed=seed))
+        assert "candidates" in chunks[0] and chunks[0]["candidates"][0]["content"]["parts"]
+        last = chunks[-1]["candidates"][0]
+        assert last["finishReason"] == "SAFETY" and "content" not in last
+        assert last["safetyRatings"][0]["blocked"] is True
+        assert not any("promptFeedback" in c for c in chunks)
+
+
+def test_gemini_prompt_blocked_is_one_prompt_feedback_chunk_on_every_seed(server):
+    for seed in range(3):
+        chunks = data_chunks(render_body("google", "fake/prompt-blocked", seed=seed))
+        assert len(chunks) == 1 and "candidates" not in chunks[0]
+        assert chunks[0]["promptFeedback"] == {"blockReason": "PROHIBITED_CONTENT"}
+        usage = chunks[0]["usageMetadata"]
+        assert set(usage) == {"promptTokenCount", "totalTokenCount"}
+        assert usage["totalTokenCount"] == usage["promptTokenCount"]
+    body = gemini_body(seed=2)
+    resp, reads = stream(server, gemini_path("fake/prompt-blocked"), body)
+    assert resp.status_code == 200 and resp.headers["content-type"] == "text/event-stream"
+    assert b"".join(reads) == render_body("google", "fake/prompt-blocked", seed=2, body=body)
 
 
 def test_gemini_unknown_model_is_404_not_found(server):
@@ -728,10 +765,47 @@ def test_anthropic_http_errors(server):
     assert resp.json()["error"] == {"type": "not_found_error", "message": "model: claude-x"}
 
 
+def _scenario_digests() -> dict[str, str]:
+    """sha256 of every scenario's full script (self-contained: also run in a subprocess)."""
+    import hashlib
+
+    from lab.fakes import SCENARIOS, script
+
+    out = {}
+    for family, models in SCENARIOS.items():
+        for model in models:
+            for seed in (0, 1, 7):
+                for call_index in (0, 1):
+                    sc = script(family, model, seed=seed, call_index=call_index)
+                    data = repr((sc.status, sc.headers, sc.reads, sc.delays)).encode()
+                    key = f"{family}|{model}|{seed}|{call_index}"
+                    out[key] = hashlib.sha256(data).hexdigest()
+    return out
+
+
 def test_every_scenario_of_every_family_is_deterministic():
     for family, models in SCENARIOS.items():
         for model in models:
             assert scenario_reads(family, model, seed=4) == scenario_reads(family, model, seed=4)
+    assert _scenario_digests() == _scenario_digests()
+
+
+def test_every_scenario_renders_the_same_bytes_in_a_fresh_process():
+    """Status, headers, reads and delays do not depend on hash randomization or state."""
+    import inspect
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        inspect.getsource(_scenario_digests)
+        + "\nprint(__import__('json').dumps(_scenario_digests()))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    assert json.loads(out) == _scenario_digests()
 
 
 def test_first_visit_to_each_faulty_backend_faults_so_small_demos_show_leaks():
@@ -789,3 +863,172 @@ def test_serve_forever_prints_url_and_scenarios_and_stops_on_ctrl_c():
     assert "fake/think-leak" in out and "anthropic" in out
     assert proc.returncode == 0
     assert err == ""
+
+
+# --------------------------------------------------------------------------- failure shapes
+
+
+def test_deepseek_insufficient_balance_is_402_octet_stream(server):
+    resp = post(server, oa_body("fake/deepseek-insufficient-balance"), OA_PATH)
+    assert resp.status_code == 402
+    assert resp.headers["content-type"] == "application/octet-stream"
+    assert resp.headers["server"] == "openresty"
+    assert len(resp.headers["x-ds-trace-id"]) == 32
+    assert json.loads(resp.content) == {
+        "error": {
+            "message": "Insufficient Balance",
+            "type": "unknown_error",
+            "param": None,
+            "code": "invalid_request_error",
+        }
+    }
+    from lab.errors import classify_error, normalize_http_error
+
+    error = normalize_http_error("deepseek", 402, resp.text)
+    assert classify_error(error) == "balance_exhausted"
+
+
+def test_unknown_model_404_lists_supported_ids_and_classifies_as_model_error(server):
+    from lab.errors import classify_error, is_model_error_message, normalize_http_error
+
+    resp = post(server, oa_body("fake/unknown-model"), OA_PATH)
+    assert resp.status_code == 404
+    assert resp.headers["x-request-id"].startswith("req_")
+    err = resp.json()["error"]
+    assert err["message"] == (
+        "Model 'fake/unknown-model' not found. Supported models: deepseek-chat, deepseek-reasoner"
+    )
+    assert (err["type"], err["param"], err["code"]) == (
+        "invalid_request_error",
+        "model",
+        "model_not_found",
+    )
+    assert is_model_error_message(err["message"])  # the text alone, not only the code
+    assert classify_error(err["message"]) == "model_error"
+    assert normalize_http_error("openai", 404, resp.text).type == "model_error"
+
+
+def test_openai_context_length_is_400_context_length_exceeded(server):
+    from lab.errors import classify_error
+
+    resp = post(server, oa_body("fake/context-length"), OA_PATH)
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert err["code"] == "context_length_exceeded" and err["param"] == "messages"
+    assert err["type"] == "invalid_request_error"
+    assert err["message"].startswith("This model's maximum context length is 128000 tokens.")
+    assert classify_error(err["message"]) == "context_length"
+
+
+def test_nvidia_rate_limit_is_problem_json_429(server):
+    from lab.errors import normalize_http_error
+
+    resp = post(server, oa_body("fake/nvidia-rate-limit"), OA_PATH)
+    assert resp.status_code == 429
+    assert resp.headers["content-type"] == "application/problem+json"
+    assert resp.headers["nvcf-reqid"]
+    problem = resp.json()
+    assert set(problem) == {"type", "status", "title", "detail"}
+    assert problem["type"] == "about:blank"
+    assert (problem["status"], problem["title"]) == (429, "Too Many Requests")
+    assert problem["detail"].startswith("ResourceExhausted:")
+    error = normalize_http_error("nvidia", 429, resp.text)
+    assert (error.type, error.retryable) == ("rate_limit", True)
+
+
+def test_vllm_multimodal_500_only_when_a_message_has_image_parts(server):
+    image_msg = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ],
+    }
+    body = {**oa_body("fake/vllm-multimodal-500"), "messages": [image_msg]}
+    resp = post(server, body, OA_PATH)
+    assert resp.status_code == 500
+    assert resp.headers["server"] == "uvicorn"
+    assert resp.json() == {
+        "object": "error",
+        "message": "fake/vllm-multimodal-500 is not a multimodal model",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }
+    resp, reads = stream(server, OA_PATH, oa_body("fake/vllm-multimodal-500"))
+    assert resp.status_code == 200 and parse_sse(b"".join(reads))[-1]["data"] == "[DONE]"
+
+
+def test_openrouter_unknown_model_404_is_no_endpoints_for_the_id(server):
+    resp = post(server, or_body("fake/unknown-model-404"))
+    assert resp.status_code == 404
+    assert resp.json() == {
+        "error": {"message": "No endpoints found for fake/unknown-model-404.", "code": 404},
+        "user_id": "user_2vJpEi3p0l05bI4nogxpSKmlno5",
+    }
+
+
+def test_gemini_text_and_call_share_one_chunk(server):
+    body = gemini_body(seed=0)
+    resp, reads = stream(server, gemini_path("fake/text-and-call"), body)
+    assert resp.status_code == 200
+    raw = b"".join(reads)
+    assert raw == render_body("google", "fake/text-and-call", seed=0, body=body)
+    chunks = data_chunks(raw)
+    last = chunks[-1]["candidates"][0]
+    parts = last["content"]["parts"]
+    assert [sorted(p) for p in parts] == [["text"], ["functionCall", "thoughtSignature"]]
+    assert parts[0]["text"] == " the forecast for Zürich."
+    assert parts[1]["functionCall"] == {
+        "name": "get_weather",
+        "args": {"city": "Zürich", "days": 3},
+    }
+    assert last["finishReason"] == "STOP"
+    assert last["finishMessage"] == "Model generated function call(s)."
+    assert all(
+        "functionCall" not in p for c in chunks[:-1] for p in c["candidates"][0]["content"]["parts"]
+    )
+
+
+def test_gemini_overlap_repeat_resends_the_tail_and_dedup_removes_it(server):
+    from lab.fakes.openrouter import ANSWER
+    from lab.guards.text import RecentTextDedup
+
+    body = gemini_body(seed=0)
+    resp, reads = stream(server, gemini_path("fake/overlap-repeat"), body)
+    assert resp.status_code == 200
+    chunks = data_chunks(b"".join(reads))
+    texts = [p["text"] for c in chunks for p in c["candidates"][0]["content"]["parts"]]
+    # every later chunk starts with (>= 8 chars of) what was already sent
+    so_far = texts[0]
+    for text in texts[1:]:
+        assert any(so_far.endswith(text[:k]) for k in range(8, len(text) + 1))
+        so_far += text
+    assert "".join(texts) != ANSWER
+    dedup = RecentTextDedup()
+    assert "".join(dedup.filter(t) for t in texts) == ANSWER
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+
+
+def test_anthropic_thinking_then_tool_use(server):
+    resp, reads = stream(server, "/v1/messages", anthropic_body("fake/thinking-tool-use"))
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "text/event-stream; charset=utf-8"
+    events = [(ev["event"], json.loads(ev["data"])) for ev in parse_sse(b"".join(reads))]
+    assert [name for name, _ in events[:2]] == ["message_start", "ping"]
+    assert [name for name, _ in events[-2:]] == ["message_delta", "message_stop"]
+    starts = [d["content_block"] for n, d in events if n == "content_block_start"]
+    assert [b["type"] for b in starts] == ["thinking", "tool_use"]
+    assert starts[1]["name"] == "get_weather" and starts[1]["id"].startswith("toolu_01")
+    by_block: dict[int, list[dict[str, Any]]] = {}
+    for name, data in events:
+        if name == "content_block_delta":
+            by_block.setdefault(data["index"], []).append(data["delta"])
+    thinking = [d["type"] for d in by_block[0]]
+    assert thinking[-1] == "signature_delta" and set(thinking[:-1]) == {"thinking_delta"}
+    assert by_block[0][-1]["signature"]
+    partial = [d["partial_json"] for d in by_block[1]]
+    assert {d["type"] for d in by_block[1]} == {"input_json_delta"}
+    assert partial[0] == "" and len(partial) >= 3
+    assert json.loads("".join(partial)) == {"city": "Zürich", "days": 3}
+    assert events[-2][1]["delta"]["stop_reason"] == "tool_use"

@@ -14,6 +14,7 @@ from .base import (
     Ctx,
     Script,
     approx_tokens_n,
+    fragments,
     json_script,
     make_script,
     pieces,
@@ -21,7 +22,7 @@ from .base import (
     sse_event,
     unknown_model,
 )
-from .openrouter import ANSWER, REASONING
+from .openrouter import ANSWER, REASONING, TOOL_REASONING, WEATHER_TOOL_ARGS
 
 FAMILY = "anthropic"
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -177,6 +178,21 @@ def a_tool_use(ctx: Ctx) -> Script:
     s.start()
     s.text("Let me check the weather in Zürich.")
     s.tool_use("get_weather", ['{"city": "Zü', 'rich", "da', 'ys": 3}'])
+    s.stop("tool_use")
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/thinking-tool-use",
+    "thinking block (thinking_delta + signature_delta), then a tool_use block streamed as "
+    "input_json_delta fragments, stop_reason tool_use",
+)
+def a_thinking_tool_use(ctx: Ctx) -> Script:
+    s = AStream(ctx)
+    s.start()
+    s.thinking(TOOL_REASONING)
+    s.tool_use("get_weather", fragments(WEATHER_TOOL_ARGS, ctx.stream("args")))
     s.stop("tool_use")
     return s.script()
 

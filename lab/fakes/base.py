@@ -75,6 +75,12 @@ def pieces(text: str, rng: random.Random, max_words: int = 2) -> list[str]:
     return out
 
 
+def fragments(text: str, rng: random.Random, n: int = 4) -> list[str]:
+    """Cut text at ``n - 1`` distinct random places (tool-argument fragments)."""
+    cuts = sorted(rng.sample(range(1, len(text)), min(n - 1, len(text) - 1)))
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
 def approx_tokens_n(chars: int) -> int:
     """Rough token count for ``chars`` characters of text (never 0)."""
     return max(1, chars // 4)

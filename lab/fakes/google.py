@@ -56,8 +56,8 @@ class GStream:
         obj: dict[str, Any] = {}
         if candidate is not None:
             obj["candidates"] = [candidate]
-        obj.update(extra)
-        obj["usageMetadata"] = self.usage()
+        obj.update(extra)  # may carry its own usageMetadata
+        obj.setdefault("usageMetadata", self.usage())
         obj["modelVersion"] = self.ctx.model
         obj["responseId"] = self.response_id
         self.events.append(sse_data(obj))
@@ -139,21 +139,71 @@ def g_function_call(ctx: Ctx) -> Script:
 @scenario(
     FAMILY,
     "fake/safety-block",
-    "even seeds: promptFeedback.blockReason PROHIBITED_CONTENT, no candidates; "
-    "odd seeds: some text, then finishReason SAFETY with empty content",
+    "some text, then a candidate with finishReason SAFETY, empty content and safetyRatings",
 )
 def g_safety_block(ctx: Ctx) -> Script:
     s = GStream(ctx)
-    if ctx.seed % 2 == 0:
-        s.emit(None, promptFeedback={"blockReason": "PROHIBITED_CONTENT"})
-    else:
-        s.answer("Voilà, here is how the café", finish="")
-        rating = {
-            "category": "HARM_CATEGORY_DANGEROUS_CONTENT",
-            "probability": "HIGH",
-            "blocked": True,
-        }
-        s.emit({"finishReason": "SAFETY", "index": 0, "safetyRatings": [rating]})
+    s.answer("Voilà, here is how the café", finish="")
+    rating = {
+        "category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+        "probability": "HIGH",
+        "blocked": True,
+    }
+    s.emit({"finishReason": "SAFETY", "index": 0, "safetyRatings": [rating]})
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/prompt-blocked",
+    "a single chunk with promptFeedback.blockReason PROHIBITED_CONTENT and no candidates",
+)
+def g_prompt_blocked(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    usage = {"promptTokenCount": s.prompt, "totalTokenCount": s.prompt}  # nothing generated
+    s.emit(None, promptFeedback={"blockReason": "PROHIBITED_CONTENT"}, usageMetadata=usage)
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/text-and-call",
+    "text, then one chunk whose parts hold text AND a functionCall (with thoughtSignature), "
+    "finishReason STOP",
+)
+def g_text_and_call(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    s.parts([{"text": "Sure — let me look up"}])
+    call = {"functionCall": {"name": "get_weather", "args": {"city": "Zürich", "days": 3}}}
+    call["thoughtSignature"] = s.signature()
+    s.parts(
+        [{"text": " the forecast for Zürich."}, call],
+        "STOP",
+        finishMessage="Model generated function call(s).",
+    )
+    return s.script()
+
+
+# Each later chunk starts by repeating the tail of the text already sent (>= 8 chars, the
+# dedup minimum); the last one repeats a whole earlier chunk.
+OVERLAP_CHUNKS = (
+    "Hello! The café on the corner opens at 8:00",
+    " opens at 8:00 — their crème brûlée",
+    "their crème brûlée is worth the trip ☕.",
+    " is worth the trip ☕.",
+)
+
+
+@scenario(
+    FAMILY,
+    "fake/overlap-repeat",
+    "text chunks that re-send the tail of the text already streamed (and one whole-chunk "
+    "repeat); dedup recovers the answer",
+)
+def g_overlap_repeat(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+    for i, text in enumerate(OVERLAP_CHUNKS):
+        s.parts([{"text": text}], "STOP" if i == len(OVERLAP_CHUNKS) - 1 else None)
     return s.script()
 
 

@@ -310,6 +310,97 @@ def oa_nvidia_problem(ctx: Ctx) -> Script:
     return error_script(ctx, 400, problem, content_type="application/problem+json")
 
 
+@scenario(
+    FAMILY,
+    "fake/deepseek-insufficient-balance",
+    "DeepSeek: HTTP 402 'Insufficient Balance' (type unknown_error), openresty, octet-stream",
+)
+def oa_deepseek_insufficient_balance(ctx: Ctx) -> Script:
+    err = {
+        "message": "Insufficient Balance",
+        "type": "unknown_error",
+        "param": None,
+        "code": "invalid_request_error",
+    }
+    headers = [
+        ("x-ds-trace-id", ctx.token(32, "0123456789abcdef")),
+        ("Server", "openresty"),
+    ]
+    # the captured DeepSeek error response is served as application/octet-stream
+    return json_script(ctx, 402, {"error": err}, headers, content_type="application/octet-stream")
+
+
+SUPPORTED_MODELS = ("deepseek-chat", "deepseek-reasoner")
+
+
+@scenario(
+    FAMILY,
+    "fake/unknown-model",
+    "HTTP 404 'Model '<id>' not found. Supported models: deepseek-chat, deepseek-reasoner'",
+)
+def oa_listed_unknown_model(ctx: Ctx) -> Script:
+    err = {
+        "message": f"Model '{ctx.model}' not found. Supported models: "
+        + ", ".join(SUPPORTED_MODELS),
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    return error_script(ctx, 404, {"error": err})
+
+
+@scenario(
+    FAMILY,
+    "fake/context-length",
+    "HTTP 400 'This model's maximum context length is 128000 tokens…', "
+    "code context_length_exceeded",
+)
+def oa_context_length(ctx: Ctx) -> Script:
+    err = {
+        "message": "This model's maximum context length is 128000 tokens. However, your "
+        "messages resulted in 131072 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    return error_script(ctx, 400, {"error": err})
+
+
+@scenario(
+    FAMILY,
+    "fake/nvidia-rate-limit",
+    "NVIDIA NIM: HTTP 429 problem JSON (application/problem+json) 'Too Many Requests'",
+)
+def oa_nvidia_rate_limit(ctx: Ctx) -> Script:
+    problem = {
+        "type": "about:blank",
+        "status": 429,
+        "title": "Too Many Requests",
+        "detail": "ResourceExhausted: Worker local total request limit reached (33/32)",
+    }
+    headers = [("Nvcf-Reqid", ctx.uuid()), ("Server", "cloudflare")]
+    return json_script(ctx, 429, problem, headers, content_type="application/problem+json")
+
+
+@scenario(
+    FAMILY,
+    "fake/vllm-multimodal-500",
+    "vLLM: HTTP 500 flat error '<model> is not a multimodal model' when a message has "
+    "image parts, else clean",
+)
+def oa_vllm_multimodal_500(ctx: Ctx) -> Script:
+    if not ctx.messages_have_images():
+        return oa_clean(ctx)
+    err = {
+        "object": "error",
+        "message": f"{ctx.model} is not a multimodal model",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }
+    return json_script(ctx, 500, err, [("Server", "uvicorn")])
+
+
 @unknown_model(FAMILY)
 def oa_unknown_model(ctx: Ctx) -> Script:
     err = {

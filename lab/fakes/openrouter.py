@@ -17,6 +17,7 @@ from .base import (
     Ctx,
     Script,
     approx_tokens_n,
+    fragments,
     json_script,
     make_script,
     pieces,
@@ -59,6 +60,7 @@ REASONING = (
 )
 
 WEATHER_TOOL_ARGS = '{"city": "Zürich", "days": 3}'
+TOOL_REASONING = "The user wants the weather in Zürich. I will call get_weather."
 
 
 # --------------------------------------------------------------------------- chunk builder
@@ -369,11 +371,8 @@ def or_spill(ctx: Ctx) -> Script:
 def or_tool_call(ctx: Ctx) -> Script:
     s = ORStream(ctx)
     s.keepalives()
-    s.think("The user wants the weather in Zürich. I will call get_weather.")
-    args = WEATHER_TOOL_ARGS
-    cuts = sorted(ctx.stream("args").sample(range(1, len(args)), 3))
-    frags = [args[a:b] for a, b in zip([0, *cuts], [*cuts, len(args)], strict=True)]
-    s.tool_call(call_id(ctx), "get_weather", frags)
+    s.think(TOOL_REASONING)
+    s.tool_call(call_id(ctx), "get_weather", fragments(WEATHER_TOOL_ARGS, ctx.stream("args")))
     s.finish("tool_calls")
     s.usage()
     s.done()
@@ -540,6 +539,16 @@ def or_context_length(ctx: Ctx) -> Script:
         'either one, or use the "middle-out" transform to compress your prompt automatically.'
     )
     return error_script(ctx, 400, {"message": msg, "code": 400})
+
+
+@scenario(
+    FAMILY,
+    "fake/unknown-model-404",
+    "HTTP 404 'No endpoints found for <id>.' (a retired model id; ids that never existed "
+    "get the 400 'is not a valid model ID')",
+)
+def or_unknown_model_404(ctx: Ctx) -> Script:
+    return error_script(ctx, 404, {"message": f"No endpoints found for {ctx.model}.", "code": 404})
 
 
 @unknown_model(FAMILY)
