@@ -134,8 +134,6 @@ def cmd_fake_server(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import os
-
     from lab.providers import get_adapter
     from lab.recorder import Recorder
     from lab.request import build_body
@@ -144,10 +142,12 @@ def cmd_record(args: argparse.Namespace) -> int:
         adapter = get_adapter(args.provider)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    env = adapter.api_key_env
-    key = os.environ.get(env) if env else None
+    key = adapter.api_key_from_env()
     if not key and not args.base_url:
-        raise UsageError(f"no API key: set {env} (or pass --base-url to a server that needs none)")
+        names = " or ".join(adapter.api_key_envs or (adapter.api_key_env,))
+        raise UsageError(
+            f"no API key: set {names} (or pass --base-url to a server that needs none)"
+        )
     body = build_body(args.provider, model=args.model, prompt=args.prompt)
     with Recorder(args.out, label=args.label) as rec:
         for _ in _progress(list(range(args.n)), "record"):
@@ -179,9 +179,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from lab.replay import replay
+    from lab.report import write_report
 
     results = replay(args.path, config=args.config, workers=args.workers, progress=True)
-    _report(results, Path(args.out))
+    out = Path(args.out)
+    _report(results, out / "plots")
+    page = write_report(results, out, title=f"Stream Lab report: {args.path}")
+    print(f"\nHTML report: {page}")
     return 0
 
 

@@ -53,6 +53,11 @@ class LabConfig(BaseModel):
     """Live streams: give up when no data arrives for this long (OpenRouter default 120 s)."""
     degrade: bool = True
     """Run the parameter-degradation ladder on degradable failures."""
+    empty_response_is_error: bool = True
+    """A 200 stream that ends with nothing at all (no content, reasoning, call, usage or
+    error: an empty, binary or foreign-format body) ends with an ``empty_response`` error
+    chunk. The reference pipeline reports such a turn as an empty response further up; the
+    lab says it on the stream so tables and classifiers see it."""
 
     @classmethod
     def coerce(cls, value: Any) -> LabConfig:

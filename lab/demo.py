@@ -59,7 +59,7 @@ def scenario_options(model: str) -> dict[str, Any]:
 
 
 def _messages(model: str, prompt: str) -> list[dict[str, Any]]:
-    if model == "fake/reject-images":
+    if model in ("fake/reject-images", "fake/vllm-multimodal-500"):
         return [
             {
                 "role": "user",

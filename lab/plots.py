@@ -66,7 +66,7 @@ def ttft_by_backend(stream_table: pd.DataFrame) -> Figure:
         ax.text(0.5, 0.5, "no timing data", ha="center", va="center")
         return fig
     data = [df.loc[df["serving_provider"] == g, "ttft_ms"].to_numpy() for g in groups]
-    ax.boxplot(data, tick_labels=groups, vert=True)
+    ax.boxplot(data, tick_labels=groups)
     ax.set_ylabel("TTFT (ms)")
     ax.set_title("Time to first token by serving backend")
     ax.tick_params(axis="x", rotation=30)
@@ -117,31 +117,33 @@ def stream_timeline(result: StreamResult) -> Figure:
         ax.step(t_reason, y_reason, where="post", label="reasoning", color="#9467bd")
     from lab.tables import _event_read
 
-    moved_labelled = False
+    by_guard: dict[str, list[tuple[float, str]]] = {}
     for e in result.guard_events:
         _, t_ms = _event_read(result, e.attempt, e.seq)
-        if t_ms is None:
-            continue
-        ax.axvline(
-            t_ms,
+        if t_ms is not None:
+            by_guard.setdefault(e.guard, []).append((t_ms, e.moved))
+    markers = iter(["v", "^", "D", "s", "o", "P"])
+    for guard, points in by_guard.items():
+        xs = [t for t, _ in points]
+        for x in xs:
+            ax.axvline(x, color="#d62728", linestyle=":", linewidth=0.8, alpha=0.6)
+        moved = sum(len(m) for _, m in points)
+        ax.plot(
+            xs,
+            [0] * len(xs),
+            linestyle="none",
+            marker=next(markers, "o"),
             color="#d62728",
-            linestyle="--",
-            linewidth=1,
-            label=None if moved_labelled else "moved by guard",
+            markersize=7,
+            clip_on=False,
+            label=f"{guard}: {len(points)} event(s), {moved} chars moved",
         )
-        ax.annotate(
-            f"{e.guard}: {e.moved[:24]!r}",
-            (t_ms, ax.get_ylim()[1] * 0.9),
-            fontsize=7,
-            rotation=90,
-            va="top",
-            color="#d62728",
-        )
-        moved_labelled = True
+    moved_labelled = bool(by_guard)
     ax.set_xlabel("arrival (ms since request)")
     ax.set_ylabel("cumulative characters")
     title = f"{result.model or result.provider} via {result.serving_provider or '?'}"
     ax.set_title(title)
+    ax.set_ylim(bottom=0)
     if t_text or t_reason or moved_labelled:
         ax.legend(loc="upper left", fontsize=8)
     return fig

@@ -12,7 +12,6 @@ variable unless given; it is sent in a header and redacted before anything is wr
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +81,7 @@ class Recorder:
             raise TypeError("body must be a dict (the provider's JSON request body)")
         body = {**body, "stream": True} if "stream" not in body else body
         if api_key is None:
-            env = get_adapter(provider).api_key_env
-            api_key = os.environ.get(env) if env else None
+            api_key = get_adapter(provider).api_key_from_env()
         result = run_stream(
             provider,
             body,

@@ -44,8 +44,16 @@ def replay_sse(
     is reported as the stream reported it.
     """
     from lab.http.transports import replay_transport_for_body
+    from lab.providers import PROVIDERS
 
     cfg = LabConfig.coerce(config).model_copy(update={"degrade": False})
+    if provider not in PROVIDERS:
+        return _error_result(
+            provider,
+            model,
+            "unknown_provider",
+            f"unknown provider {provider!r}; known providers: {', '.join(sorted(PROVIDERS))}",
+        )
     request: dict[str, Any] = {"model": model or "replay", "messages": [], "stream": True}
     if tools:
         request["tools"] = tools
@@ -64,6 +72,22 @@ def replay_sse(
     return result
 
 
+def _error_result(provider: str, model: str | None, code: str, message: str) -> StreamResult:
+    """A result that carries only an error chunk (bad input that never reached a stream)."""
+    from lab.model import ProcessedChunk, ProviderError
+
+    error = ProviderError(type="unknown", code=code, message=message, retryable=False)
+    return StreamResult(
+        stream_id="replay",
+        provider=provider,
+        model=model,
+        chunks=[ProcessedChunk(type="error", error=error)],
+        error=error,
+        finish_reason="error",
+        outcome="stop",
+    )
+
+
 def replay_request(request: Any, *, config: Any = None) -> StreamResult:
     """Replay one :class:`~lab.capture.RecordedRequest` (all its attempts)."""
     from lab.http.transports import ReplayTransport
@@ -74,6 +98,8 @@ def replay_request(request: Any, *, config: Any = None) -> StreamResult:
         body = json.loads(first.request_body)
     except ValueError:
         body = {"model": request.model, "messages": [], "stream": True}
+    if isinstance(body, dict) and "model" not in body and request.model:
+        body = {"model": request.model, **body}  # a family that moves the model into the URL
     transport = ReplayTransport(exchanges)
     result = run_stream(
         request.provider,

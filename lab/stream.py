@@ -127,6 +127,7 @@ def run_stream(
     def emit(new: list[ProcessedChunk]) -> None:
         if not new:
             return
+        adapter.emitted.extend(new)
         origin = ChunkOrigin(adapter.attempt, adapter.seq, adapter.read_seq)
         for c in new:
             chunks.append(c)
@@ -186,7 +187,8 @@ def _run_attempt(
     """Run one attempt. Returns True when the plan chose a next attempt."""
     from lab.http.transports import ReplayExhausted
 
-    payload = json.dumps(attempt.body, ensure_ascii=False, separators=(",", ":")).encode()
+    wire = adapter.wire_body(attempt.body)
+    payload = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
     request = client.build_request(
         "POST",
         url,
@@ -256,10 +258,11 @@ def _run_attempt(
             return nxt is not None
 
         adapter.on_precommit_error = precommit
+        chunks_before = len(adapter.emitted)
         decoder = SSEDecoder()
         seq = 0
         try:
-            for raw in response.iter_raw():
+            for raw in response.iter_bytes():  # content-decoded; identity in practice
                 times.append(time.monotonic_ns() - t0)
                 for event in decoder.decode(raw, seq):
                     emit(adapter.feed(event))
@@ -270,12 +273,24 @@ def _run_attempt(
                     break
             info.n_reads = seq
             if adapter.stopped:
-                info.end_reason = "stopped_by_guard"
+                info.end_reason = adapter.end_reason or "stopped_by_guard"
             else:
                 for event in decoder.flush():
                     emit(adapter.feed(event))
                 info.end_reason = "eof"
                 emit(adapter.finish())
+                if adapter.config.empty_response_is_error and _empty(adapter, chunks_before):
+                    # the guards were flushed by finish(); only the error chunk is added
+                    adapter._record_finish("error")
+                    emit(
+                        [
+                            ProcessedChunk(
+                                type="error",
+                                error=_empty_response_error(adapter),
+                                metadata={"finish_reason": "error"},
+                            )
+                        ]
+                    )
         except RetryAttempt as exc:
             info.n_reads = seq + 1
             info.end_reason = "retried"
@@ -294,6 +309,32 @@ def _run_attempt(
         response.close()
 
 
+def _empty(adapter: StreamAdapter, start: int) -> bool:
+    """Nothing visible, no reasoning, no call, no usage and no error since ``start``."""
+    if adapter.committed:
+        return False
+    for c in adapter.emitted[start:]:
+        if c.type in ("error", "function_call") or c.content or c.thoughts:
+            return False
+        if c.metadata and c.metadata.get("usage") is not None:
+            return False
+    return True
+
+
+def _empty_response_error(adapter: StreamAdapter) -> ProviderError:
+    f = adapter.facts
+    return ProviderError(
+        type="api_error",
+        code="empty_response",
+        retryable=True,
+        message=(
+            f"{adapter.provider}: the stream ended without content, reasoning, a tool call, "
+            f"usage or an error ({f['events']} SSE events, {f['invalid_json']} unparsable "
+            f"data lines) - an empty or foreign response body"
+        ),
+    )
+
+
 def _assemble(
     adapter: StreamAdapter,
     chunks: list[ProcessedChunk],
@@ -310,7 +351,7 @@ def _assemble(
     for c in chunks:
         if c.content:
             text_parts.append(c.content)
-        if c.thoughts:
+        if c.thoughts and not (c.metadata and c.metadata.get("repeated_thoughts")):
             thoughts.extend(c.thoughts)
         if c.function_call is not None:
             calls.append(c.function_call)

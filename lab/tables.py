@@ -66,11 +66,11 @@ STREAM_COLUMNS = [
 
 
 def _duration_ms(r: StreamResult) -> float | None:
-    last = None
-    for times in r.read_t_ns.values():
-        if times:
-            last = times[-1] if last is None else max(last, times[-1])
-    return None if last is None else last / 1e6
+    """Last read of the final attempt (read offsets are per attempt, like ``ttft_ms``)."""
+    if not r.attempts:
+        return None
+    times = r.read_t_ns.get(r.attempts[-1].attempt) or []
+    return times[-1] / 1e6 if times else None
 
 
 def _anomalies(r: StreamResult) -> list[str]:
@@ -191,6 +191,15 @@ def _event_read(r: StreamResult, attempt: int, seq: int) -> tuple[int | None, fl
     return best.read_seq, t
 
 
+def _unnamed_backend(provider: object) -> str | None:
+    """Label for streams with no serving backend in the stream."""
+    if not isinstance(provider, str):
+        return None
+    if provider == "openrouter":  # OpenRouter names a backend on every chunk
+        return "openrouter (no backend: failed before streaming)"
+    return f"{provider} (direct)"
+
+
 def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
     """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed."""
     df = stream_table.copy()
@@ -224,6 +233,7 @@ def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
         counts = cls.groupby(["serving_provider", "classifier"]).size().unstack(fill_value=0)
         counts.columns = [f"classifier_{c}" for c in counts.columns]
         out = out.join(counts).fillna({c: 0 for c in counts.columns})
+        out = out.astype({c: "int64" for c in counts.columns})
     out = out.reset_index().sort_values(["leak_rate", "streams"], ascending=[False, False])
     return out.reset_index(drop=True)
 
@@ -239,7 +249,7 @@ def classifiers(stream_table: pd.DataFrame) -> pd.DataFrame:
         .size()
         .rename("streams")
         .reset_index()
-        .sort_values("streams", ascending=False)
+        .sort_values(["streams", "classifier", "error_type"], ascending=[False, True, True])
     )
     return out.reset_index(drop=True)
 

@@ -213,11 +213,6 @@ def test_empty_inputs_give_empty_tables_with_columns():
     assert list(tables.classifiers(st).columns) == ["classifier", "error_type", "streams"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tables._duration_ms takes the max read offset over all attempts; offsets are "
-    "per-attempt, so a slow retried attempt inflates duration_ms and deflates tokens_per_s",
-)
 def test_duration_and_speed_come_from_the_attempt_that_streamed():
     r = leaky()
     # A pre-commit error made attempt 0 retry after 2.5 s; attempt 1 streamed the answer.
@@ -389,11 +384,6 @@ def test_ttft_plot_uses_no_deprecated_matplotlib_api(results):
         plots.ttft_by_backend(st)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="by_backend joins classifier counts then fillna(0): classifier_* columns come out "
-    "float64 although they are counts",
-)
 def test_by_backend_classifier_counts_are_integers(results):
     bb = tables.by_backend(tables.streams(results))
     assert bb["classifier_model_error"].dtype == "int64"

@@ -55,6 +55,26 @@ class StreamAdapter:
     priority_keys: ClassVar[tuple[str, ...]] = ()
     degrade_on_502: ClassVar[bool] = False
     degrade_on_opaque_5xx: ClassVar[bool] = False
+    api_key_envs: ClassVar[tuple[str, ...]] = ()
+    """Environment variables holding the key, in the order they are tried (default:
+    ``(api_key_env,)``)."""
+
+    @classmethod
+    def api_key_from_env(cls, environ: dict | None = None) -> str | None:
+        """The API key from the provider's usual environment variables, if set."""
+        import os
+
+        env = os.environ if environ is None else environ
+        for name in cls.api_key_envs or ((cls.api_key_env,) if cls.api_key_env else ()):
+            value = env.get(name)
+            if value and value.strip():
+                return value
+        return None
+
+    @staticmethod
+    def wire_body(body: dict) -> dict:
+        """The JSON actually sent for ``body`` (a family may move keys into the URL)."""
+        return body
 
     def __init__(
         self,
@@ -69,6 +89,8 @@ class StreamAdapter:
         self.stream_id = stream_id
         self.model = model
         self.guard_events: list[GuardEvent] = []
+        self.emitted: list[ProcessedChunk] = []
+        """Every chunk the runner emitted for this request (all attempts), in order."""
         self.on_precommit_error: PrecommitHook = _never_retry
         self.serving_provider: str | None = None
         self.finish_reason: str | None = None
@@ -92,7 +114,12 @@ class StreamAdapter:
         return (base_url or self.default_base_url).rstrip("/") + "/chat/completions"
 
     def request_headers(self, api_key: str | None) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        # identity: the capture keeps the SSE bytes as sent, not a gzip stream
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",
+        }
         if api_key and api_key.strip():
             headers["authorization"] = f"Bearer {api_key}"
         return headers
@@ -139,6 +166,8 @@ class StreamAdapter:
         self.read_seq = -1
         self.committed = False
         self.stopped = False
+        self.end_reason: str | None = None
+        """Set by an adapter that ends the stream itself (why), else None."""
         self.serving_provider = None
         self.finish_reason = None
         self.reset()

@@ -305,6 +305,10 @@ class OpenRouterAdapter(StreamAdapter):
         tool_delta.pop("content", None)
         tool_chunk = dict(chunk)
         tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
+        # Reference: reasoning stays on both pieces. Mark the second so the result counts
+        # that reasoning once (StreamResult.reasoning: "each piece once").
+        if delta.get("reasoning"):
+            tool_chunk["_repeated_reasoning"] = True
         return [text_chunk, tool_chunk]
 
     def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
@@ -445,6 +449,8 @@ class OpenRouterAdapter(StreamAdapter):
         delta = first["delta"]
         reasoning = delta.get("reasoning")
         thoughts = [ThoughtLogEntry(kind="raw", content=reasoning)] if reasoning else []
+        if thoughts and chunk.get("_repeated_reasoning"):
+            metadata["repeated_thoughts"] = True
         finish = first["finish_reason"]
         if finish:
             self._record_finish(finish)

@@ -1,0 +1,58 @@
+"""Bad input gives a clear error result or one clear exception, never a traceback from a stream."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.replay import replay_sse
+
+FAMILIES = ["openrouter", "openai", "deepseek", "zai", "nvidia", "custom", "google", "anthropic"]
+
+ANTHROPIC_BODY = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
+    b'"type":"message","role":"assistant","content":[],"usage":{"input_tokens":3}}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
+)
+
+
+def test_unknown_provider_name_is_an_error_result_naming_the_known_ones():
+    r = replay_sse("openruoter", b"data: {}\n\n")
+    assert r.error is not None
+    assert r.error.code == "unknown_provider"
+    assert "'openruoter'" in r.error.message and "openrouter" in r.error.message
+    assert [c.type for c in r.chunks] == ["error"]
+
+
+@pytest.mark.parametrize("provider", FAMILIES)
+@pytest.mark.parametrize(
+    "body", [b"", b"\x00\xff\xfe\x80 binary garbage \xc3\n\n\x01"], ids=["empty", "binary"]
+)
+def test_empty_and_binary_bodies_end_as_an_empty_response_error(provider, body):
+    r = replay_sse(provider, body)
+    assert r.error is not None, provider
+    assert r.error.code == "empty_response" or r.error.type in ("api_error", "unknown")
+    assert r.text == ""
+    assert r.finish_reason == "error"
+
+
+@pytest.mark.parametrize("provider", ["openrouter", "openai", "google"])
+def test_a_body_of_another_family_gives_an_error_result(provider):
+    r = replay_sse(provider, ANTHROPIC_BODY)
+    assert r.error is not None
+    assert r.text == ""
+
+
+def test_empty_response_rule_can_be_switched_off_for_reference_behaviour():
+    r = replay_sse(
+        "openrouter", b": OPENROUTER PROCESSING\n\n", config={"empty_response_is_error": False}
+    )
+    assert r.error is None
+    assert r.chunks == []
+
+
+def test_unknown_provider_in_run_stream_raises_one_clear_value_error():
+    from lab.stream import run_stream
+
+    with pytest.raises(ValueError, match="unknown provider 'nope'; known providers: "):
+        run_stream("nope", {"model": "m", "messages": []})
