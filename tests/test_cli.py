@@ -1,0 +1,111 @@
+"""The ``lab`` command line, end to end (fake providers on loopback, no network, no keys)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lab.capture
+from lab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_records_every_scenario_replays_identically_and_writes_plots(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--n", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    from lab.demo import demo_requests
+
+    n = len(demo_requests(1))
+    assert f"replay reproduces live: {n}/{n} streams identical" in out
+    for name in ("leaks_by_backend", "ttft_by_backend", "classifiers", "timeline"):
+        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 1000
+    cap = lab.capture.open(tmp_path / "captures")
+    assert len(cap.requests()) == n
+
+
+def test_record_against_a_base_url_writes_a_capture(fake_server, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    code = main(
+        [
+            "record",
+            "--provider",
+            "openrouter",
+            "--model",
+            "fake/clean",
+            "--prompt",
+            "hi",
+            "--base-url",
+            fake_server.base_url + "/api/v1",
+            "--out",
+            str(tmp_path),
+            "--n",
+            "2",
+        ]
+    )
+    assert code == 0
+    cap = lab.capture.open(tmp_path)
+    assert len(cap.requests()) == 2
+    assert "capture written to" in capsys.readouterr().out
+
+
+def test_record_without_a_key_or_base_url_says_which_variable_to_set(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    code = main(
+        [
+            "record",
+            "--provider",
+            "openrouter",
+            "--model",
+            "m",
+            "--prompt",
+            "hi",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 2
+    assert "set OPENROUTER_API_KEY" in capsys.readouterr().err
+
+
+def test_record_with_an_unknown_provider_exits_2(capsys):
+    assert main(["record", "--provider", "nope", "--model", "m", "--prompt", "x"]) == 2
+    assert "unknown provider 'nope'" in capsys.readouterr().err
+
+
+def test_replay_prints_the_stream_table(capsys):
+    assert main(["replay", str(ROOT / "captures")]) == 0
+    out = capsys.readouterr().out
+    assert "== streams (" in out and "fake/think-leak" in out
+
+
+def test_replay_of_a_missing_path_is_one_clear_line(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    assert main(["replay", str(missing)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(missing) in err[0]
+
+
+def test_replay_compare_lists_streams_whose_output_changes(tmp_path, capsys):
+    cfg = tmp_path / "no-spill.json"
+    cfg.write_text(json.dumps({"spill": {"enabled": False}}))
+    assert main(["replay", str(ROOT / "captures"), "--compare", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "streams whose output changed" in out
+    assert "must do." in out
+
+
+def test_replay_with_a_bad_config_file_is_one_clear_line(tmp_path, capsys):
+    cfg = tmp_path / "bad.json"
+    cfg.write_text("{not json")
+    assert main(["replay", str(ROOT / "captures"), "--config", str(cfg)]) == 2
+    assert "bad.json: not a JSON config file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["fixtures", "--help"]])
+def test_help_exits_cleanly(argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
