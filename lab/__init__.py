@@ -1,3 +1,70 @@
-"""Stream Lab: record, replay and tabulate LLM provider streams."""
+"""Stream Lab: record, replay and tabulate LLM provider streams.
+
+The names most sessions need are here; each lives in its own module::
+
+    lab.Recorder            live streams -> Parquet capture (lab.recorder)
+    lab.replay(path)        captures -> full stack -> StreamResults (lab.replay)
+    lab.replay_sse(p, body) one response body -> StreamResult (lab.replay)
+    lab.compare(cap, a, b)  A/B replay under two configs (lab.replay)
+    lab.run_stream(...)     the one code path live and replay share (lab.stream)
+    lab.LabConfig           every tunable heuristic (lab.config)
+    lab.open_capture(path)  the raw capture tables (lab.capture.open)
+
+Tables, plots, anomalies, fixtures and the tuner are the submodules ``lab.tables``,
+``lab.plots``, ``lab.anomalies``, ``lab.fixtures`` and ``lab.tuning``. Names are imported
+lazily so that ``import lab`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from lab.capture import open as open_capture
+    from lab.config import LabConfig
+    from lab.guards import SpillGuardConfig
+    from lab.recorder import Recorder
+    from lab.replay import compare, replay, replay_sse
+    from lab.result import StreamResult
+    from lab.stream import run_stream
+
+__all__ = [
+    "LabConfig",
+    "Recorder",
+    "SpillGuardConfig",
+    "StreamResult",
+    "compare",
+    "open_capture",
+    "replay",
+    "replay_sse",
+    "run_stream",
+]
+
+_HOME = {
+    "LabConfig": ("lab.config", "LabConfig"),
+    "Recorder": ("lab.recorder", "Recorder"),
+    "SpillGuardConfig": ("lab.guards", "SpillGuardConfig"),
+    "StreamResult": ("lab.result", "StreamResult"),
+    "compare": ("lab.replay", "compare"),
+    "open_capture": ("lab.capture", "open"),
+    "replay": ("lab.replay", "replay"),
+    "replay_sse": ("lab.replay", "replay_sse"),
+    "run_stream": ("lab.stream", "run_stream"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _HOME[name]
+    except KeyError:
+        raise AttributeError(f"module 'lab' has no attribute {name!r}") from None
+    value = getattr(import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
