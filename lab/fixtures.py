@@ -753,6 +753,7 @@ def shrink_request(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_replays, desc=f"shrink {len(timed)} {granularity}", unit="replay")
+        bar.update(1)  # the check that the predicate holds on the whole stream
 
     def on_test(n: int, size: int) -> None:
         if bar is not None:
@@ -760,7 +761,9 @@ def shrink_request(
             bar.set_postfix(size=size)
 
     try:
-        kept, replays, capped = ddmin(timed, test, max_tests=max_replays, on_test=on_test)
+        kept, replays, capped = ddmin(
+            timed, test, max_tests=max(0, max_replays - 1), on_test=on_test
+        )
     finally:
         if bar is not None:
             bar.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -355,6 +356,39 @@ def test_shrinking_over_reads_keeps_the_recorded_read_boundaries(capture):
     assert set(shrunk.final.reads) <= set(source.final.reads)
     assert len(shrunk.final.reads) < len(source.final.reads)
     assert fixtures.predicate_from_spec("guard=think_stripper")(replay_request(shrunk))
+
+
+def _long_spill_stream(capture, n: int):
+    """The Novita spill stream blown up to ``2 n + 3`` events (n reasoning, n content)."""
+    source = capture.request(SPILL)
+
+    def event(delta):
+        chunk = {"provider": "Novita", "choices": [{"index": 0, "delta": delta}]}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    reads = [b": OPENROUTER PROCESSING\n\n"]
+    reads += [event({"content": "", "reasoning": f" r{i}"}) for i in range(n)]
+    reads += [event({"content": "must do.Hello!"})]
+    reads += [event({"content": f" c{i}"}) for i in range(n)]
+    reads += [b"data: [DONE]\n\n"]
+    final = replace(source.final, reads=reads, read_t_ns=[1000 * i for i in range(len(reads))])
+    return replace(source, exchanges=[final])
+
+
+def test_a_4000_event_stream_shrinks_to_a_handful_with_few_replays(capture, capsys):
+    res = fixtures.shrink_request(_long_spill_stream(capture, 2000), "spill_guard")
+    assert res.before == 4003 and res.after == 2 and not res.capped
+    assert res.replays < 60
+    assert "shrink 4003 events" in capsys.readouterr().err  # the tqdm progress bar
+
+
+def test_the_replay_cap_stops_early_with_a_warning_and_a_passing_stream(capture):
+    with pytest.warns(UserWarning, match="stopped after 5 replays"):
+        res = fixtures.shrink_request(
+            _long_spill_stream(capture, 200), "spill_guard", max_replays=5, progress=False
+        )
+    assert res.capped and res.after < res.before
+    assert fixtures.predicate_from_spec("spill_guard")(replay_request(res.request))
 
 
 def test_shrink_keeps_earlier_attempts_intact(capture):
