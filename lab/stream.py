@@ -310,8 +310,9 @@ def _run_attempt(
 
 
 def _empty(adapter: StreamAdapter, start: int) -> bool:
-    """Nothing visible, no reasoning, no call, no usage and no error since ``start``."""
-    if adapter.committed:
+    """Nothing visible, no reasoning, no call, no usage, no finish reason and no error
+    since ``start`` (a provider that said ``stop`` over an empty answer is not "empty")."""
+    if adapter.committed or adapter.finish_reason is not None:
         return False
     for c in adapter.emitted[start:]:
         if c.type in ("error", "function_call") or c.content or c.thoughts:
