@@ -1,0 +1,220 @@
+"""Shared helpers for the benchmarks: realistic bodies, timing, the result table.
+
+Every benchmark reports RATIOS against a baseline measured in the same run (the machine is
+shared and noisy), as the median over several repetitions.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "Table",
+    "machine_notes",
+    "median_time",
+    "openrouter_body",
+    "openrouter_chunks",
+    "paired_medians",
+    "verdict",
+]
+
+_SYLLABLES = (
+    "ca fé sta tion ope ning hou rs crè me brû lée ter ra ce wee kend pri ce mo de ra te "
+    "re com men da tion an swer brief ly mor ning ☕ 8:00 9:00 — , . ; ?"
+).split()
+
+
+def _vocabulary(rng: random.Random, size: int = 3000) -> list[str]:
+    return ["".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(size)]
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    """Token-like deltas of one or two words (leading space kept), like a real model."""
+    vocab = _vocabulary(rng)
+    out = []
+    for i in range(n):
+        piece = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 2)))
+        out.append(piece if i == 0 else " " + piece)
+    return out
+
+
+def openrouter_chunks(n: int, *, seed: int = 0, reasoning_share: float = 0.3) -> list[dict]:
+    """``n`` OpenRouter chat.completion.chunk objects with the real envelope.
+
+    Reasoning deltas first (``reasoning`` + ``reasoning_details``, empty content), then
+    content deltas, then a finish chunk and a usage chunk (``choices: []``) — the shape
+    ``lab.fakes.openrouter.ORStream`` builds, at any length.
+    """
+    rng = random.Random(seed)
+    n_body = max(2, n - 2)
+    n_reason = int(n_body * reasoning_share)
+    env = {
+        "id": "gen-1760053377-kSF9YGdfuHoEPWJXDm1m",
+        "provider": "Fireworks",
+        "model": "z-ai/glm-4.6",
+        "object": "chat.completion.chunk",
+        "created": 1760053377,
+    }
+    out: list[dict] = []
+    for i, w in enumerate(_words(rng, n_body)):
+        if i < n_reason:
+            delta = {
+                "role": "assistant",
+                "content": "",
+                "reasoning": w,
+                "reasoning_details": [
+                    {"type": "reasoning.text", "text": w, "format": "unknown", "index": 0}
+                ],
+            }
+        else:
+            if i == n_reason:
+                w = w.lstrip()
+            delta = {"role": "assistant", "content": w, "reasoning": None, "reasoning_details": []}
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "finish_reason": None,
+            "native_finish_reason": None,
+            "logprobs": None,
+        }
+        out.append({**env, "choices": [choice]})
+    fin = {"role": "assistant", "content": "", "reasoning": None, "reasoning_details": []}
+    out.append(
+        {
+            **env,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": fin,
+                    "finish_reason": "stop",
+                    "native_finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+        }
+    )
+    out.append(
+        {
+            **env,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 41,
+                "completion_tokens": n,
+                "total_tokens": 41 + n,
+                "cost": 0.0001,
+                "is_byok": False,
+                "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": n_reason},
+            },
+        }
+    )
+    return out
+
+
+def openrouter_body(n: int, *, seed: int = 0, keepalive_every: int = 50) -> bytes:
+    """An OpenRouter SSE body of ``n`` data chunks: keepalive comments every
+    ``keepalive_every`` chunks (and three up front), usage chunk, ``data: [DONE]``."""
+    parts = [b": OPENROUTER PROCESSING\n\n"] * 3
+    for i, ch in enumerate(openrouter_chunks(n, seed=seed)):
+        if keepalive_every and i and i % keepalive_every == 0:
+            parts.append(b": OPENROUTER PROCESSING\n\n")
+        parts.append(b"data: " + json.dumps(ch, ensure_ascii=False, separators=(",", ":")).encode())
+        parts.append(b"\n\n")
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
+
+
+def median_time(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds (GC collected before each run)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def paired_medians(
+    fns: dict[str, Callable[[], Any]], *, repeat: int = 5, warmup: int = 1
+) -> dict[str, float]:
+    """Median wall time of each function, runs interleaved (A B C A B C ...) so that noise
+    from other tenants hits every contender alike."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            gc.collect()
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def machine_notes() -> str:
+    try:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "n/a"
+    return (
+        f"Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, load avg {load}"
+    )
+
+
+class Table:
+    """A small fixed-width table printed to stdout."""
+
+    def __init__(self, *columns: str) -> None:
+        self.columns = columns
+        self.rows: list[tuple[str, ...]] = []
+
+    def add(self, *values: Any) -> None:
+        self.rows.append(tuple(_fmt(v) for v in values))
+
+    def render(self) -> str:
+        widths = [
+            max(len(c), *(len(r[i]) for r in self.rows)) if self.rows else len(c)
+            for i, c in enumerate(self.columns)
+        ]
+        line = "  ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True))
+        sep = "  ".join("-" * w for w in widths)
+        body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in self.rows]
+        return "\n".join([line, sep, *body])
+
+    def print(self) -> None:
+        print(self.render())
+        sys.stdout.flush()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 1:
+            return f"{v:.2f}"
+        return f"{v:.3g}"
+    return str(v)
+
+
+def verdict(name: str, ok: bool | None, detail: str) -> bool:
+    """Print the PASS/FAIL/SKIP line; returns ``ok`` (SKIP counts as not failed)."""
+    word = "SKIP" if ok is None else ("PASS" if ok else "FAIL")
+    print(f"{word}: {name}: {detail}")
+    sys.stdout.flush()
+    return ok is not False

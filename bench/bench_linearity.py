@@ -1,0 +1,162 @@
+"""Benchmark 3: linearity.
+
+(a) full-stack replay: per-chunk cost of ``replay_sse("openrouter", body)`` at 200k chunks
+    within 1.3x of the per-chunk cost at 20k chunks;
+(b) guards: a single-content stream fed ONE CHARACTER PER DELTA through every guard in
+    pipeline order (think stripper -> spill guard -> dedup -> speaker guard -> verbatim
+    tool-call parser): per-character cost at 1 MB within 1.5x of that at 10 KB.
+
+A guard that rescans a growing buffer (quadratic) fails (b) by orders of magnitude.
+
+    python bench/bench_linearity.py [--big 200000] [--small 20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    Table,
+    machine_notes,
+    median_time,
+    openrouter_body,
+    verdict,
+)
+
+REPLAY_TARGET = 1.3
+GUARD_TARGET = 1.5
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+def guard_text(n_chars: int, seed: int = 0) -> str:
+    """Prose with paragraphs, markdown, inline code, colons in running text and the odd
+    ``<`` — the characters the guards look at — but no speaker line and no tool call, so
+    every guard stays engaged to the end."""
+    rng = random.Random(seed)
+    sentences = [
+        "The café opens at 8:00 on weekdays, 9:00 at weekends.",
+        "Their crème brûlée is worth the trip ☕ and the terrace is quiet.",
+        "Use `pip install lab` then run the demo: it needs no network.",
+        "Prices are moderate (about 4 < 5 euros) and cards are fine.",
+        "**Tip** — ask for the window seat; it has the best light.",
+        "A weather check helps: rain is likely after noon.",
+    ]
+    no_colon = [s for s in sentences if ":" not in s]  # a paragraph never opens "Label:"
+    parts: list[str] = []
+    size = 0
+    new_paragraph = False
+    while size < n_chars:
+        s = rng.choice(no_colon if new_paragraph else sentences)
+        new_paragraph = rng.random() < 0.15
+        sep = "\n\n" if new_paragraph else " "
+        parts.append(s + sep)
+        size += len(s) + len(sep)
+    return "".join(parts)[:n_chars]
+
+
+def run_guards(text: str) -> int:
+    from lab.guards import (
+        RecentTextDedup,
+        SpeakerBoundaryGuard,
+        SpillGuard,
+        ThinkBlockStripper,
+        VerbatimToolCallParser,
+    )
+
+    think = ThinkBlockStripper()
+    spill = SpillGuard()
+    dedup = RecentTextDedup()
+    speaker = SpeakerBoundaryGuard()
+    verbatim = VerbatimToolCallParser(TOOLS)
+    spill.observe_reasoning("The user asks about the café.")
+    out = 0
+    for ch in text:
+        c = think.feed(ch).content
+        if c:
+            c = spill.filter(c).content
+        if c:
+            c = dedup.filter(c)
+        if c:
+            c = speaker.feed(c)
+        if c:
+            for o in verbatim.feed_all(c):
+                out += len(o.text)
+    tail = spill.flush().content + think.flush().content
+    out += len(speaker.flush()) + len(verbatim.flush().text) + len(tail)
+    return out
+
+
+def replay_n(body: bytes) -> None:
+    from lab.replay import replay_sse
+
+    replay_sse("openrouter", body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--big", type=int, default=200_000, help="chunks in the big replay body")
+    ap.add_argument("--small", type=int, default=20_000, help="chunks in the small replay body")
+    ap.add_argument("--big-chars", type=int, default=1_000_000)
+    ap.add_argument("--small-chars", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(f"# linearity  ({machine_notes()})")
+
+    small_body, big_body = openrouter_body(args.small), openrouter_body(args.big)
+    # the small case is short: repeat it enough that timer noise does not dominate
+    t_small = median_time(lambda: replay_n(small_body), repeat=max(5, args.repeat), warmup=1)
+    t_big = median_time(lambda: replay_n(big_body), repeat=args.repeat, warmup=0)
+    per_small, per_big = t_small / args.small, t_big / args.big
+    r_replay = per_big / per_small
+
+    small_text, big_text = guard_text(args.small_chars), guard_text(args.big_chars)
+    assert run_guards(small_text) == len(small_text), "a guard changed the benign text"
+    reps = max(1, args.big_chars // args.small_chars // 4)
+
+    def small_many() -> None:
+        for _ in range(reps):
+            run_guards(small_text)
+
+    g_small = median_time(small_many, repeat=max(5, args.repeat), warmup=1) / reps
+    g_big = median_time(lambda: run_guards(big_text), repeat=args.repeat, warmup=0)
+    gper_small, gper_big = g_small / len(small_text), g_big / len(big_text)
+    r_guard = gper_big / gper_small
+
+    table = Table("case", "size", "median s", "per unit", "ratio big/small")
+    table.add("replay_sse small", f"{args.small} chunks", t_small, f"{per_small * 1e6:.2f} us", "")
+    table.add("replay_sse big", f"{args.big} chunks", t_big, f"{per_big * 1e6:.2f} us", r_replay)
+    table.add("guards 1 char/delta", f"{len(small_text)} chars", g_small,
+              f"{gper_small * 1e6:.2f} us", "")  # fmt: skip
+    table.add("guards 1 char/delta", f"{len(big_text)} chars", g_big,
+              f"{gper_big * 1e6:.2f} us", r_guard)  # fmt: skip
+    table.print()
+    ok1 = verdict(
+        "linearity_replay",
+        r_replay <= REPLAY_TARGET,
+        f"per-chunk cost {args.big} vs {args.small} chunks = {r_replay:.2f}x "
+        f"(target <= {REPLAY_TARGET}x)",
+    )
+    ok2 = verdict(
+        "linearity_guards",
+        r_guard <= GUARD_TARGET,
+        f"per-char cost {len(big_text)} vs {len(small_text)} chars = {r_guard:.2f}x "
+        f"(target <= {GUARD_TARGET}x)",
+    )
+    return 0 if (ok1 and ok2) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Benchmark 5: parallel replay of a capture directory over worker processes.
+
+Records every bundled fake scenario ``--n`` times (``lab.demo.demo_requests``) from
+``FakeServer(delay_scale=0)`` into a temporary capture, then times
+``replay(path, workers=2, progress=True)`` against ``replay(path, workers=1)`` (capture
+loading included in both; the progress bar goes to stderr). Results must be identical.
+
+Target: >= 1.7x on 2 cores.
+
+    python bench/bench_parallel_replay.py [--n 40] [--repeat 3] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Table, machine_notes, paired_medians, verdict  # noqa: E402
+
+TARGET = 1.7
+
+
+def record_capture(root: str, n: int) -> tuple[Path, int]:
+    from lab.demo import demo_requests
+    from lab.fakes import FakeServer
+    from lab.recorder import Recorder
+
+    items = demo_requests(n)
+    with FakeServer(delay_scale=0) as srv, Recorder(root, label="bench") as rec:
+        for item in items:
+            rec.record(item["provider"], item["body"], base_url=srv.base_url + item["base_path"])
+        path = rec.path
+    return path, len(items)
+
+
+def _cpu(fn) -> float:
+    """CPU seconds of this process and its (finished) children while running ``fn``."""
+    a = os.times()
+    fn()
+    b = os.times()
+    return (b.user + b.system + b.children_user + b.children_system) - (
+        a.user + a.system + a.children_user + a.children_system
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=40, help="recordings per fake scenario")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    print(f"# parallel replay  ({machine_notes()})")
+    from lab.replay import replay
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path, n_req = record_capture(tmp, args.n)
+        serial = replay(path, workers=1)
+        parallel = replay(path, workers=args.workers, progress=True)
+        same = [r.to_dict() for r in serial] == [r.to_dict() for r in parallel]
+        t = paired_medians(
+            {
+                "workers=1": lambda: replay(path, workers=1),
+                f"workers={args.workers}": lambda: replay(
+                    path, workers=args.workers, progress=True
+                ),
+            },
+            repeat=args.repeat,
+            warmup=0,
+        )
+        cpu1 = _cpu(lambda: replay(path, workers=1))
+        cpun = _cpu(lambda: replay(path, workers=args.workers))
+    t1, tn = t["workers=1"], t[f"workers={args.workers}"]
+    table = Table("replay", "streams", "median s", "streams/s", "CPU s (all procs)", "speedup")
+    table.add("workers=1", n_req, t1, n_req / t1, cpu1, 1.0)
+    table.add(f"workers={args.workers} (progress bar)", n_req, tn, n_req / tn, cpun, t1 / tn)
+    table.print()
+    print(
+        f"identical results: {same}; cpus: {os.cpu_count()}; load avg: "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} (other tenants share the cores: "
+        "the wall-clock speedup is capped by what they leave free)"
+    )
+    speed = t1 / tn
+    ok = verdict(
+        "parallel_replay",
+        speed >= TARGET and same,
+        f"workers={args.workers} is {speed:.2f}x workers=1 (target >= {TARGET}x)"
+        + ("" if same else "; RESULTS DIFFER"),
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
