@@ -249,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--stream", action="append", required=True, help="stream id (repeatable)")
     ex.add_argument("--name", default=None)
     ex.add_argument("--dest", default="tests/fixtures")
+    ex.add_argument("--force", action="store_true", help="replace an existing fixture directory")
     sh = fx_sub.add_parser(
         "shrink", help="shrink a stream to the smallest one that keeps a property"
     )
@@ -257,10 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument(
         "--predicate",
         required=True,
-        help="spill_guard | classifier=NAME | anomaly=NAME | guard=NAME",
+        help="spill_guard | guard=NAME | classifier=NAME | anomaly=NAME | error_type=TYPE",
     )
     sh.add_argument("--name", default=None)
     sh.add_argument("--dest", default="tests/fixtures")
+    sh.add_argument("--granularity", choices=["events", "reads"], default="events")
+    sh.add_argument("--max-replays", type=int, default=2000)
+    sh.add_argument("--force", action="store_true", help="replace an existing fixture directory")
     fx.set_defaults(func=cmd_fixtures)
     return p
 

@@ -893,13 +893,23 @@ def cli(args: argparse.Namespace) -> int:
                 name = args.name
                 if name and len(streams) > 1:
                     name = f"{args.name}-{k + 1}"
-                path = export_fixture(cap, sid, args.dest, name)
+                path = export_fixture(
+                    cap, sid, args.dest, name, overwrite=getattr(args, "force", False)
+                )
                 print(f"exported {_find_request(cap, sid).stream_id} -> {path}")
             return 0
         if command == "shrink":
             predicate = predicate_from_spec(args.predicate)
             path, res = shrink_fixture(
-                cap, args.stream, predicate, args.dest, args.name, progress=None
+                cap,
+                args.stream,
+                predicate,
+                args.dest,
+                args.name,
+                granularity=getattr(args, "granularity", "events"),
+                max_replays=getattr(args, "max_replays", 2000),
+                overwrite=getattr(args, "force", False),
+                progress=None,
             )
             print(f"{res}; exported -> {path}")
             return 0

@@ -26,9 +26,24 @@ FIXTURES = ROOT / "tests" / "fixtures"
 CAPTURES = ROOT / "captures"
 FIXTURE_DIRS = fixtures.discover(FIXTURES)
 
-SPILL = "s18ec9ce3a2aaea0d1df219"  # fake/spill via Novita: "must do.Hello!"
-THINK_LEAK = "s18ec9ce37e870f670b2f14"  # fake/think-leak via Chutes
-TRUNCATED = "s18ec9ce3e5ea9167d4ba14"  # fake/truncated-tool-args via Chutes
+
+def _bundled_stream(model: str, backend: str | None = None, attempts: int = 1) -> str:
+    """The first bundled stream of ``model`` (served by ``backend``) with that many attempts.
+
+    Looked up by content, not by id, so re-recording the bundled capture keeps these tests.
+    """
+    for req in lab.capture.open(CAPTURES).requests():
+        if req.model != model or len(req.exchanges) != attempts:
+            continue
+        if backend is None or f'"provider":"{backend}"'.encode() in req.exchanges[-1].body:
+            return req.stream_id
+    raise LookupError(f"no bundled stream of {model} via {backend} with {attempts} attempts")
+
+
+SPILL = _bundled_stream("fake/spill", "Novita")  # "must do.Hello!"
+THINK_LEAK = _bundled_stream("fake/think-leak", "Chutes")
+TRUNCATED = _bundled_stream("fake/truncated-tool-args", "Chutes")
+LADDER = _bundled_stream("fake/reject-min-p", attempts=2)  # default>targeted_drop_min_p
 
 REQUIRED = {
     "think-leak-chutes",
@@ -181,21 +196,27 @@ def test_update_golden_on_a_current_golden_changes_nothing(tmp_path):
 
 
 def test_export_is_deterministic_and_matches_the_committed_fixture(capture, tmp_path):
-    path = fixtures.export_fixture(capture, SPILL, tmp_path, "spill-novita")
+    committed = fixtures.load_fixture(FIXTURES / "spill-novita")
+    source = lab.capture.open(FIXTURES / "spill-novita" / "capture")
+    path = fixtures.export_fixture(
+        source, committed.request.stream_id, tmp_path / "committed", "spill-novita"
+    )
     for name in ("stream.sse.txt", "expected.json", "fixture.json"):
         assert (path / name).read_bytes() == (FIXTURES / "spill-novita" / name).read_bytes()
+    first = fixtures.export_fixture(capture, SPILL, tmp_path / "first", "spill-novita")
     again = fixtures.export_fixture(capture, SPILL, tmp_path / "again", "spill-novita")
-    assert (again / "stream.sse.txt").read_bytes() == (path / "stream.sse.txt").read_bytes()
+    for name in ("stream.sse.txt", "expected.json", "fixture.json"):
+        assert (again / name).read_bytes() == (first / name).read_bytes()
     assert fixtures.render_sse(capture.request(SPILL), name="x") == fixtures.render_sse(
         capture.request(SPILL), name="x"
     )
 
 
 def test_exported_capture_holds_exactly_the_streams_exchanges_and_reads(capture, tmp_path):
-    path = fixtures.export_fixture(capture, "s18ec9ce4229a01c3b2e091", tmp_path, "ladder")
+    path = fixtures.export_fixture(capture, LADDER, tmp_path, "ladder")
     small = lab.capture.open(path / "capture")
     (req,) = small.requests()
-    src = capture.request("s18ec9ce4229a01c3b2e091")
+    src = capture.request(LADDER)
     assert len(req.exchanges) == len(src.exchanges) == 2
     for a, b in zip(req.exchanges, src.exchanges, strict=True):
         assert (a.attempt, a.attempt_label, a.status, a.end_reason) == (
@@ -207,7 +228,7 @@ def test_exported_capture_holds_exactly_the_streams_exchanges_and_reads(capture,
         assert a.reads == b.reads and a.read_t_ns == b.read_t_ns
         assert a.request_body == b.request_body
         assert a.request_headers == b.request_headers
-    assert set(small.streams["stream_id"]) == {"s18ec9ce4229a01c3b2e091"}
+    assert set(small.streams["stream_id"]) == {LADDER}
     assert small.metadata["capture_ids"] == [src.capture_id]
     # replaying the small capture gives what replaying the big one gives
     assert replay_request(req).to_dict() == replay_request(src).to_dict()
@@ -235,7 +256,8 @@ def test_unknown_stream_id_lists_some_available_ids(capture):
         fixtures.export_fixture(capture, "nope", "/nonexistent")
     message = str(info.value)
     assert "unknown stream id 'nope'" in message
-    assert "s18ec9ce32bdf960a57f07d" in message and "(102 in all)" in message
+    first = capture.requests()[0].stream_id
+    assert first in message and f"({len(capture.requests())} in all)" in message
 
 
 def test_a_unique_stream_id_prefix_is_enough(capture, tmp_path):
@@ -392,7 +414,7 @@ def test_the_replay_cap_stops_early_with_a_warning_and_a_passing_stream(capture)
 
 
 def test_shrink_keeps_earlier_attempts_intact(capture):
-    source = capture.request("s18ec9ce4229a01c3b2e091")
+    source = capture.request(LADDER)
     shrunk = fixtures.shrink(source, lambda r: "brûlée" in r.text)
     assert shrunk.exchanges[0] == source.exchanges[0]
     result = replay_request(shrunk)
@@ -454,7 +476,7 @@ def test_cli_export_end_to_end(tmp_path, capsys):
     assert "exported" in capsys.readouterr().out
     rc = main(["fixtures", "export", str(CAPTURES), "--stream", SPILL, "--dest", str(tmp_path)])
     assert rc == 0
-    assert (tmp_path / "spill-novita-1df219").is_dir()
+    assert (tmp_path / f"spill-novita-{SPILL[-6:]}").is_dir()
 
 
 def test_cli_shrink_end_to_end(tmp_path, capsys):
@@ -468,7 +490,7 @@ def test_cli_shrink_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "21 events -> 2" in out
     (path,) = fixtures.discover(tmp_path)
-    assert path.name == "spill-novita-1df219-shrunk"
+    assert path.name == f"spill-novita-{SPILL[-6:]}-shrunk"
     assert fixtures.compare_to_golden(path) == []
 
 
