@@ -295,6 +295,7 @@ def _run_attempt(
             info.n_reads = seq + 1
             info.end_reason = "retried"
             info.error = exc.message
+            _note_exchange_error(response, f"pre-commit stream error, retried: {exc.message}")
             info.status = exc.status if exc.status is not None else info.status
             return True
         except httpx.HTTPError as exc:
@@ -307,6 +308,14 @@ def _run_attempt(
         info.committed = adapter.committed
         info.n_events = adapter.seq + 1
         response.close()
+
+
+def _note_exchange_error(response: httpx.Response, text: str) -> None:
+    """Tell a recording transport why this exchange failed (kept in the capture's
+    ``error`` column); a no-op without one."""
+    recorder = response.extensions.get("lab.exchange")
+    if recorder is not None:
+        recorder.note_error(text)
 
 
 def _empty(adapter: StreamAdapter, start: int) -> bool:

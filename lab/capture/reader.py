@@ -252,8 +252,7 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
         metadata = pf.schema_arrow.metadata or {}
     except Exception as exc:
         raise CaptureError(
-            f"{path}: not a readable Parquet file, corrupt or truncated "
-            f"({type(exc).__name__}: {exc})"
+            f"{path}: not a readable Parquet file, corrupt or truncated ({_one_line(exc)})"
         ) from None
     missing = [k.decode() for k in (FOOTER_TABLE, FOOTER_SCHEMA_VERSION) if k not in metadata]
     if missing:
@@ -276,7 +275,7 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
         table = pf.read()
     except Exception as exc:
         raise CaptureError(
-            f"{path}: corrupt or truncated Parquet data ({type(exc).__name__}: {exc})"
+            f"{path}: corrupt or truncated Parquet data ({_one_line(exc)})"
         ) from None
     for v in range(version, SCHEMA_VERSION):
         table = UPGRADERS[(name, v)](table)
@@ -431,3 +430,8 @@ def _json_dict(text: str | None) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (pyarrow's messages span several)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

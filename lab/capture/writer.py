@@ -78,6 +78,10 @@ class _Finished:
     finished_at: float
 
 
+ERROR_BODY_CHARS = 500
+"""How much of an HTTP error body goes into the ``error`` column (all of it is in chunks)."""
+
+
 class ExchangeRecorder:
     """Records one HTTP exchange; hand it every read as it arrives, then ``on_end``."""
 
@@ -91,6 +95,7 @@ class ExchangeRecorder:
         "_append",
         "_ended",
         "_lock",
+        "_note",
         "exchange",
     )
 
@@ -102,6 +107,7 @@ class ExchangeRecorder:
         self._reads: list[bytes] = []
         self._ts: list[int] = []
         self._ended = False
+        self._note: str | None = None
         self._lock = threading.Lock()
         self._append = writer._journal.append
         header = dict(row)
@@ -158,6 +164,12 @@ class ExchangeRecorder:
         except (OSError, ValueError):  # disk trouble: the in-memory copy still reaches Parquet
             pass
 
+    def note_error(self, text: str) -> None:
+        """What went wrong, as the client understood it (an HTTP error's message, a
+        pre-commit SSE error that made the ladder retry); stored in ``error`` at ``on_end``
+        unless the transport itself failed."""
+        self._note = text
+
     def on_end(self, reason: str, error: BaseException | str | None = None) -> None:
         """The exchange is over (idempotent: only the first call counts)."""
         t = time.monotonic_ns() - self._t0
@@ -168,6 +180,12 @@ class ExchangeRecorder:
                 return
             self._ended = True
         text = error_text(error)
+        if text is None:
+            text = self._note
+        if text is None and (self._row.get("status") or 0) >= 400:
+            # an HTTP failure: its body is the error (kept whole in `chunks`)
+            head = b"".join(self._reads)[:ERROR_BODY_CHARS].decode("utf-8", "replace")
+            text = f"HTTP {self._row['status']}: {head.strip()}"
         if text is not None and self._redactor.secrets:
             text = self._redactor.scrub(text)
         row = self._row

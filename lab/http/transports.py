@@ -180,7 +180,7 @@ class RecordingTransport(httpx.BaseTransport):
             response.status_code,
             headers=response.headers,
             stream=_RecordingStream(response.stream, recorder),
-            extensions=response.extensions,
+            extensions={**response.extensions, "lab.exchange": recorder},
             request=request,
         )
 
