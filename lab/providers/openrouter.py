@@ -115,38 +115,45 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
             delta_raw = ch.get("delta")
             delta: dict[str, Any] = {}
             if isinstance(delta_raw, dict):
-                if isinstance(delta_raw.get("role"), str):
-                    delta["role"] = delta_raw["role"]
-                for key in ("content", "reasoning"):
-                    v = delta_raw.get(key, _MISSING)
-                    if v is None or isinstance(v, str):
-                        delta[key] = v
+                v = delta_raw.get("role")
+                if isinstance(v, str):
+                    delta["role"] = v
+                v = delta_raw.get("content", _MISSING)
+                if v is None or isinstance(v, str):
+                    delta["content"] = v
+                v = delta_raw.get("reasoning", _MISSING)
+                if v is None or isinstance(v, str):
+                    delta["reasoning"] = v
                 tcs = delta_raw.get("tool_calls", delta_raw.get("toolCalls"))
                 if isinstance(tcs, list):
                     delta["tool_calls"] = [t for t in map(_norm_tool_call, tcs) if t is not None]
                 rd = delta_raw.get("reasoning_details", delta_raw.get("reasoningDetails"))
                 if isinstance(rd, list):
                     delta["reasoning_details"] = rd
-            fr = ch.get("finish_reason", ch.get("finishReason"))
+            fr = ch["finish_reason"] if "finish_reason" in ch else ch.get("finishReason")
+            idx = ch.get("index")
             choices.append(
                 {
-                    "index": ch["index"] if _num(ch.get("index")) else pos,
+                    "index": idx if _num(idx) else pos,
                     "delta": delta,
                     "finish_reason": fr if isinstance(fr, str) else None,
                     "logprobs": ch.get("logprobs"),
                 }
             )
         out["choices"] = choices
-    usage = openrouter_usage(raw.get("usage"))
+    u = raw.get("usage")
+    usage = openrouter_usage(u) if u is not None else None
     if usage is not None:
         out["usage"] = usage
     if "choices" not in out and "usage" not in out:
         return None
     for key in ("id", "object", "model", "provider"):
-        if isinstance(raw.get(key), str):
-            out[key] = raw[key]
-    if _num(raw.get("created")):
-        out["created"] = raw["created"]
+        v = raw.get(key)
+        if isinstance(v, str):
+            out[key] = v
+    v = raw.get("created")
+    if _num(v):
+        out["created"] = v
     return out
 
 
