@@ -81,7 +81,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
         if isinstance(inner, str):
             try:
                 inner = json.loads(inner)
-            except ValueError:
+            except (ValueError, RecursionError):  # nesting too deep is invalid JSON too
                 return None
         if isinstance(inner, dict):
             return normalize_openrouter_chunk(inner)
@@ -261,7 +261,7 @@ class OpenRouterAdapter(StreamAdapter):
                 continue
             try:
                 raw = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # nesting too deep is invalid JSON too
                 self.facts["invalid_json"] += 1
                 continue
             self._on_raw(raw, out)
