@@ -20,6 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from lab.result import StreamResult  # noqa: E402
 
 __all__ = [
+    "LabFigure",
     "classifier_distribution",
     "leak_rate_by_backend",
     "stream_timeline",
@@ -28,8 +29,23 @@ __all__ = [
 ]
 
 
+class LabFigure(Figure):
+    """A Figure that shows itself in a notebook without pyplot (``_repr_png_``).
+
+    The figures here are not registered with pyplot (no global state, no leaks in loops), so
+    IPython's inline backend does not know them; this hook renders them as PNG.
+    """
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=100)
+        return buf.getvalue()
+
+
 def _figure(width: float = 7.0, height: float = 3.6) -> tuple[Figure, object]:
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = LabFigure(figsize=(width, height), layout="constrained")
     return fig, fig.add_subplot()
 
 

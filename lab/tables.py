@@ -206,11 +206,7 @@ def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
     # Direct providers have no separate backend: the provider itself served the stream.
     df["serving_provider"] = (
         df["serving_provider"]
-        .fillna(
-            df["provider"]
-            .astype("object")
-            .map(lambda p: f"{p} (direct)" if isinstance(p, str) else None)
-        )
+        .fillna(df["provider"].astype("object").map(_unnamed_backend))
         .fillna("(unknown)")
     )
     df["errored"] = df["error_type"].notna()

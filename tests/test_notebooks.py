@@ -69,6 +69,22 @@ def test_notebook_executes_headless_without_errors(path, monkeypatch):
     ]
     assert errors == []
     assert elapsed < TIME_BUDGET_S, f"{path.name} took {elapsed:.1f}s"
+    # every cell that returns a lab figure shows it as an image, not "<Figure size ...>"
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.outputs:
+            text = out.get("data", {}).get("text/plain", "")
+            if text.startswith("<lab.plots.LabFigure") or text.startswith("<Figure size"):
+                assert "image/png" in out["data"], (path.name, cell.source[:60])
+    if path.name.startswith("01-"):
+        images = sum(
+            "image/png" in out.get("data", {})
+            for c in nb.cells
+            if c.cell_type == "code"
+            for out in c.outputs
+        )
+        assert images >= 4
     # running a notebook never modifies the repository's fixtures (it exports to a temp dir)
     assert _tree_digest(NOTEBOOKS.parent / "tests" / "fixtures") == fixtures_before
     assert not (path.parent / "tests").exists()
