@@ -132,7 +132,7 @@ class AnthropicAdapter(StreamAdapter):
         text = data.strip()
         try:
             payload = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in event data: {exc}"
             error = ProviderError(

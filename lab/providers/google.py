@@ -221,7 +221,7 @@ class GoogleAdapter(StreamAdapter):
             return out
         try:
             raw = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in stream: {exc}"
             out.extend(self.fail(google_provider_error(what, original_error={"data": text[:2000]})))

@@ -193,7 +193,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 continue
             try:
                 raw = json.loads(line)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 # Reference: JSON.parse is not guarded; the throw ends the stream.
                 self.facts["invalid_json"] += 1
                 what = "empty data line" if not line else f"invalid JSON in data line: {exc}"
