@@ -209,7 +209,10 @@ def replay(
         if workers and workers > 1 and len(requests) > 1:
             size = max(1, min(64, len(requests) // (workers * 4) or 1))
             batches = [requests[i : i + size] for i in range(0, len(requests), size)]
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            # the results arrive as pickles: unpickling them builds as many objects as the
+            # replay did, so the collector is paused here too (see _gc_paused); the forked
+            # workers inherit the pause and still collect their young generation per request
+            with ProcessPoolExecutor(max_workers=workers) as pool, _gc_paused():
                 for batch in pool.map(_replay_many, [(b, cfg) for b in batches]):
                     results.extend(batch)
                     if bar is not None:
