@@ -249,7 +249,7 @@ def test_canary_api_key_absent_from_executed_notebooks(tmp_path):
         for nb_path in sorted((root / "notebooks").glob("*.ipynb")):
             nb = nbformat.read(nb_path, as_version=4)
             nbclient.NotebookClient(
-                nb, timeout=600, resources={"metadata": {"path": str(tmp_path)}}
+                nb, timeout=600, resources={"metadata": {"path": str(nb_path.parent)}}
             ).execute()
             out = tmp_path / nb_path.name
             nbformat.write(nb, out)
