@@ -8,7 +8,7 @@ and the A/B comparison all read it; nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lab.model import (
     FunctionCall,
@@ -55,9 +55,12 @@ class AttemptInfo:
         }
 
 
-@dataclass(slots=True, frozen=True)
-class ChunkOrigin:
-    """Where a processed chunk came from: attempt, SSE event index and the read that completed it."""
+class ChunkOrigin(NamedTuple):
+    """Where a processed chunk came from: attempt, SSE event index and the read that completed it.
+
+    A NamedTuple, not a frozen dataclass: one is made per SSE event, and a frozen
+    dataclass's ``__init__`` costs several times more.
+    """
 
     attempt: int
     event: int

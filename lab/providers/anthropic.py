@@ -29,9 +29,9 @@ so the error stays the outcome; ``Usage.input_tokens`` is input + cache read + c
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from lab import _json
 from lab.errors import anthropic_stream_error, parse_error_message, parse_status_code
 from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper, parse_tool_arguments
 from lab.guards.base import NoteSink
@@ -131,7 +131,7 @@ class AnthropicAdapter(StreamAdapter):
             return out
         text = data.strip()
         try:
-            payload = json.loads(text)
+            payload = _json.loads(text)
         except (ValueError, RecursionError) as exc:
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in event data: {exc}"

@@ -22,9 +22,9 @@ as its routing key and :meth:`GoogleAdapter.wire_body` drops it before sending.
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
+from lab import _json
 from lab.errors import (
     GOOGLE_BLOCKING_FINISH_REASONS,
     google_block_error,
@@ -220,7 +220,7 @@ class GoogleAdapter(StreamAdapter):
             self.facts["done_seen"] = True
             return out
         try:
-            raw = json.loads(text)
+            raw = _json.loads(text)
         except (ValueError, RecursionError) as exc:
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in stream: {exc}"

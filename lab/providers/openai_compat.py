@@ -35,6 +35,7 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from lab import _json
 from lab.degrade import custom_should_retry_without_stop, stop_rejection, stream_options_rejection
 from lab.errors import (
     OPENAI_COMPATIBLE_ERROR_OPTIONS,
@@ -192,7 +193,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 self.facts["done_seen"] = True
                 continue
             try:
-                raw = json.loads(line)
+                raw = _json.loads(line)
             except (ValueError, RecursionError) as exc:
                 # Reference: JSON.parse is not guarded; the throw ends the stream.
                 self.facts["invalid_json"] += 1

@@ -15,9 +15,9 @@ lines inside one SSE event are processed one by one, as the reference's line rea
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from lab import _json
 from lab.errors import (
     openrouter_error_type,
     openrouter_http_failure_message,
@@ -72,6 +72,9 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+_ENVELOPE_KEYS = ("id", "object", "model", "provider")
+
+
 def normalize_openrouter_chunk(raw: Any) -> dict | None:
     """Normalize one parsed OpenRouter chunk (§2.4); None means "drop it"."""
     if not isinstance(raw, dict):
@@ -80,7 +83,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
         inner = raw["data"]
         if isinstance(inner, str):
             try:
-                inner = json.loads(inner)
+                inner = _json.loads(inner)
             except (ValueError, RecursionError):  # nesting too deep is invalid JSON too
                 return None
         if isinstance(inner, dict):
@@ -124,17 +127,21 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
                 v = delta_raw.get("reasoning", _MISSING)
                 if v is None or isinstance(v, str):
                     delta["reasoning"] = v
-                tcs = delta_raw.get("tool_calls", delta_raw.get("toolCalls"))
-                if isinstance(tcs, list):
+                tcs = delta_raw.get("tool_calls")
+                if tcs is None:
+                    tcs = delta_raw.get("toolCalls")
+                if type(tcs) is list:
                     delta["tool_calls"] = [t for t in map(_norm_tool_call, tcs) if t is not None]
-                rd = delta_raw.get("reasoning_details", delta_raw.get("reasoningDetails"))
-                if isinstance(rd, list):
+                rd = delta_raw.get("reasoning_details")
+                if rd is None:
+                    rd = delta_raw.get("reasoningDetails")
+                if type(rd) is list:
                     delta["reasoning_details"] = rd
             fr = ch["finish_reason"] if "finish_reason" in ch else ch.get("finishReason")
             idx = ch.get("index")
             choices.append(
                 {
-                    "index": idx if _num(idx) else pos,
+                    "index": idx if type(idx) is int or _num(idx) else pos,
                     "delta": delta,
                     "finish_reason": fr if isinstance(fr, str) else None,
                     "logprobs": ch.get("logprobs"),
@@ -147,12 +154,12 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
         out["usage"] = usage
     if "choices" not in out and "usage" not in out:
         return None
-    for key in ("id", "object", "model", "provider"):
+    for key in _ENVELOPE_KEYS:
         v = raw.get(key)
-        if isinstance(v, str):
+        if type(v) is str or isinstance(v, str):
             out[key] = v
     v = raw.get("created")
-    if _num(v):
+    if type(v) is int or _num(v):
         out["created"] = v
     return out
 
@@ -260,7 +267,7 @@ class OpenRouterAdapter(StreamAdapter):
                 self.facts["done_seen"] = True
                 continue
             try:
-                raw = json.loads(line)
+                raw = _json.loads(line)
             except (ValueError, RecursionError):  # nesting too deep is invalid JSON too
                 self.facts["invalid_json"] += 1
                 continue
@@ -324,7 +331,7 @@ class OpenRouterAdapter(StreamAdapter):
         fired = False
         if delta is not None:
             content = delta.get("content")
-            if self.think is not None and isinstance(content, str) and content:
+            if content and self.think is not None:
                 g = self.think.feed(content)
                 content = g.content
                 if g.reasoning and self.config.capture_think_blocks_as_thoughts:
@@ -334,18 +341,18 @@ class OpenRouterAdapter(StreamAdapter):
             reasoning = delta.get("reasoning")
             if reasoning:
                 self.spill.observe_reasoning(reasoning)
-            if isinstance(content, str) and content:
+            if content:  # normalized content is a str or None
                 g = self.spill.filter(content)
                 content = g.content
                 if g.reasoning:
                     delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
                 if self.spill.notes:
                     self._drain(self.spill)
-            if isinstance(content, str) and content:
+            if content:
                 content = self.dedup.filter(content)
                 if self.dedup.notes:
                     self._drain(self.dedup)
-            if self.speaker is not None and isinstance(content, str) and content:
+            if content and self.speaker is not None:
                 content = self.speaker.feed(content)
                 if self.speaker.notes:
                     self._drain(self.speaker)
