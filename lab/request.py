@@ -46,18 +46,12 @@ import json
 import re
 from typing import Any
 
+from lab.errors import PROVIDERS as PROVIDER_FAMILIES
+
 __all__ = ["FAMILIES", "build_body", "normalize_messages", "request_url"]
 
-FAMILIES: dict[str, str] = {
-    "openrouter": "openrouter",
-    "openai": "openai_compatible",
-    "deepseek": "openai_compatible",
-    "zai": "openai_compatible",
-    "nvidia": "openai_compatible",
-    "custom": "openai_compatible",
-    "google": "google",
-    "anthropic": "anthropic",
-}
+FAMILIES = PROVIDER_FAMILIES
+"""Provider name -> wire family (one definition, in :mod:`lab.errors`)."""
 
 _OPTIONAL_ORDER = (
     "reasoning",

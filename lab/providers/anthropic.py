@@ -34,10 +34,9 @@ from typing import Any
 from lab import _json
 from lab.errors import anthropic_stream_error, parse_error_message, parse_status_code
 from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper, parse_tool_arguments
-from lab.guards.base import NoteSink
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
-from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number
 
 __all__ = ["STOP_REASON_MAP", "AnthropicAdapter"]
 
@@ -52,17 +51,6 @@ STOP_REASON_MAP: dict[str, str] = {
     "refusal": "content_filter",
 }
 """Anthropic stop_reason -> the lab's cross-provider finish reason (others kept as is)."""
-
-
-class _Notes(NoteSink):
-    __slots__ = ("notes",)
-
-    def __init__(self) -> None:
-        self.notes = []
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class AnthropicAdapter(StreamAdapter):
@@ -182,7 +170,7 @@ class AnthropicAdapter(StreamAdapter):
             "cache_read_input_tokens",
             "cache_creation_input_tokens",
         ):
-            if _num(usage.get(key)):
+            if is_number(usage.get(key)):
                 self.usage_raw[key] = int(usage[key])
 
     def _usage(self) -> Usage | None:
@@ -200,7 +188,7 @@ class AnthropicAdapter(StreamAdapter):
 
     def _on_content_block_start(self, payload: dict, out: list[ProcessedChunk]) -> None:
         index = payload.get("index")
-        index = int(index) if _num(index) else len(self.blocks)
+        index = int(index) if is_number(index) else len(self.blocks)
         cb = payload.get("content_block") if isinstance(payload.get("content_block"), dict) else {}
         btype = cb.get("type") if isinstance(cb.get("type"), str) else "unknown"
         block: dict[str, Any] = {"type": btype, "parts": [], "signature": "", "open": True}
@@ -228,7 +216,7 @@ class AnthropicAdapter(StreamAdapter):
 
     def _on_content_block_delta(self, payload: dict, out: list[ProcessedChunk]) -> None:
         index = payload.get("index")
-        block = self.blocks.get(int(index)) if _num(index) else None
+        block = self.blocks.get(int(index)) if is_number(index) else None
         delta = payload.get("delta") if isinstance(payload.get("delta"), dict) else {}
         dtype = delta.get("type")
         if dtype == "text_delta" and isinstance(delta.get("text"), str):
@@ -246,7 +234,7 @@ class AnthropicAdapter(StreamAdapter):
 
     def _on_content_block_stop(self, payload: dict, out: list[ProcessedChunk]) -> None:
         index = payload.get("index")
-        block = self.blocks.get(int(index)) if _num(index) else None
+        block = self.blocks.get(int(index)) if is_number(index) else None
         if block is None or not block["open"]:
             return
         block["open"] = False
@@ -345,7 +333,7 @@ class AnthropicAdapter(StreamAdapter):
 
     def _build_call(self, block: dict) -> FunctionCall:
         raw = "".join(block["parts"])
-        notes = _Notes()
+        notes = NoteList()
         if raw:
             parsed = parse_tool_arguments(raw, tool_name=block["name"], notes=notes.notes)
             args, truncated, error = parsed.args, parsed.truncated, parsed.error

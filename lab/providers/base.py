@@ -22,11 +22,25 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from lab.config import LabConfig
-from lab.guards.base import GuardNote
+from lab.guards.base import GuardNote, NoteSink
 from lab.http.sse import SSEEvent
 from lab.model import GuardEvent, ProcessedChunk, ProviderError
 
-__all__ = ["RetryAttempt", "StreamAdapter", "StreamStopped"]
+__all__ = ["NoteList", "RetryAttempt", "StreamAdapter", "StreamStopped", "is_number"]
+
+
+def is_number(v: Any) -> bool:
+    """A JSON number (int or float, not bool): what every wire field check means by numeric."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class NoteList(NoteSink):
+    """A note list for helper functions that append notes (``parse_tool_arguments``)."""
+
+    __slots__ = ("notes",)
+
+    def __init__(self) -> None:
+        self.notes = []
 
 
 class RetryAttempt(Exception):

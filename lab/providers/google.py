@@ -36,7 +36,7 @@ from lab.errors import (
 from lab.guards import RecentTextDedup, SpeakerBoundaryGuard
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
-from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.providers.base import RetryAttempt, StreamAdapter, is_number
 
 __all__ = ["GoogleAdapter", "google_usage", "normalize_google_chunk"]
 
@@ -50,10 +50,6 @@ FINISH_REASON_MAP: dict[str, str] = {
 """Gemini finishReason -> the lab's cross-provider finish reason (others: lowercased)."""
 
 
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def google_usage(meta: Any) -> Usage | None:
     """``usageMetadata`` -> :class:`Usage`; output includes ``thoughtsTokenCount``."""
     if not isinstance(meta, dict):
@@ -61,7 +57,7 @@ def google_usage(meta: Any) -> Usage | None:
 
     def n(key: str) -> int | None:
         v = meta.get(key)
-        return int(v) if _num(v) else None
+        return int(v) if is_number(v) else None
 
     prompt = n("promptTokenCount")
     candidates = n("candidatesTokenCount")

@@ -51,10 +51,9 @@ from lab.guards import (
     VerbatimToolCallParser,
     parse_tool_arguments,
 )
-from lab.guards.base import NoteSink
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
-from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number
 from lab.providers.openrouter import openrouter_usage
 
 __all__ = [
@@ -67,19 +66,6 @@ __all__ = [
 ]
 
 _MISSING = object()
-
-
-class _Notes(NoteSink):
-    """A note list for helpers that append notes (``parse_tool_arguments``)."""
-
-    __slots__ = ("notes",)
-
-    def __init__(self) -> None:
-        self.notes = []
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class OpenAICompatibleAdapter(StreamAdapter):
@@ -276,7 +262,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 fr = ch.get("finish_reason")
                 choices.append(
                     {
-                        "index": ch["index"] if _num(ch.get("index")) else pos,
+                        "index": ch["index"] if is_number(ch.get("index")) else pos,
                         "delta": delta,
                         "finish_reason": fr if isinstance(fr, str) else None,
                     }
@@ -481,7 +467,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _accumulate_tools(self, delta: dict) -> None:
         for tc in delta.get("tool_calls") or ():
             index = tc.get("index")
-            index = int(index) if _num(index) else 0
+            index = int(index) if is_number(index) else 0
             acc = self.tool_acc.setdefault(index, {"name": "", "arguments": ""})
             for key in ("id", "type", "thought_signature"):
                 if isinstance(tc.get(key), str):
@@ -504,7 +490,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self.reasoning_acc = []
         if not acc or not acc["name"]:
             return None, ignored
-        notes = _Notes()
+        notes = NoteList()
         parsed = parse_tool_arguments(acc["arguments"], tool_name=acc["name"], notes=notes.notes)
         if notes.notes:
             self._drain(notes)
@@ -616,7 +602,7 @@ class DeepSeekAdapter(OpenAICompatibleAdapter):
     def _map_usage(self, raw: dict) -> Usage | None:
         usage = super()._map_usage(raw)
         hit = raw.get("prompt_cache_hit_tokens")
-        if _num(hit):
+        if is_number(hit):
             if usage is None:
                 usage = Usage()
             if not usage.cache_read_tokens:

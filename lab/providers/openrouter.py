@@ -33,7 +33,7 @@ from lab.guards import (
 )
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
-from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.providers.base import RetryAttempt, StreamAdapter, is_number
 
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
 
@@ -68,10 +68,6 @@ def _norm_tool_call(tc: Any) -> dict | None:
     return out
 
 
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 _ENVELOPE_KEYS = ("id", "object", "model", "provider")
 
 
@@ -99,7 +95,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
         elif isinstance(err.get("message"), str):
             message = err["message"]
         code = err.get("code")
-        if not (isinstance(code, str) or _num(code)):
+        if not (isinstance(code, str) or is_number(code)):
             code = "unknown"
         return {"error": {"code": code, "message": message or "OpenRouter API error"}}
     if isinstance(raw.get("message"), str) and ("code" in raw or "type" in raw):
@@ -141,7 +137,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
             idx = ch.get("index")
             choices.append(
                 {
-                    "index": idx if type(idx) is int or _num(idx) else pos,
+                    "index": idx if type(idx) is int or is_number(idx) else pos,
                     "delta": delta,
                     "finish_reason": fr if isinstance(fr, str) else None,
                     "logprobs": ch.get("logprobs"),
@@ -159,7 +155,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
         if type(v) is str or isinstance(v, str):
             out[key] = v
     v = raw.get("created")
-    if type(v) is int or _num(v):
+    if type(v) is int or is_number(v):
         out["created"] = v
     return out
 
@@ -174,7 +170,7 @@ def openrouter_usage(u: Any) -> Usage | None:
             return None
         for n in names:
             v = d.get(n)
-            if _num(v):
+            if is_number(v):
                 return v
         return None
 
@@ -201,7 +197,7 @@ def openrouter_usage(u: Any) -> Usage | None:
 
 
 def _status_from_code(code: Any) -> int | None:
-    if _num(code):
+    if is_number(code):
         return int(code)
     if isinstance(code, str) and code.strip().isdigit():
         return int(code.strip())
