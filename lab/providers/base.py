@@ -212,6 +212,22 @@ class StreamAdapter:
             self.finish_reason = reason
             self.facts["finish_reasons"].append(reason)
 
+    def _speaker_tail_before_terminal(self, chunk: dict, content: Any, delta: dict | None) -> str:
+        """§2.6 step 7 (OpenAI-shaped chunks): a chunk with no text that carries an error,
+        usage, a finish reason or tool calls first releases the speaker guard's held tail."""
+        speaker = getattr(self, "speaker", None)
+        if speaker is None or content:
+            return ""
+        choices = chunk.get("choices")
+        if (
+            "error" in chunk
+            or "usage" in chunk
+            or (choices and choices[0].get("finish_reason"))
+            or (delta is not None and delta.get("tool_calls"))
+        ):
+            return speaker.flush()
+        return ""
+
     def _drain(self, guard: Any) -> None:
         """Move a guard's notes into ``guard_events`` with stream/attempt/seq stamped."""
         notes: list[GuardNote] = guard.drain_notes()

@@ -349,20 +349,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
         ):
             self.committed = True
 
-        finish = choices[0]["finish_reason"] if choices else None
-        if (
-            self.speaker is not None
-            and not content
-            and (
-                "error" in chunk
-                or "usage" in chunk
-                or finish
-                or (delta is not None and delta.get("tool_calls"))
-            )
-        ):
-            tail = self.speaker.flush()
-            if tail:
-                self._emit(self._text_raw(tail), out)
+        tail = self._speaker_tail_before_terminal(chunk, content, delta)
+        if tail:
+            self._emit(self._text_raw(tail), out)
 
         if "error" not in chunk and "usage" not in chunk and not choices:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1

@@ -373,20 +373,9 @@ class OpenRouterAdapter(StreamAdapter):
         ):
             self.committed = True
 
-        finish = choices[0]["finish_reason"] if choices else None
-        if (
-            self.speaker is not None
-            and not content
-            and (
-                "error" in chunk
-                or "usage" in chunk
-                or finish
-                or (delta is not None and delta.get("tool_calls"))
-            )
-        ):
-            tail = self.speaker.flush()
-            if tail:
-                out.append(self._text_chunk(tail))
+        tail = self._speaker_tail_before_terminal(chunk, content, delta)
+        if tail:
+            out.append(self._text_chunk(tail))
 
         if "error" not in chunk and "usage" not in chunk and not choices:
             if fired:
