@@ -61,3 +61,14 @@ def test_nesting_too_deep_raises_recursion_error_like_json():
     text = "[" * 100_000 + "]" * 100_000
     with pytest.raises(RecursionError):
         _json.loads(text)
+
+
+def test_a_huge_text_uses_the_standard_parser_and_its_small_memory_footprint():
+    import tracemalloc
+
+    text = '{"a": "' + "x" * 2_000_000 + '"}'
+    tracemalloc.start()
+    assert _json.loads(text) == {"a": "x" * 2_000_000}
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * len(text)
