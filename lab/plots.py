@@ -74,8 +74,10 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
 
 def ttft_by_backend(stream_table: pd.DataFrame) -> Figure:
     """Box plot of time to first token (ms) per serving backend."""
+    from lab.tables import backend_labels
+
     df = stream_table.dropna(subset=["ttft_ms"]).copy()
-    df["serving_provider"] = df["serving_provider"].fillna("(unknown)")
+    df["serving_provider"] = backend_labels(df)
     groups = sorted(df["serving_provider"].unique())
     fig, ax = _figure(7.0, 3.6)
     if not groups:

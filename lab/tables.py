@@ -22,6 +22,7 @@ __all__ = [
     "LEAK_GUARDS",
     "STREAM_COLUMNS",
     "attempts",
+    "backend_labels",
     "by_backend",
     "classifiers",
     "leaks",
@@ -200,15 +201,23 @@ def _unnamed_backend(provider: object) -> str | None:
     return f"{provider} (direct)"
 
 
+def backend_labels(stream_table: pd.DataFrame) -> pd.Series:
+    """The serving backend of each stream row, labelled where the stream named none.
+
+    Direct providers have no separate backend: the provider itself served the stream
+    (``"openai (direct)"``). Used by :func:`by_backend` and the per-backend plots alike.
+    """
+    return (
+        stream_table["serving_provider"]
+        .fillna(stream_table["provider"].astype("object").map(_unnamed_backend))
+        .fillna("(unknown)")
+    )
+
+
 def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
     """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed."""
     df = stream_table.copy()
-    # Direct providers have no separate backend: the provider itself served the stream.
-    df["serving_provider"] = (
-        df["serving_provider"]
-        .fillna(df["provider"].astype("object").map(_unnamed_backend))
-        .fillna("(unknown)")
-    )
+    df["serving_provider"] = backend_labels(df)
     df["errored"] = df["error_type"].notna()
     g = df.groupby("serving_provider", sort=True)
     out = pd.DataFrame(
