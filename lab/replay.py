@@ -69,8 +69,11 @@ def replay_sse(
     tools: list[dict] | None = None,
     config: Any = None,
     model: str | None = None,
+    stream_id: str = "replay",
 ) -> StreamResult:
     """One recorded response body (HTTP 200) through the whole stack.
+
+    Pass a distinct **stream_id** when several results go into one table.
 
     **body** is the raw SSE text or bytes (one read) or an iterable of reads (boundaries are
     kept). No degradation runs: there is no recorded next attempt to degrade into, so an error
@@ -84,6 +87,7 @@ def replay_sse(
         return _error_result(
             provider,
             model,
+            stream_id,
             "unknown_provider",
             f"unknown provider {provider!r}; known providers: {', '.join(sorted(PROVIDERS))}",
         )
@@ -99,20 +103,22 @@ def replay_sse(
             base_url=_REPLAY_BASE_URL,
             config=cfg,
             tools=tools,
-            stream_id="replay",
+            stream_id=stream_id,
         )
     if model is None:
         result.model = None
     return result
 
 
-def _error_result(provider: str, model: str | None, code: str, message: str) -> StreamResult:
+def _error_result(
+    provider: str, model: str | None, stream_id: str, code: str, message: str
+) -> StreamResult:
     """A result that carries only an error chunk (bad input that never reached a stream)."""
     from lab.model import ProcessedChunk, ProviderError
 
     error = ProviderError(type="unknown", code=code, message=message, retryable=False)
     return StreamResult(
-        stream_id="replay",
+        stream_id=stream_id,
         provider=provider,
         model=model,
         chunks=[ProcessedChunk(type="error", error=error)],
