@@ -274,9 +274,6 @@ def test_100_concurrent_recordings_are_byte_exact(tmp_path):
     items = (_stateless_demo_items(3) * 2)[:100]
     assert len(items) == 100
     fake_server = FakeServer(delay_scale=0)
-    # http.server listens with a backlog of 5: 100 simultaneous connects overflow it and
-    # the kernel resets some of them. Widen it (Linux applies a second listen() at once).
-    fake_server._httpd.socket.listen(256)
     errors: list[BaseException] = []
     barrier = threading.Barrier(len(items))
     with Recorder(tmp_path) as rec:

@@ -204,6 +204,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    request_queue_size = 256  # http.server's default backlog of 5 resets concurrent clients
     fake: FakeServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
