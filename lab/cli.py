@@ -150,7 +150,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         )
     body = build_body(args.provider, model=args.model, prompt=args.prompt)
     with Recorder(args.out, label=args.label) as rec:
-        for _ in _progress(list(range(args.n)), "record"):
+        for _ in _progress(list(range(args.n)), "record", disable=args.n == 1):
             r = rec.record(args.provider, body, base_url=args.base_url, api_key=key)
             if args.n == 1:
                 print(r.text)
