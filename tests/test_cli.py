@@ -109,3 +109,10 @@ def test_help_exits_cleanly(argv):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 0
+
+
+def test_a_glob_of_chunk_parts_brings_their_streams_parts_along():
+    whole = lab.capture.open(ROOT / "captures")
+    chunks_only = lab.capture.open(str(ROOT / "captures" / "*" / "chunks-*.parquet"))
+    assert len(chunks_only.requests()) == len(whole.requests())
+    assert len(chunks_only.chunks) == len(whole.chunks)

@@ -236,7 +236,7 @@ def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
         else:
             parts.append(t)
             m = _PART.match(t.name)
-            if m and len(targets) == 1:  # one part named: bring its sibling along
+            if m:  # a named part brings its sibling (a chunks glob alone would hold no streams)
                 other = "chunks" if m.group(1) == "streams" else "streams"
                 sibling = t.with_name(f"{other}-{m.group(2)}.parquet")
                 if sibling.exists():
