@@ -154,6 +154,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             r = rec.record(args.provider, body, base_url=args.base_url, api_key=key)
             if args.n == 1:
                 print(r.text)
+            if r.error is not None:
+                print(f"stream error ({r.error.type}): {r.error.message}", file=sys.stderr)
         results = rec.results
         print(f"capture written to {rec.path}")
     from lab import tables

@@ -116,3 +116,25 @@ def test_a_glob_of_chunk_parts_brings_their_streams_parts_along():
     chunks_only = lab.capture.open(str(ROOT / "captures" / "*" / "chunks-*.parquet"))
     assert len(chunks_only.requests()) == len(whole.requests())
     assert len(chunks_only.chunks) == len(whole.chunks)
+
+
+def test_record_says_when_the_stream_failed(tmp_path, capsys):
+    code = main(
+        [
+            "record",
+            "--provider",
+            "openrouter",
+            "--model",
+            "x",
+            "--prompt",
+            "hi",
+            "--base-url",
+            "http://127.0.0.1:9/api/v1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0  # the failure is recorded, which is the job
+    assert "stream error (api_error): openrouter connection failed" in capsys.readouterr().err
+    (row,) = lab.capture.open(tmp_path).streams.itertuples()
+    assert row.end_reason == "read_error" and "ConnectError" in row.error
