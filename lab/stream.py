@@ -70,11 +70,9 @@ def _make_plan(adapter: StreamAdapter, body: dict, degrade: bool) -> Any:
 
 
 def _classification(plan: Any) -> str | None:
+    """How the plan classified the last failure (``generic_400``, ...), if it did."""
     history = getattr(plan, "history", None)
-    if history:
-        last = history[-1]
-        return getattr(last, "classification", None) if not isinstance(last, tuple) else last[-1]
-    return None
+    return history[-1].classification if history else None
 
 
 def run_stream(
@@ -118,7 +116,7 @@ def run_stream(
     url = adapter.endpoint(base_url, model)
     headers = adapter.request_headers(api_key)
 
-    chunks: list[ProcessedChunk] = []
+    chunks = adapter.emitted  # every chunk of every attempt, in order
     origins: list[ChunkOrigin] = []
     attempts: list[AttemptInfo] = []
     read_t_ns: dict[int, list[int]] = {}
@@ -127,12 +125,11 @@ def run_stream(
     def emit(new: list[ProcessedChunk]) -> None:
         if not new:
             return
-        adapter.emitted.extend(new)
+        chunks.extend(new)
         origin = ChunkOrigin(adapter.attempt, adapter.seq, adapter.read_seq)
-        for c in new:
-            chunks.append(c)
-            origins.append(origin)
-            if on_chunk is not None:
+        origins.extend([origin] * len(new))
+        if on_chunk is not None:
+            for c in new:
                 on_chunk(c)
 
     try:
