@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from json_props import is_prefix_subset, objects, values
 
 from lab.guards import parse_tool_arguments, repair_truncated_json
 from lab.guards.json_repair import JSON_REPAIR_MIN_CAP, ParsedArguments
@@ -131,44 +132,6 @@ def test_parse_tool_arguments_rejects_nan_like_javascript():
 
 
 # -- properties -----------------------------------------------------------------------------
-
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8)
-)
-values = st.recursive(
-    scalars,
-    lambda kids: (
-        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4)
-    ),
-    max_leaves=12,
-)
-objects = st.dictionaries(st.text(max_size=5), values, max_size=5)
-
-
-def is_prefix_subset(got, orig) -> bool:
-    """``got`` is ``orig`` with trailing keys/members removed, recursively at the last entry
-    only; every value that survives is unchanged."""
-    if isinstance(orig, dict):
-        if not isinstance(got, dict):
-            return False
-        keys = list(got)
-        if keys != list(orig)[: len(keys)]:
-            return False
-        for k in keys[:-1]:
-            if got[k] != orig[k] or type(got[k]) is not type(orig[k]):
-                return False
-        return not keys or is_prefix_subset(got[keys[-1]], orig[keys[-1]])
-    if isinstance(orig, list):
-        if not isinstance(got, list) or len(got) > len(orig):
-            return False
-        if got[:-1] != orig[: len(got) - 1]:
-            return False
-        return not got or is_prefix_subset(got[-1], orig[len(got) - 1])
-    return got == orig and type(got) is type(orig)
 
 
 @st.composite
