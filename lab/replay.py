@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -175,20 +180,28 @@ def _canonical(body: bytes | str) -> Any:
 
 
 def _load_requests(capture_or_path: Any) -> list[Any]:
+    source = _open_source(capture_or_path)
+    return source.requests() if hasattr(source, "requests") else source
+
+
+def _open_source(capture_or_path: Any) -> Any:
+    """A loaded Capture (from a path or as given), or a list of RecordedRequests."""
     from lab import capture as capture_mod
 
     if isinstance(capture_or_path, (str, Path)):
-        return capture_mod.open(capture_or_path).requests()
+        return capture_mod.open(capture_or_path)
     if hasattr(capture_or_path, "requests"):
-        return capture_or_path.requests()
+        return capture_or_path
     if isinstance(capture_or_path, Sequence):
         return list(capture_or_path)
     raise TypeError(f"cannot replay {type(capture_or_path).__name__}: give a path or a Capture")
 
 
-def _replay_many(args: tuple[list[Any], Any]) -> list[StreamResult]:
-    requests, config = args
-    return [replay_request(r, config=config) for r in requests]
+def _requests_of(source: Any, share: Any) -> list[Any]:
+    """The records of one share: plan entries of a Capture, or bounds into a request list."""
+    if isinstance(source, list):
+        return source[share[0] : share[1]]
+    return source.requests_at(share)
 
 
 def replay(
@@ -200,38 +213,164 @@ def replay(
 ) -> list[StreamResult]:
     """Replay every logical request of a capture (path, directory, glob or Capture).
 
-    **workers** > 1 spreads the requests over that many processes (results keep capture
-    order); **progress** shows a progress bar.
+    **workers** > 1 replays on that many processes — this one and ``workers - 1`` children —
+    each taking the next share of requests until none is left; results keep capture order.
+    **progress** shows a progress bar (streams done, over all processes).
     """
     cfg = LabConfig.coerce(config)
-    requests = _load_requests(capture_or_path)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(requests), desc="replay", unit="stream")
+    source = _open_source(capture_or_path)
+    if workers and workers > 1:
+        # a Capture's plan holds row numbers only: each process builds its own records
+        plan = source if isinstance(source, list) else source.request_plan()
+        if len(plan) > 1:
+            return _replay_parallel(source, plan, cfg, workers, progress)
+    requests = source if isinstance(source, list) else source.requests()
+    bar = _progress_bar(len(requests)) if progress else None
     results: list[StreamResult] = []
     try:
-        if workers and workers > 1 and len(requests) > 1:
-            size = max(1, min(64, len(requests) // (workers * 4) or 1))
-            batches = [requests[i : i + size] for i in range(0, len(requests), size)]
-            # the results arrive as pickles: unpickling them builds as many objects as the
-            # replay did, so the collector is paused here too (see _gc_paused); the forked
-            # workers inherit the pause and still collect their young generation per request
-            with ProcessPoolExecutor(max_workers=workers) as pool, _gc_paused():
-                for batch in pool.map(_replay_many, [(b, cfg) for b in batches]):
-                    results.extend(batch)
-                    if bar is not None:
-                        bar.update(len(batch))
-        else:
-            for r in requests:
-                results.append(replay_request(r, config=cfg))
-                if bar is not None:
-                    bar.update(1)
+        for r in requests:
+            results.append(replay_request(r, config=cfg))
+            if bar is not None:
+                bar.update(1)
     finally:
         if bar is not None:
             bar.close()
     return results
+
+
+def _progress_bar(total: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="replay", unit="stream")
+
+
+# -- parallel replay -------------------------------------------------------------------------
+# Why this shape (docs/PERFORMANCE.md, benchmark 5): sending a replay's results between
+# processes costs about a sixth of the replay itself, so as little as possible crosses.
+# - This process replays too: its share never crosses a process boundary.
+# - Children start by fork where the platform forks and inherit the loaded Capture (Arrow
+#   tables, not Python objects, so nothing is copied); each builds the records of its own
+#   share from row numbers (``Capture.requests_at``).
+# - Shares are claimed from a shared counter, so no process waits on a dispatcher.
+# - A child writes each share's results to a file in a private temporary directory; this
+#   process reads them once it is done with its own. A pipe would stall the child whenever
+#   this process, busy replaying, is slow to drain it.
+# - A share a child claimed but never delivered (the child died) is replayed here, so a
+#   killed child loses nothing; a bug that fails in a child fails here again, and raises.
+
+
+def _claim(state: Any, lock: Any) -> int:
+    with lock:
+        i = state[0]
+        state[0] = i + 1
+    return i
+
+
+def _count_done(state: Any, lock: Any, n: int) -> None:
+    with lock:
+        state[1] += n
+
+
+def _child_main(
+    source: Any, config: Any, shares: list[Any], state: Any, lock: Any, folder: str
+) -> None:
+    global _gc_lock, _gc_depth
+    _gc_lock, _gc_depth = threading.Lock(), 0  # a fork copies a lock in whatever state it was
+    while (i := _claim(state, lock)) < len(shares):
+        results = [replay_request(r, config=config) for r in _requests_of(source, shares[i])]
+        tmp = os.path.join(folder, f"{i}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(results, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, os.path.join(folder, f"{i}.pickle"))
+        _count_done(state, lock, len(results))
+
+
+def _guided_bounds(n: int, workers: int, largest: int = 64) -> list[tuple[int, int]]:
+    """Share bounds that shrink as the work runs out (guided scheduling).
+
+    Large shares early keep the per-share cost (building records, writing a file) small;
+    small shares at the end let every process finish at nearly the same time.
+    """
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        size = max(1, min(largest, (n - start) // (2 * workers)))
+        bounds.append((start, min(start + size, n)))
+        start += size
+    return bounds
+
+
+def _replay_parallel(
+    source: Any, plan: list[Any], cfg: LabConfig, workers: int, progress: bool
+) -> list[StreamResult]:
+    n = len(plan)
+    bounds = _guided_bounds(n, workers)
+    shares = bounds if isinstance(source, list) else [plan[a:b] for a, b in bounds]
+    ctx = multiprocessing.get_context()
+    state = ctx.RawArray("q", 2)  # [next share to claim, streams done]
+    lock = ctx.Lock()
+    bar = _progress_bar(n) if progress else None
+    shown = 0
+
+    def show() -> None:
+        nonlocal shown
+        if bar is not None and state[1] > shown:
+            bar.update(state[1] - shown)
+            shown = state[1]
+
+    done: dict[int, list[StreamResult]] = {}
+    children: list[Any] = []
+    folder = tempfile.mkdtemp(prefix="lab-replay-")
+
+    def collect() -> None:
+        """Load what the children delivered so far (between this process's own shares)."""
+        for i in range(min(state[0], len(shares))):
+            if i not in done:
+                path = os.path.join(folder, f"{i}.pickle")
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        done[i] = pickle.load(f)
+
+    try:
+        for _ in range(workers - 1):
+            args = (source, cfg, shares, state, lock, folder)
+            child = ctx.Process(target=_child_main, args=args, daemon=True)
+            child.start()
+            children.append(child)
+        # unpickling builds as many objects as the replay did: the collector stays paused
+        with _gc_paused():
+            while (i := _claim(state, lock)) < len(shares):
+                done[i] = [replay_request(r, config=cfg) for r in _requests_of(source, shares[i])]
+                _count_done(state, lock, len(done[i]))
+                show()
+                collect()
+            for child in children:
+                while child.is_alive():
+                    child.join(0.05)
+                    show()
+            collect()
+            for i, share in enumerate(shares):
+                if i not in done:  # claimed by a child that died before delivering it
+                    done[i] = [replay_request(r, config=cfg) for r in _requests_of(source, share)]
+                    _count_done(state, lock, len(done[i]))
+        failed = [c.exitcode for c in children if c.exitcode]
+        if failed:
+            warnings.warn(
+                f"{len(failed)} replay worker(s) exited with code {failed}; "
+                "their undelivered shares were replayed in this process",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        show()
+        return [result for i in range(len(shares)) for result in done.pop(i)]
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+                child.join()
+        shutil.rmtree(folder, ignore_errors=True)
+        if bar is not None:
+            bar.close()
 
 
 def compare(captures: Any, config_a: Any, config_b: Any) -> Any:

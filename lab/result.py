@@ -66,6 +66,9 @@ class ChunkOrigin(NamedTuple):
     event: int
     read_seq: int
 
+    def __reduce__(self) -> tuple:  # the inherited one goes through Python __getnewargs__
+        return ChunkOrigin, tuple(self)
+
 
 @dataclass(slots=True)
 class StreamResult:

@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lab._json import loads as json_loads
 from lab.capture.errors import CaptureError
 from lab.capture.journal import JOURNAL_SUFFIX, JournalContents, read_journals
 from lab.capture.records import RecordedExchange, RecordedRequest
@@ -69,15 +70,30 @@ class Capture:
         self.chunks_table = chunks
         self.paths = paths
         self.metadata = metadata
-        self.streams = _streams_frame(streams)
-        self.chunks = chunks.to_pandas()
+        self._streams: pd.DataFrame | None = None
+        self._chunks: pd.DataFrame | None = None
         self._exchanges: list[RecordedExchange] | None = None
+        self._ranges: tuple[pa.Table, dict[tuple[str, int], tuple[int, int]]] | None = None
+
+    @property
+    def streams(self) -> pd.DataFrame:
+        """One row per HTTP exchange (pandas; built on first use and kept)."""
+        if self._streams is None:
+            self._streams = _streams_frame(self.streams_table)
+        return self._streams
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        """One row per network read (pandas; built on first use and kept)."""
+        if self._chunks is None:
+            self._chunks = self.chunks_table.to_pandas()
+        return self._chunks
 
     def __repr__(self) -> str:
         ids = self.metadata.get("capture_ids", [])
         return (
             f"<Capture {', '.join(ids) if len(ids) <= 3 else f'{len(ids)} recordings'}: "
-            f"{len(self.streams)} exchanges, {len(self.chunks)} reads>"
+            f"{self.streams_table.num_rows} exchanges, {self.chunks_table.num_rows} reads>"
         )
 
     def exchanges(self) -> list[RecordedExchange]:
@@ -88,24 +104,65 @@ class Capture:
 
     def requests(self) -> list[RecordedRequest]:
         """Logical requests (all attempts of one stream_id) in capture order."""
-        groups: dict[tuple[str | None, str], list[RecordedExchange]] = {}
-        for ex in self.exchanges():
-            groups.setdefault((ex.capture_id, ex.stream_id), []).append(ex)
-        out = []
-        for (capture_id, stream_id), exchanges in groups.items():
-            exchanges.sort(key=lambda e: (e.attempt, e.exchange or 0))
-            first = exchanges[0]
-            out.append(
-                RecordedRequest(
-                    stream_id=stream_id,
-                    provider=first.provider,
-                    model=first.model,
-                    exchanges=exchanges,
-                    meta=first.meta,
-                    capture_id=capture_id,
-                )
+        return _group_requests(self.exchanges())
+
+    def request_plan(self) -> list[list[int]]:
+        """The logical requests as row numbers of ``streams_table``, in ``requests()`` order.
+
+        Cheap (no reads are touched): parallel replay hands these out so that each worker
+        builds only its own share of the records with :meth:`requests_at`.
+        """
+        groups: dict[tuple[str | None, str], list[int]] = {}
+        keys = zip(
+            self.streams_table["capture_id"].to_pylist(),
+            self.streams_table["stream_id"].to_pylist(),
+            strict=True,
+        )
+        for row, key in enumerate(keys):
+            groups.setdefault(key, []).append(row)
+        self._read_ranges()  # built here, once: worker processes inherit it
+        return list(groups.values())
+
+    def requests_at(self, plan: list[list[int]]) -> list[RecordedRequest]:
+        """The logical requests for entries of :meth:`request_plan` (same order, same records
+        as ``requests()`` gives for them)."""
+        rows = [row for group in plan for row in group]
+        if self._exchanges is not None:  # already built: no need to touch the tables again
+            every = self._exchanges
+            return _group_requests([every[row] for row in rows])
+        streams = self.streams_table.take(pa.array(rows, pa.int64()))
+        ordered, ranges = self._read_ranges()
+        keys = zip(streams["capture_id"].to_pylist(), streams["exchange"].to_pylist(), strict=True)
+        take: list[int] = []
+        for key in keys:
+            start, stop = ranges.get(key, (0, 0))
+            take += range(start, stop)
+        chunks = ordered.take(pa.array(take, pa.int64()))
+        return _group_requests(_build_exchanges(streams, chunks, ordered=True))
+
+    def _read_ranges(self) -> tuple[pa.Table, dict[tuple[str, int], tuple[int, int]]]:
+        """``chunks`` sorted by (capture_id, exchange, seq), and each exchange's row range.
+
+        Built once; parallel replay builds it before starting its processes, which inherit it.
+        """
+        if self._ranges is None:
+            ordered = self.chunks_table.sort_by(
+                [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
             )
-        return out
+            ranges: dict[tuple[str, int], tuple[int, int]] = {}
+            start, previous = 0, None
+            keys = zip(
+                ordered["capture_id"].to_pylist(), ordered["exchange"].to_pylist(), strict=True
+            )
+            for i, key in enumerate(keys):
+                if i and key != previous:
+                    ranges[previous] = (start, i)
+                    start = i
+                previous = key
+            if ordered.num_rows:
+                ranges[previous] = (start, ordered.num_rows)
+            self._ranges = (ordered, ranges)
+        return self._ranges
 
     def request(self, stream_id: str) -> RecordedRequest:
         """The logical request with this stream_id (KeyError when absent)."""
@@ -367,16 +424,23 @@ def _streams_frame(streams: pa.Table) -> pd.DataFrame:
     return df
 
 
-def _build_exchanges(streams: pa.Table, chunks: pa.Table) -> list[RecordedExchange]:
+def _build_exchanges(
+    streams: pa.Table, chunks: pa.Table, *, ordered: bool = False
+) -> list[RecordedExchange]:
+    """The exchanges of ``streams`` (in its row order) with their reads from ``chunks``.
+
+    ``ordered``: ``chunks`` is already sorted by (capture_id, exchange, seq).
+    """
+    if not ordered:
+        chunks = chunks.sort_by(
+            [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
+        )
     reads: dict[tuple[str, int], tuple[list[bytes], list[int]]] = {}
-    ordered = chunks.sort_by(
-        [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
-    )
     for cid, ex, raw, t in zip(
-        ordered["capture_id"].to_pylist(),
-        ordered["exchange"].to_pylist(),
-        ordered["raw"].to_pylist(),
-        ordered["t_ns"].to_pylist(),
+        chunks["capture_id"].to_pylist(),
+        chunks["exchange"].to_pylist(),
+        chunks["raw"].to_pylist(),
+        chunks["t_ns"].to_pylist(),
         strict=True,
     ):
         entry = reads.get((cid, ex))
@@ -384,39 +448,90 @@ def _build_exchanges(streams: pa.Table, chunks: pa.Table) -> list[RecordedExchan
             entry = reads[(cid, ex)] = ([], [])
         entry[0].append(raw)
         entry[1].append(t)
+    # column by column: Table.to_pylist() builds a dict per row and costs a quarter of this
+    cols = {name: streams[name].to_pylist() for name in _EXCHANGE_COLUMNS}
     out = []
-    for row in streams.to_pylist():
-        raw_reads, ts = reads.get((row["capture_id"], row["exchange"]), ([], []))
-        body = row["request_body"]
+    for row in zip(*cols.values(), strict=True):
+        r = dict(zip(_EXCHANGE_COLUMNS, row, strict=True))
+        raw_reads, ts = reads.get((r["capture_id"], r["exchange"])) or ([], [])
+        body = r["request_body"]
         out.append(
             RecordedExchange(
-                stream_id=row["stream_id"],
-                attempt=row["attempt"],
-                attempt_label=row["attempt_label"],
-                provider=row["provider"],
-                model=row["model"],
-                method=row["method"],
-                url=row["url"],
-                request_headers=_json_dict(row["request_headers"]),
+                stream_id=r["stream_id"],
+                attempt=r["attempt"],
+                attempt_label=r["attempt_label"],
+                provider=r["provider"],
+                model=r["model"],
+                method=r["method"],
+                url=r["url"],
+                request_headers=_json_dict(r["request_headers"]),
                 request_body=(
                     base64.b64decode(body)
-                    if row["request_body_encoding"] == "base64"
+                    if r["request_body_encoding"] == "base64"
                     else body.encode("utf-8")
                 ),
-                status=row["status"],
-                http_version=row["http_version"],
-                response_headers=_json_dict(row["response_headers"]),
+                status=r["status"],
+                http_version=r["http_version"],
+                response_headers=_json_dict(r["response_headers"]),
                 reads=raw_reads,
                 read_t_ns=ts,
-                end_reason=row["end_reason"],
-                error=row["error"],
-                meta=_json_dict(row["meta"]),
-                t_headers_ns=row["t_headers_ns"],
-                t_first_read_ns=row["t_first_read_ns"],
-                t_last_read_ns=row["t_last_read_ns"],
-                t_end_ns=row["t_end_ns"],
-                capture_id=row["capture_id"],
-                exchange=row["exchange"],
+                end_reason=r["end_reason"],
+                error=r["error"],
+                meta=_json_dict(r["meta"]),
+                t_headers_ns=r["t_headers_ns"],
+                t_first_read_ns=r["t_first_read_ns"],
+                t_last_read_ns=r["t_last_read_ns"],
+                t_end_ns=r["t_end_ns"],
+                capture_id=r["capture_id"],
+                exchange=r["exchange"],
+            )
+        )
+    return out
+
+
+_EXCHANGE_COLUMNS = (
+    "stream_id",
+    "attempt",
+    "attempt_label",
+    "provider",
+    "model",
+    "method",
+    "url",
+    "request_headers",
+    "request_body",
+    "request_body_encoding",
+    "status",
+    "http_version",
+    "response_headers",
+    "end_reason",
+    "error",
+    "meta",
+    "t_headers_ns",
+    "t_first_read_ns",
+    "t_last_read_ns",
+    "t_end_ns",
+    "capture_id",
+    "exchange",
+)
+
+
+def _group_requests(exchanges: list[RecordedExchange]) -> list[RecordedRequest]:
+    """Exchanges (in ``streams`` order) grouped into logical requests, first seen first."""
+    groups: dict[tuple[str | None, str], list[RecordedExchange]] = {}
+    for ex in exchanges:
+        groups.setdefault((ex.capture_id, ex.stream_id), []).append(ex)
+    out = []
+    for (capture_id, stream_id), members in groups.items():
+        members.sort(key=lambda e: (e.attempt, e.exchange or 0))
+        first = members[0]
+        out.append(
+            RecordedRequest(
+                stream_id=stream_id,
+                provider=first.provider,
+                model=first.model,
+                exchanges=members,
+                meta=first.meta,
+                capture_id=capture_id,
             )
         )
     return out
@@ -426,8 +541,8 @@ def _json_dict(text: str | None) -> dict:
     if not text:
         return {}
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = json_loads(text)
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

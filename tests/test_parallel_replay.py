@@ -1,0 +1,104 @@
+"""Parallel replay: ``replay(path, workers=N)`` gives exactly the serial results, in capture
+order, shows progress over every process, survives a worker that dies, and the records each
+process builds for its share equal the ones the whole capture gives."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+import lab.capture
+import lab.replay
+from lab.replay import _guided_bounds, replay
+from lab.result import ChunkOrigin
+
+CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+
+
+def _full(result) -> dict:
+    """Everything a result holds, timings and read provenance included."""
+    d = result.to_dict()
+    d["origins"] = list(result.origins)
+    d["read_t_ns"] = result.read_t_ns
+    d["chunks"] = [c.model_dump() for c in result.chunks]
+    d["divergence"] = result.divergence
+    return d
+
+
+@pytest.fixture(scope="module")
+def serial():
+    return [_full(r) for r in replay(CAPTURES)]
+
+
+def test_two_workers_give_the_serial_results_in_capture_order(serial):
+    parallel = replay(CAPTURES, workers=2)
+    assert [_full(r) for r in parallel] == serial
+
+
+def test_three_workers_over_a_list_of_requests_give_the_serial_results(serial):
+    requests = lab.capture.open(CAPTURES).requests()
+    parallel = replay(requests, workers=3)
+    assert [_full(r) for r in parallel] == serial
+
+
+def test_progress_bar_counts_every_stream_of_every_process(serial, capsys):
+    replay(CAPTURES, workers=2, progress=True)
+    err = capsys.readouterr().err
+    n = len(serial)
+    assert f"{n}/{n}" in err
+
+
+def test_a_worker_that_dies_loses_nothing(serial, monkeypatch):
+    real = lab.replay._child_main
+
+    def dies_after_one_share(source, config, shares, state, lock, folder):
+        i = lab.replay._claim(state, lock)  # claims a share, then dies without delivering it
+        assert i < len(shares)
+        os._exit(3)
+
+    monkeypatch.setattr(lab.replay, "_child_main", dies_after_one_share)
+    with pytest.warns(RuntimeWarning, match=r"exited with code \[3\]"):
+        parallel = replay(CAPTURES, workers=2)
+    assert [_full(r) for r in parallel] == serial
+    assert real is not lab.replay._child_main
+
+
+def test_one_request_runs_in_this_process():
+    capture = lab.capture.open(CAPTURES)
+    one = capture.requests()[:1]
+    assert [_full(r) for r in replay(one, workers=4)] == [_full(r) for r in replay(one)]
+
+
+def test_records_built_per_share_equal_the_whole_capture():
+    capture = lab.capture.open(CAPTURES)
+    whole = capture.requests()
+    plan = capture.request_plan()
+    assert len(plan) == len(whole)
+    fresh = lab.capture.open(CAPTURES)  # nothing built yet: requests_at reads the tables
+    for start, stop in _guided_bounds(len(plan), 2):
+        assert fresh.requests_at(plan[start:stop]) == whole[start:stop]
+    assert fresh.requests_at(plan[::-7]) == whole[::-7]  # any order, any subset
+
+
+def test_guided_bounds_cover_every_request_once_and_shrink_at_the_end():
+    for n in (1, 2, 3, 17, 132, 1760):
+        for workers in (2, 3, 8):
+            bounds = _guided_bounds(n, workers)
+            covered = [i for a, b in bounds for i in range(a, b)]
+            assert covered == list(range(n))
+            sizes = [b - a for a, b in bounds]
+            assert sizes == sorted(sizes, reverse=True)
+    assert [b - a for a, b in _guided_bounds(3, 2)] == [1, 1, 1]
+    assert max(b - a for a, b in _guided_bounds(10_000, 2)) == 64
+
+
+def test_results_survive_pickling_exactly():
+    results = replay(CAPTURES)
+    again = pickle.loads(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
+    assert [_full(r) for r in again] == [_full(r) for r in results]
+    for a, b in zip(results, again, strict=True):
+        assert [c.model_fields_set for c in a.chunks] == [c.model_fields_set for c in b.chunks]
+        assert all(type(o) is ChunkOrigin for o in b.origins)
