@@ -516,6 +516,7 @@ def test_torn_journal_tail_is_ignored(tmp_path):
         request_body=b"{}",
     )
     rec.on_read(b"data: whole\n\n")
+    w._journal.sync()  # one record per flush: the first read's record is whole on disk
     rec.on_read(b"data: torn-record\n\n")
     w._journal.sync()
     journal = w.path / "journal-00000.journal"
@@ -649,3 +650,129 @@ def test_flush_interval_batches_exchanges_into_few_parts(tmp_path):
         assert len(open_capture(w.path).streams) == 50
     assert len(list(w.path.glob("streams-*.parquet"))) == 1
     assert len(open_capture(w.path).streams) == 50
+
+
+# -- journal: batched read records ---------------------------------------------------------
+
+
+def _journal_snapshot(w: CaptureWriter, tmp_path: Path) -> Capture:
+    """What a SIGKILL right now would leave behind, opened."""
+    import shutil
+
+    snapshot = tmp_path / "snap" / w.capture_id
+    shutil.copytree(w.path, snapshot)
+    return open_capture(snapshot)
+
+
+def test_reads_teed_between_flushes_come_back_from_the_journal_exactly(tmp_path):
+    w = CaptureWriter(tmp_path / "live", capture_id="tee", flush_interval=3600)
+    rec = _start(w, "t")
+    reads = [b"data: %d\n\n" % k for k in range(2500)] + [b"\xf0\x9f", b"\x98\x80 split"]
+    out = []
+    for k, chunk in enumerate(rec.tee(iter(reads), on_error=lambda exc: None)):
+        out.append(chunk)
+        if k % 700 == 0:
+            w._journal.sync()  # several R records, of different sizes
+    assert out == reads  # passed on unchanged
+    [ex] = _journal_snapshot(w, tmp_path).exchanges()
+    assert ex.reads == reads and ex.end_reason == "eof"
+    assert len(ex.read_t_ns) == len(reads) and ex.read_t_ns == sorted(ex.read_t_ns)
+    w.close()
+
+
+def test_tee_records_a_failing_stream_and_reraises(tmp_path):
+    w = CaptureWriter(tmp_path, capture_id="fail")
+    rec = _start(w, "f")
+    seen = []
+
+    def chunks():
+        yield b"data: a\n\n"
+        raise ConnectionResetError("peer went away")
+
+    with pytest.raises(ConnectionResetError):
+        for _ in rec.tee(
+            chunks(), on_error=lambda exc: (seen.append(exc), rec.on_end("read_error", exc))
+        ):
+            pass
+    assert [type(e) for e in seen] == [ConnectionResetError]
+    w.close()
+    [ex] = open_capture(w.path).exchanges()
+    assert ex.reads == [b"data: a\n\n"] and ex.end_reason == "read_error"
+    assert ex.error == "ConnectionResetError: peer went away"
+
+
+def test_journal_of_one_read_per_record_from_earlier_versions_still_reads(tmp_path):
+    from lab.capture.journal import REC, json_record
+
+    path = tmp_path / "old" / "journal-00000.journal"
+    path.parent.mkdir()
+    capture = {"capture_id": "old", "created_at": "2026-11-01T00:00:00+00:00"}
+    header = {
+        "capture_id": "old",
+        "exchange": 0,
+        "stream_id": "s",
+        "attempt": 0,
+        "attempt_label": "default",
+        "provider": "p",
+        "model": "m",
+        "method": "POST",
+        "url": "http://x",
+        "request_headers": "{}",
+        "request_body": "{}",
+        "request_body_encoding": "utf-8",
+        "started_at": 1,
+        "meta": "{}",
+    }
+
+    def d(t: int, data: bytes) -> bytes:
+        return REC.pack(b"D", 0, 8 + len(data)) + t.to_bytes(8, "little", signed=True) + data
+
+    path.write_bytes(
+        json_record(b"G", 0xFFFFFFFF, {"capture": capture, "redaction": {}})
+        + json_record(b"H", 0, header)
+        + REC.pack(b"B", 0, 2)
+        + b"{}"
+        + d(5, b"data: one\n\n")
+        + d(9, b"data: two\n\n")
+    )
+    [ex] = open_capture(path).exchanges()
+    assert (ex.reads, ex.read_t_ns) == ([b"data: one\n\n", b"data: two\n\n"], [5, 9])
+    assert ex.end_reason == "incomplete"
+
+
+def test_read_record_whose_lengths_do_not_add_up_is_a_corrupt_journal(tmp_path):
+    w = CaptureWriter(tmp_path, capture_id="bad")
+    rec = _start(w, "b")
+    rec.on_read(b"data: x\n\n")
+    w._journal.sync()
+    journal = w.path / "journal-00000.journal"
+    data = bytearray(journal.read_bytes())
+    w._journal.close()
+    at = data.rindex(b"data: x\n\n") - 4  # the read's length field, just before its bytes
+    data[at : at + 4] = (3).to_bytes(4, "little")
+    journal.write_bytes(bytes(data))
+    with pytest.raises(CaptureError, match=r"journal-00000\.journal: corrupt journal"):
+        open_capture(journal)
+
+
+def test_writev_of_more_buffers_than_one_call_takes_writes_all_in_order(tmp_path):
+    from lab.capture.journal import _IOV_MAX, _write_buffers
+
+    buffers = [b"%d," % k for k in range(3 * _IOV_MAX + 7)]
+    path = tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        assert _write_buffers(fd, buffers) == sum(map(len, buffers))
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"".join(buffers)
+
+
+def test_close_does_not_wait_out_a_long_journal_interval(tmp_path):
+    w = CaptureWriter(tmp_path, capture_id="slow-tick", journal_interval=600)
+    record(w, [b"data: x\n\n"])
+    t0 = time.monotonic()
+    w.close()
+    assert time.monotonic() - t0 < 30  # not 600: close interrupts the flusher's pause
+    [ex] = open_capture(w.path).exchanges()
+    assert ex.reads == [b"data: x\n\n"]

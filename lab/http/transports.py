@@ -100,17 +100,8 @@ class _RecordingStream(httpx.SyncByteStream):
         self._recorder = recorder
 
     def __iter__(self) -> Iterator[bytes]:
-        on_read = self._recorder.on_read
-        try:
-            for chunk in self._inner:
-                on_read(chunk)
-                yield chunk
-        except GeneratorExit:  # the consumer stopped early: close() records "cancelled"
-            raise
-        except BaseException as exc:
-            _failed(self._recorder, exc)
-            raise
-        self._recorder.on_end("eof")
+        recorder = self._recorder
+        return recorder.tee(self._inner, lambda exc: _failed(recorder, exc))
 
     def close(self) -> None:
         try:
@@ -124,18 +115,9 @@ class _AsyncRecordingStream(httpx.AsyncByteStream):
         self._inner = inner
         self._recorder = recorder
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        on_read = self._recorder.on_read
-        try:
-            async for chunk in self._inner:
-                on_read(chunk)
-                yield chunk
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            _failed(self._recorder, exc)
-            raise
-        self._recorder.on_end("eof")
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        recorder = self._recorder
+        return recorder.atee(self._inner, lambda exc: _failed(recorder, exc))
 
     async def aclose(self) -> None:
         try:
