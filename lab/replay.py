@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lab._json import loads as json_loads
 from lab.config import LabConfig
 from lab.result import StreamResult
 from lab.stream import run_stream
@@ -174,8 +175,8 @@ def replay_request(request: Any, *, config: Any = None) -> StreamResult:
 
 def _canonical(body: bytes | str) -> Any:
     try:
-        return json.loads(body)
-    except (ValueError, TypeError):
+        return json_loads(body.decode() if isinstance(body, bytes) else body)
+    except (ValueError, TypeError, RecursionError):
         return body
 
 

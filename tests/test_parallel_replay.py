@@ -102,3 +102,25 @@ def test_results_survive_pickling_exactly():
     for a, b in zip(results, again, strict=True):
         assert [c.model_fields_set for c in a.chunks] == [c.model_fields_set for c in b.chunks]
         assert all(type(o) is ChunkOrigin for o in b.origins)
+
+
+def test_attempt_info_pickles_every_field():
+    import dataclasses
+
+    from lab.result import AttemptInfo
+
+    values = {
+        "attempt": 2,
+        "label": "targeted_drop_min_p",
+        "status": 400,
+        "error": "boom",
+        "degradable": "generic_400",
+        "end_reason": "http_error",
+        "committed": True,
+        "body_keys": ["min_p"],
+        "n_reads": 7,
+        "n_events": 5,
+    }
+    assert [f.name for f in dataclasses.fields(AttemptInfo)] == list(values)
+    info = AttemptInfo(**values)
+    assert pickle.loads(pickle.dumps(info)) == info

@@ -73,7 +73,7 @@ class Capture:
         self._streams: pd.DataFrame | None = None
         self._chunks: pd.DataFrame | None = None
         self._exchanges: list[RecordedExchange] | None = None
-        self._ranges: tuple[pa.Table, dict[tuple[str, int], tuple[int, int]]] | None = None
+        self._rows: _Rows | None = None
 
     @property
     def streams(self) -> pd.DataFrame:
@@ -99,7 +99,8 @@ class Capture:
     def exchanges(self) -> list[RecordedExchange]:
         """Every exchange in ``streams`` order, with its reads."""
         if self._exchanges is None:
-            self._exchanges = _build_exchanges(self.streams_table, self.chunks_table)
+            rows = self._python_rows()
+            self._exchanges = [rows.exchange(i) for i in range(self.streams_table.num_rows)]
         return list(self._exchanges)
 
     def requests(self) -> list[RecordedRequest]:
@@ -120,49 +121,21 @@ class Capture:
         )
         for row, key in enumerate(keys):
             groups.setdefault(key, []).append(row)
-        self._read_ranges()  # built here, once: worker processes inherit it
         return list(groups.values())
 
     def requests_at(self, plan: list[list[int]]) -> list[RecordedRequest]:
         """The logical requests for entries of :meth:`request_plan` (same order, same records
         as ``requests()`` gives for them)."""
-        rows = [row for group in plan for row in group]
-        if self._exchanges is not None:  # already built: no need to touch the tables again
+        if self._exchanges is not None:  # already built: reuse them
             every = self._exchanges
-            return _group_requests([every[row] for row in rows])
-        streams = self.streams_table.take(pa.array(rows, pa.int64()))
-        ordered, ranges = self._read_ranges()
-        keys = zip(streams["capture_id"].to_pylist(), streams["exchange"].to_pylist(), strict=True)
-        take: list[int] = []
-        for key in keys:
-            start, stop = ranges.get(key, (0, 0))
-            take += range(start, stop)
-        chunks = ordered.take(pa.array(take, pa.int64()))
-        return _group_requests(_build_exchanges(streams, chunks, ordered=True))
+            return _group_requests([every[row] for group in plan for row in group])
+        rows = self._python_rows()
+        return _group_requests([rows.exchange(row) for group in plan for row in group])
 
-    def _read_ranges(self) -> tuple[pa.Table, dict[tuple[str, int], tuple[int, int]]]:
-        """``chunks`` sorted by (capture_id, exchange, seq), and each exchange's row range.
-
-        Built once; parallel replay builds it before starting its processes, which inherit it.
-        """
-        if self._ranges is None:
-            ordered = self.chunks_table.sort_by(
-                [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
-            )
-            ranges: dict[tuple[str, int], tuple[int, int]] = {}
-            start, previous = 0, None
-            keys = zip(
-                ordered["capture_id"].to_pylist(), ordered["exchange"].to_pylist(), strict=True
-            )
-            for i, key in enumerate(keys):
-                if i and key != previous:
-                    ranges[previous] = (start, i)
-                    start = i
-                previous = key
-            if ordered.num_rows:
-                ranges[previous] = (start, ordered.num_rows)
-            self._ranges = (ordered, ranges)
-        return self._ranges
+    def _python_rows(self) -> _Rows:
+        if self._rows is None:
+            self._rows = _Rows(self.streams_table, self.chunks_table)
+        return self._rows
 
     def request(self, stream_id: str) -> RecordedRequest:
         """The logical request with this stream_id (KeyError when absent)."""
@@ -189,8 +162,7 @@ def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
     infos: dict[str, dict[str, Any]] = {}
     redaction: dict[str, Any] = {}
     versions: set[int] = set()
-    for p in parts:
-        name, table, info, red, version = _read_part(p)
+    for name, table, info, red, version in _read_parts(parts):
         versions.add(version)
         if info.get("capture_id"):
             infos.setdefault(info["capture_id"], info)
@@ -301,6 +273,17 @@ def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
     parts = list(dict.fromkeys(p.resolve() for p in parts))
     journals = list(dict.fromkeys(p.resolve() for p in journals))
     return parts, journals
+
+
+def _read_parts(parts: list[Path]) -> list[tuple[str, pa.Table, dict, dict, int]]:
+    """Every part, read on a few threads (pyarrow decodes without the GIL: on a recording of
+    many small parts this halves the time); the first bad part in order raises."""
+    if len(parts) < 2:
+        return [_read_part(p) for p in parts]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(8, len(parts)), thread_name_prefix="lab-read") as pool:
+        return list(pool.map(_read_part, parts))
 
 
 def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
@@ -424,69 +407,66 @@ def _streams_frame(streams: pa.Table) -> pd.DataFrame:
     return df
 
 
-def _build_exchanges(
-    streams: pa.Table, chunks: pa.Table, *, ordered: bool = False
-) -> list[RecordedExchange]:
-    """The exchanges of ``streams`` (in its row order) with their reads from ``chunks``.
+class _Rows:
+    """The tables as Python lists, converted once (column by column: ``Table.to_pylist()``
+    builds a dict per row and cost a quarter of loading); records are made from these.
 
-    ``ordered``: ``chunks`` is already sorted by (capture_id, exchange, seq).
+    Parallel replay converts them in each worker process, after it starts, so that only
+    row numbers need to cross a process boundary.
     """
-    if not ordered:
-        chunks = chunks.sort_by(
+
+    def __init__(self, streams: pa.Table, chunks: pa.Table) -> None:
+        self.columns = [streams[name].to_pylist() for name in _EXCHANGE_COLUMNS]
+        ordered = chunks.sort_by(
             [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
         )
-    reads: dict[tuple[str, int], tuple[list[bytes], list[int]]] = {}
-    for cid, ex, raw, t in zip(
-        chunks["capture_id"].to_pylist(),
-        chunks["exchange"].to_pylist(),
-        chunks["raw"].to_pylist(),
-        chunks["t_ns"].to_pylist(),
-        strict=True,
-    ):
-        entry = reads.get((cid, ex))
-        if entry is None:
-            entry = reads[(cid, ex)] = ([], [])
-        entry[0].append(raw)
-        entry[1].append(t)
-    # column by column: Table.to_pylist() builds a dict per row and costs a quarter of this
-    cols = {name: streams[name].to_pylist() for name in _EXCHANGE_COLUMNS}
-    out = []
-    for row in zip(*cols.values(), strict=True):
-        r = dict(zip(_EXCHANGE_COLUMNS, row, strict=True))
-        raw_reads, ts = reads.get((r["capture_id"], r["exchange"])) or ([], [])
+        self.raw: list[bytes] = ordered["raw"].to_pylist()
+        self.t_ns: list[int] = ordered["t_ns"].to_pylist()
+        self.ranges: dict[tuple[str, int], tuple[int, int]] = {}
+        start, previous = 0, None
+        keys = zip(ordered["capture_id"].to_pylist(), ordered["exchange"].to_pylist(), strict=True)
+        for i, key in enumerate(keys):
+            if i and key != previous:
+                self.ranges[previous] = (start, i)
+                start = i
+            previous = key
+        if ordered.num_rows:
+            self.ranges[previous] = (start, ordered.num_rows)
+
+    def exchange(self, row: int) -> RecordedExchange:
+        """The exchange in ``streams`` row ``row``, with its reads."""
+        r = dict(zip(_EXCHANGE_COLUMNS, [column[row] for column in self.columns], strict=True))
+        start, stop = self.ranges.get((r["capture_id"], r["exchange"]), (0, 0))
         body = r["request_body"]
-        out.append(
-            RecordedExchange(
-                stream_id=r["stream_id"],
-                attempt=r["attempt"],
-                attempt_label=r["attempt_label"],
-                provider=r["provider"],
-                model=r["model"],
-                method=r["method"],
-                url=r["url"],
-                request_headers=_json_dict(r["request_headers"]),
-                request_body=(
-                    base64.b64decode(body)
-                    if r["request_body_encoding"] == "base64"
-                    else body.encode("utf-8")
-                ),
-                status=r["status"],
-                http_version=r["http_version"],
-                response_headers=_json_dict(r["response_headers"]),
-                reads=raw_reads,
-                read_t_ns=ts,
-                end_reason=r["end_reason"],
-                error=r["error"],
-                meta=_json_dict(r["meta"]),
-                t_headers_ns=r["t_headers_ns"],
-                t_first_read_ns=r["t_first_read_ns"],
-                t_last_read_ns=r["t_last_read_ns"],
-                t_end_ns=r["t_end_ns"],
-                capture_id=r["capture_id"],
-                exchange=r["exchange"],
-            )
+        return RecordedExchange(
+            stream_id=r["stream_id"],
+            attempt=r["attempt"],
+            attempt_label=r["attempt_label"],
+            provider=r["provider"],
+            model=r["model"],
+            method=r["method"],
+            url=r["url"],
+            request_headers=_json_dict(r["request_headers"]),
+            request_body=(
+                base64.b64decode(body)
+                if r["request_body_encoding"] == "base64"
+                else body.encode("utf-8")
+            ),
+            status=r["status"],
+            http_version=r["http_version"],
+            response_headers=_json_dict(r["response_headers"]),
+            reads=self.raw[start:stop],
+            read_t_ns=self.t_ns[start:stop],
+            end_reason=r["end_reason"],
+            error=r["error"],
+            meta=_json_dict(r["meta"]),
+            t_headers_ns=r["t_headers_ns"],
+            t_first_read_ns=r["t_first_read_ns"],
+            t_last_read_ns=r["t_last_read_ns"],
+            t_end_ns=r["t_end_ns"],
+            capture_id=r["capture_id"],
+            exchange=r["exchange"],
         )
-    return out
 
 
 _EXCHANGE_COLUMNS = (
