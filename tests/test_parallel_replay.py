@@ -124,3 +124,12 @@ def test_attempt_info_pickles_every_field():
     assert [f.name for f in dataclasses.fields(AttemptInfo)] == list(values)
     info = AttemptInfo(**values)
     assert pickle.loads(pickle.dumps(info)) == info
+
+
+def test_spawned_workers_give_the_serial_results(serial, monkeypatch):
+    """Where processes do not fork (macOS, Windows), the Capture is pickled to the worker."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    monkeypatch.setattr(lab.replay.multiprocessing, "get_context", lambda: spawn)
+    assert [_full(r) for r in replay(CAPTURES, workers=2)] == serial
