@@ -246,9 +246,7 @@ def test_matches_httpx_sse_on_terminated_events():
             oracle.append((ev.data, ev.event, ev.id))
     # httpx-sse reports the last-event-id buffer ("" before any id:); we report the event's own
     ours = [
-        (e.data, e.event or "message", e.id or "")
-        for e in decode_reads([body])
-        if not e.is_comment
+        (e.data, e.event or "message", e.id or "") for e in decode_reads([body]) if not e.is_comment
     ]
     assert ours == oracle
 
