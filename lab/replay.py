@@ -215,7 +215,10 @@ def replay(
     """Replay every logical request of a capture (path, directory, glob or Capture).
 
     **workers** > 1 replays on that many processes — this one and ``workers - 1`` children —
-    each taking the next share of requests until none is left; results keep capture order.
+    each taking the next share of requests until none is left; results keep capture order
+    and equal a serial replay's. Children hand their results back through pickles in a
+    private temporary directory (``tempfile.mkdtemp``, removed afterwards); a share a child
+    never delivered is replayed in this process, with a ``RuntimeWarning``.
     **progress** shows a progress bar (streams done, over all processes).
     """
     cfg = LabConfig.coerce(config)
