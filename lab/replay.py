@@ -257,8 +257,8 @@ def _progress_bar(total: int) -> Any:
 #   share from row numbers (``Capture.requests_at``).
 # - Shares are claimed from a shared counter, so no process waits on a dispatcher.
 # - A child writes each share's results to a file in a private temporary directory; this
-#   process reads them once it is done with its own. A pipe would stall the child whenever
-#   this process, busy replaying, is slow to drain it.
+#   process loads them between its own shares. A pipe would stall the child whenever this
+#   process, busy replaying, is slow to drain it.
 # - A share a child claimed but never delivered (the child died) is replayed here, so a
 #   killed child loses nothing; a bug that fails in a child fails here again, and raises.
 
@@ -326,14 +326,21 @@ def _replay_parallel(
     children: list[Any] = []
     folder = tempfile.mkdtemp(prefix="lab-replay-")
 
+    waiting: set[int] = set()  # claimed by a child, not loaded yet
+    seen = 0  # shares below this one are in `done` or in `waiting`
+
     def collect() -> None:
         """Load what the children delivered so far (between this process's own shares)."""
-        for i in range(min(state[0], len(shares))):
-            if i not in done:
-                path = os.path.join(folder, f"{i}.pickle")
-                if os.path.exists(path):
-                    with open(path, "rb") as f:
-                        done[i] = pickle.load(f)
+        nonlocal seen
+        claimed = min(state[0], len(shares))
+        waiting.update(i for i in range(seen, claimed) if i not in done)
+        seen = max(seen, claimed)
+        for i in sorted(waiting):
+            path = os.path.join(folder, f"{i}.pickle")
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    done[i] = pickle.load(f)
+                waiting.discard(i)
 
     try:
         for _ in range(workers - 1):
