@@ -19,10 +19,10 @@ segment starts past 64 MiB). Records from concurrent exchanges interleave; each 
 Records are queued in memory and written in order, unbuffered (no fsync), by a flusher
 thread every few milliseconds and synchronously when an exchange ends (see
 ``JournalWriter``). Reads are not queued one by one: the flusher packs each exchange's new
-reads into one ``R`` record straight from the recorder's lists (per read, recording costs
-two list appends; a record per read cost ~1.4 µs of the recording thread's time), so so a process killed with SIGKILL leaves every finished exchange whole,
-at most the last few milliseconds of in-flight reads missing, and at most a torn final
-record, which the reader ignores. There is no per-exchange file to create. A segment is
+reads into one ``R`` record straight from the recorder's lists (so a read costs the
+recording thread two list appends; a record per read cost it ~1 µs more). A process killed
+with SIGKILL leaves every finished exchange whole, at most the last few milliseconds of
+in-flight reads missing, and at most a torn final record, which the reader ignores. There is no per-exchange file to create. A segment is
 deleted once every exchange with records in it is in a Parquet part.
 
 The reader turns each exchange found here that is not already in a part into a row: with

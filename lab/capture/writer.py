@@ -182,7 +182,7 @@ class ExchangeRecorder:
     ) -> Iterator[bytes]:
         """Yield ``chunks`` unchanged, recording each as a read: the hot loop of recording.
 
-        What ``on_read`` does, inlined (a method call per read was a third of the
+        What ``on_read`` does, inlined (a method call per read cost ~55 ns, a tenth of the
         recorder's cost per read). ``on_end("eof")`` when the chunks run out;
         ``on_error(exc)`` when iterating them raises (then the exception propagates).
         """
