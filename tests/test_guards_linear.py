@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -31,8 +30,21 @@ def stream(n: int, seed: int = 0) -> str:
     return "".join(parts)[:n]
 
 
-def test_held_state_stays_bounded_one_char_per_delta():
-    text = stream(60_000)
+ADVERSARIAL = {
+    "mixed": stream,
+    "spaces": lambda n: " " * n,
+    "open-angles": lambda n: "<" * n,
+    "one-long-think": lambda n: "<think>" + "ab\n" * (n // 3),
+    "unclosed-call": lambda n: "ping(" + "x" * n,
+}
+
+
+@pytest.mark.parametrize("make", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_held_state_stays_bounded_one_char_per_delta(make):
+    """Every guard holds at most a fixed amount of text whatever it is fed, so the work per
+    character is bounded and a stream costs linear time. (Wall-clock linearity is measured
+    by ``bench/bench_linearity.py``; timing does not belong in a pass/fail test.)"""
+    text = make(60_000)
     think = ThinkBlockStripper("Tomori")
     spill = SpillGuard()
     spill.observe_reasoning("r")
@@ -50,38 +62,9 @@ def test_held_state_stays_bounded_one_char_per_delta():
         assert len(speaker.pending) <= 32
         assert len(verbatim.buffered) <= 512
         assert dedup._len <= 2 * 256 + 1
-    assert spill.visible_started and not spill._pending
-
-
-def _feed_all(text: str) -> float:
-    t = time.perf_counter()
-    think = ThinkBlockStripper("Tomori")
-    spill = SpillGuard()
-    spill.observe_reasoning("r")
-    dedup = RecentTextDedup()
-    speaker = SpeakerBoundaryGuard()
-    verbatim = VerbatimToolCallParser(TOOLS)
-    for ch in text:
-        think.feed(ch)
-        spill.filter(ch)
-        dedup.filter(ch)
-        speaker.feed(ch)
-        verbatim.feed(ch)
-    think.flush(), spill.flush(), speaker.flush(), verbatim.flush()
-    return time.perf_counter() - t
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "make",
-    [
-        stream,
-        lambda n: " " * n,
-        lambda n: "<" * n,
-        lambda n: "<think>" + "ab\n" * (n // 3),
-        lambda n: "ping(" + "x" * n,
-    ],
-)
-def test_guards_scale_linearly(make):
-    small, big = _feed_all(make(50_000)), _feed_all(make(200_000))
-    assert big < 8 * small + 0.5  # 4x the input: well under quadratic (16x)
+    if make is stream:
+        assert spill.visible_started and not spill._pending
+    # the one unbounded hold, by the reference's rule: whitespace before any visible text,
+    # held as a list of pieces (an append per delta, joined once) and released at the end
+    spill.flush()
+    assert not spill._pending
