@@ -343,7 +343,7 @@ def _replay_parallel(
                 waiting.discard(i)
 
     try:
-        for _ in range(workers - 1):
+        for _ in range(min(workers, len(shares)) - 1):  # no child without a share to take
             args = (source, cfg, shares, state, lock, folder)
             child = ctx.Process(target=_child_main, args=args, daemon=True)
             child.start()

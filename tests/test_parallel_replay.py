@@ -133,3 +133,20 @@ def test_spawned_workers_give_the_serial_results(serial, monkeypatch):
     spawn = multiprocessing.get_context("spawn")
     monkeypatch.setattr(lab.replay.multiprocessing, "get_context", lambda: spawn)
     assert [_full(r) for r in replay(CAPTURES, workers=2)] == serial
+
+
+def test_no_more_children_than_shares(serial, monkeypatch):
+    import multiprocessing
+
+    started = []
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def start(self):
+        started.append(self)
+        return real_start(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    requests = lab.capture.open(CAPTURES).requests()[:3]  # three shares of one request
+    results = replay(requests, workers=8)
+    assert [_full(r) for r in results] == serial[:3]
+    assert len(started) == 2
