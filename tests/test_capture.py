@@ -504,17 +504,7 @@ def test_orphan_chunks_part_is_superseded_by_its_journal(tmp_path):
 
 def test_torn_journal_tail_is_ignored(tmp_path):
     w = CaptureWriter(tmp_path, capture_id="torn")
-    rec = w.exchange(
-        stream_id="s",
-        attempt=0,
-        attempt_label="default",
-        provider="p",
-        model="m",
-        method="POST",
-        url="http://x",
-        request_headers={},
-        request_body=b"{}",
-    )
+    rec = _start(w, "s")
     rec.on_read(b"data: whole\n\n")
     w._journal.sync()  # one record per flush: the first read's record is whole on disk
     rec.on_read(b"data: torn-record\n\n")

@@ -294,3 +294,30 @@ def test_eof_without_done_keeps_the_unterminated_last_event():
     r = replay_sse("openrouter", raw)
     assert r.text == "Hello world"
     assert r.facts["unterminated_tail"] is True and r.facts["done_seen"] is False
+
+
+def test_text_reasoning_and_tool_call_in_one_chunk_split_text_first_reasoning_once():
+    r = replay_sse(
+        "openrouter",
+        body(
+            chunk(
+                {
+                    "content": "Let me check.",
+                    "reasoning": "Weather needs a tool.",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+                        }
+                    ],
+                },
+                finish="tool_calls",
+            )
+        ),
+    )
+    assert [c.type for c in r.chunks] == ["text", "function_call"]
+    assert r.chunks[0].content == "Let me check."
+    assert r.function_calls[0].args == {"city": "Rome"}
+    assert r.reasoning == "Weather needs a tool."  # on both pieces, counted once

@@ -26,7 +26,14 @@ from lab.guards.base import GuardNote, NoteSink
 from lab.http.sse import SSEEvent
 from lab.model import GuardEvent, ProcessedChunk, ProviderError
 
-__all__ = ["NoteList", "RetryAttempt", "StreamAdapter", "StreamStopped", "is_number"]
+__all__ = [
+    "NoteList",
+    "RetryAttempt",
+    "StreamAdapter",
+    "StreamStopped",
+    "is_number",
+    "split_text_and_tool",
+]
 
 
 def is_number(v: Any) -> bool:
@@ -249,6 +256,44 @@ class StreamAdapter:
         for g in guards:
             if g is not None and g.notes:
                 self._drain(g)
+
+
+def split_text_and_tool(
+    chunk: dict,
+    *,
+    drop: tuple[str, ...] = ("usage",),
+    text_fields: tuple[str, ...] = (),
+    choice_fields: tuple[str, ...] = (),
+) -> list[dict]:
+    """A normalized chunk whose first choice carries both text and a tool call, split into
+    a text piece then a tool piece (the reference emits them in that order); any other
+    chunk as it is.
+
+    The text piece keeps the chunk's envelope without ``drop``, a delta of ``role``,
+    ``content`` and ``text_fields``, and the first choice's ``index``, ``finish_reason``
+    None and ``choice_fields``. The tool piece is the chunk with ``content`` taken out of
+    the first choice's delta.
+    """
+    choices = chunk.get("choices")
+    if not choices:
+        return [chunk]
+    first = choices[0]
+    delta = first["delta"]
+    content = delta.get("content")
+    has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
+    if not (isinstance(content, str) and content and has_tool):
+        return [chunk]
+    text_chunk = {k: v for k, v in chunk.items() if k not in drop}
+    text_delta = {"role": delta.get("role"), "content": content}
+    text_delta.update((k, delta.get(k)) for k in text_fields)
+    text_choice = {"index": first["index"], "delta": text_delta, "finish_reason": None}
+    text_choice.update((k, first.get(k)) for k in choice_fields)
+    text_chunk["choices"] = [text_choice]
+    tool_delta = dict(delta)
+    tool_delta.pop("content", None)
+    tool_chunk = dict(chunk)
+    tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
+    return [text_chunk, tool_chunk]
 
 
 def _never_retry(status: int | None, message: str) -> bool:

@@ -53,7 +53,13 @@ from lab.guards import (
 )
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
-from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number
+from lab.providers.base import (
+    NoteList,
+    RetryAttempt,
+    StreamAdapter,
+    is_number,
+    split_text_and_tool,
+)
 from lab.providers.openrouter import openrouter_usage
 
 __all__ = [
@@ -214,7 +220,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         delta = choices[0]["delta"] if choices else None
         if delta is not None:
             self._guard_content(delta)
-        for piece in self._split_text_and_tool(chunk):
+        for piece in split_text_and_tool(chunk, drop=("usage", "error")):
             self._pipeline(piece, out)
             if self.stopped:
                 return
@@ -294,31 +300,6 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
             if self.spill.notes:
                 self._drain(self.spill)
-
-    @staticmethod
-    def _split_text_and_tool(chunk: dict) -> list[dict]:
-        choices = chunk.get("choices")
-        if not choices:
-            return [chunk]
-        first = choices[0]
-        delta = first["delta"]
-        content = delta.get("content")
-        has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
-        if not (isinstance(content, str) and content and has_tool):
-            return [chunk]
-        text_chunk = {k: v for k, v in chunk.items() if k not in ("usage", "error")}
-        text_chunk["choices"] = [
-            {
-                "index": first["index"],
-                "delta": {"role": delta.get("role"), "content": content},
-                "finish_reason": None,
-            }
-        ]
-        tool_delta = dict(delta)
-        tool_delta.pop("content", None)
-        tool_chunk = dict(chunk)
-        tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
-        return [text_chunk, tool_chunk]
 
     def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
         choices = chunk.get("choices")

@@ -33,7 +33,7 @@ from lab.guards import (
 )
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
-from lab.providers.base import RetryAttempt, StreamAdapter, is_number
+from lab.providers.base import RetryAttempt, StreamAdapter, is_number, split_text_and_tool
 
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
 
@@ -289,37 +289,12 @@ class OpenRouterAdapter(StreamAdapter):
 
     @staticmethod
     def _split_text_and_tool(chunk: dict) -> list[dict]:
-        choices = chunk.get("choices")
-        if not choices:
-            return [chunk]
-        first = choices[0]
-        delta = first["delta"]
-        content = delta.get("content")
-        has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
-        if not (isinstance(content, str) and content and has_tool):
-            return [chunk]
-        text_chunk = {k: v for k, v in chunk.items() if k != "usage"}
-        text_chunk["choices"] = [
-            {
-                "index": first["index"],
-                "delta": {
-                    "role": delta.get("role"),
-                    "content": content,
-                    "reasoning": delta.get("reasoning"),
-                },
-                "finish_reason": None,
-                "logprobs": first.get("logprobs"),
-            }
-        ]
-        tool_delta = dict(delta)
-        tool_delta.pop("content", None)
-        tool_chunk = dict(chunk)
-        tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
+        pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
         # Reference: reasoning stays on both pieces. Mark the second so the result counts
         # that reasoning once (StreamResult.reasoning: "each piece once").
-        if delta.get("reasoning"):
-            tool_chunk["_repeated_reasoning"] = True
-        return [text_chunk, tool_chunk]
+        if len(pieces) == 2 and chunk["choices"][0]["delta"].get("reasoning"):
+            pieces[1]["_repeated_reasoning"] = True
+        return pieces
 
     def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
         choices = chunk.get("choices")
