@@ -150,3 +150,36 @@ def test_no_more_children_than_shares(serial, monkeypatch):
     results = replay(requests, workers=8)
     assert [_full(r) for r in results] == serial[:3]
     assert len(started) == 2
+
+
+def test_replay_returns_once_every_share_is_delivered_not_when_children_exit(serial, monkeypatch):
+    import multiprocessing
+    import time
+
+    real = lab.replay._child_main
+
+    def slow_to_exit(*args):
+        real(*args)
+        time.sleep(30)  # delivered everything, then lingers
+
+    monkeypatch.setattr(lab.replay, "_child_main", slow_to_exit)
+    before = set(multiprocessing.active_children())
+    results = replay(CAPTURES, workers=2)
+    lingering = [c for c in multiprocessing.active_children() if c not in before]
+    try:
+        assert [_full(r) for r in results] == serial
+        assert len(lingering) == 1 and lingering[0].is_alive()  # still sleeping: not waited for
+    finally:
+        for child in lingering:
+            child.terminate()
+            child.join()
+
+
+def test_a_pickled_capture_carries_its_tables_not_the_records_built_from_them():
+    capture = lab.capture.open(CAPTURES)
+    whole = capture.requests()  # builds and keeps the records
+    assert capture._exchanges is not None
+    again = pickle.loads(pickle.dumps(capture))
+    assert again._exchanges is None and again._rows is None
+    assert again.streams_table.equals(capture.streams_table)
+    assert again.requests() == whole

@@ -89,6 +89,13 @@ class Capture:
             self._chunks = self.chunks_table.to_pandas()
         return self._chunks
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the Arrow tables only (parallel replay sends a Capture to its workers):
+        the frames and records built from them are rebuilt on first use."""
+        state = self.__dict__.copy()
+        state.update(_streams=None, _chunks=None, _exchanges=None, _rows=None)
+        return state
+
     def __repr__(self) -> str:
         ids = self.metadata.get("capture_ids", [])
         return (
