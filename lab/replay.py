@@ -21,6 +21,7 @@ import multiprocessing.connection
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 import warnings
@@ -264,6 +265,22 @@ def _progress_bar(total: int) -> Any:
 #   killed child loses nothing; a bug that fails in a child fails here again, and raises.
 
 
+def _context() -> Any:
+    """The multiprocessing context for replay workers.
+
+    Fork on Linux, asked for by name: children inherit the loaded Capture, and nothing of
+    the caller's runs again in them. (Python 3.14 made "forkserver" the Linux default; with
+    it every child imports the caller's script again - all of it, if that script has no
+    ``if __name__ == "__main__":`` guard - and must receive the Capture pickled; measured
+    on the benchmark it was also slower, 1.36x against 1.66x, docs/PERFORMANCE.md.)
+    Elsewhere the platform's default (spawn on macOS and Windows): the Capture is pickled
+    to the children.
+    """
+    if sys.platform == "linux":
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
 def _claim(state: Any, lock: Any) -> int:
     with lock:
         i = state[0]
@@ -315,7 +332,7 @@ def _replay_parallel(
     n = len(plan)
     bounds = _guided_bounds(n, workers)
     shares = bounds if isinstance(source, list) else [plan[a:b] for a, b in bounds]
-    ctx = multiprocessing.get_context()
+    ctx = _context()
     state = ctx.RawArray("q", 2)  # [next share to claim, streams done]
     lock = ctx.Lock()
     bar = _progress_bar(n) if progress else None

@@ -131,7 +131,7 @@ def test_spawned_workers_give_the_serial_results(serial, monkeypatch):
     import multiprocessing
 
     spawn = multiprocessing.get_context("spawn")
-    monkeypatch.setattr(lab.replay.multiprocessing, "get_context", lambda: spawn)
+    monkeypatch.setattr(lab.replay, "_context", lambda: spawn)
     assert [_full(r) for r in replay(CAPTURES, workers=2)] == serial
 
 
@@ -183,3 +183,13 @@ def test_a_pickled_capture_carries_its_tables_not_the_records_built_from_them():
     assert again._exchanges is None and again._rows is None
     assert again.streams_table.equals(capture.streams_table)
     assert again.requests() == whole
+
+
+def test_workers_fork_on_linux_asked_for_by_name():
+    """Python 3.14 made forkserver the Linux default: replay still forks there."""
+    import multiprocessing
+    import sys
+
+    method = lab.replay._context().get_start_method()
+    default = multiprocessing.get_context().get_start_method()
+    assert method == ("fork" if sys.platform == "linux" else default)
