@@ -6,11 +6,12 @@
     lab fake-server [--port N]         the scripted fake providers on loopback
     lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N]
-    lab report PATH [--out DIR]
+    lab report PATH [--out DIR] [--config FILE] [--workers N]
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
 
-Every command exits 0 on success, 2 on bad input with one line saying what was wrong.
+Every command exits 0 on success, 2 on bad input with one line saying what was wrong;
+``lab COMMAND --help`` says what each option does.
 """
 
 from __future__ import annotations
@@ -197,6 +198,38 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     return fixtures.cli(args)
 
 
+_WORKERS_HELP = (
+    "replay on N processes, this one included (default 1); results equal a serial replay's"
+)
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _providers() -> list[str]:
+    from lab.providers import PROVIDERS
+
+    return sorted(PROVIDERS)
+
+
+def _key_help() -> str:
+    from lab.providers import get_adapter
+
+    parts = []
+    for name in _providers():
+        adapter = get_adapter(name)
+        parts.append(f"{name}: {' or '.join(adapter.api_key_envs or (adapter.api_key_env,))}")
+    return "; ".join(parts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lab", description="Stream Lab: record, replay and tabulate LLM provider streams."
@@ -207,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="record every bundled fake scenario, replay, print tables, write plots"
     )
     d.add_argument("--out", default="lab-demo", help="output directory (default: lab-demo)")
-    d.add_argument("--n", type=int, default=3, help="recordings per scenario (default 3)")
+    d.add_argument("--n", type=_positive, default=3, help="recordings per scenario (default 3)")
     d.add_argument("--quiet", action="store_true", help="no progress bars")
     d.set_defaults(func=cmd_demo)
 
@@ -215,18 +248,37 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--port", type=int, default=0, help="port (0 = any free port)")
     f.set_defaults(func=cmd_fake_server)
 
-    r = sub.add_parser("record", help="record live streams into a capture")
-    r.add_argument("--provider", required=True)
-    r.add_argument("--model", required=True)
-    r.add_argument("--prompt", required=True)
-    r.add_argument("--base-url", default=None)
-    r.add_argument("--n", type=int, default=1)
-    r.add_argument("--out", default="captures")
-    r.add_argument("--label", default=None)
+    r = sub.add_parser(
+        "record",
+        help="record live streams into a capture",
+        description="Send one prompt to a provider, stream the answer and record it byte for "
+        "byte (every read, its timing, every degradation attempt) into a new recording "
+        "directory under --out. The API key comes from the provider's environment variable: "
+        + _key_help()
+        + ". It is sent, never written to the capture.",
+    )
+    r.add_argument("--provider", required=True, help="one of: " + ", ".join(_providers()))
+    r.add_argument("--model", required=True, help="the model name as the provider spells it")
+    r.add_argument("--prompt", required=True, help="the user message")
+    r.add_argument(
+        "--base-url",
+        default=None,
+        help="another endpoint of the provider's API family, e.g. a vLLM server "
+        "(default: the provider's public API; 'custom' needs one)",
+    )
+    r.add_argument("--n", type=_positive, default=1, help="how many times (default 1)")
+    r.add_argument("--out", default="captures", help="capture root directory (default: captures)")
+    r.add_argument("--label", default=None, help="a label stored with the recording")
     r.set_defaults(func=cmd_record)
 
-    rp = sub.add_parser("replay", help="replay captures through the full stack")
-    rp.add_argument("path")
+    rp = sub.add_parser(
+        "replay",
+        help="replay captures through the full stack",
+        description="Replay every logical request of a capture offline through "
+        "normalization, guards, the degradation ladder and the processor (the code that "
+        "ran live), and print one row per stream.",
+    )
+    rp.add_argument("path", help="a recording directory, a root of recordings, a .parquet, a glob")
     rp.add_argument("--config", default=None, help="a LabConfig / SpillGuardConfig JSON file")
     rp.add_argument(
         "--compare",
@@ -234,38 +286,62 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CONFIG",
         help="A/B: streams whose output changes under CONFIG",
     )
-    rp.add_argument("--workers", type=int, default=None)
+    rp.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
     rp.set_defaults(func=cmd_replay)
 
-    rep = sub.add_parser("report", help="tables and plots for captures")
-    rep.add_argument("path")
-    rep.add_argument("--out", default="lab-report")
-    rep.add_argument("--config", default=None)
-    rep.add_argument("--workers", type=int, default=None)
+    rep = sub.add_parser(
+        "report",
+        help="tables and plots for captures",
+        description="Replay a capture and write its plots and an HTML report under --out.",
+    )
+    rep.add_argument("path", help="a recording directory, a root of recordings, a .parquet, a glob")
+    rep.add_argument("--out", default="lab-report", help="output directory (default: lab-report)")
+    rep.add_argument("--config", default=None, help="a LabConfig / SpillGuardConfig JSON file")
+    rep.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
     rep.set_defaults(func=cmd_report)
 
     fx = sub.add_parser("fixtures", help="regression fixtures from captured streams")
     fx_sub = fx.add_subparsers(dest="fixtures_command", required=True)
     ex = fx_sub.add_parser("export", help="export streams as regression fixtures")
-    ex.add_argument("path")
+    ex.add_argument("path", help="the capture the streams are in")
     ex.add_argument("--stream", action="append", required=True, help="stream id (repeatable)")
-    ex.add_argument("--name", default=None)
-    ex.add_argument("--dest", default="tests/fixtures")
+    ex.add_argument(
+        "--name", default=None, help="fixture name (default: MODEL-BACKEND-<end of the stream id>)"
+    )
+    ex.add_argument(
+        "--dest", default="tests/fixtures", help="where fixtures go (default: tests/fixtures)"
+    )
     ex.add_argument("--force", action="store_true", help="replace an existing fixture directory")
     sh = fx_sub.add_parser(
         "shrink", help="shrink a stream to the smallest one that keeps a property"
     )
-    sh.add_argument("path")
-    sh.add_argument("--stream", required=True)
+    sh.add_argument("path", help="the capture the stream is in")
+    sh.add_argument("--stream", required=True, help="stream id")
     sh.add_argument(
         "--predicate",
         required=True,
         help="spill_guard | guard=NAME | classifier=NAME | anomaly=NAME | error_type=TYPE",
     )
-    sh.add_argument("--name", default=None)
-    sh.add_argument("--dest", default="tests/fixtures")
-    sh.add_argument("--granularity", choices=["events", "reads"], default="events")
-    sh.add_argument("--max-replays", type=int, default=2000)
+    sh.add_argument(
+        "--name",
+        default=None,
+        help="fixture name (default: MODEL-BACKEND-<end of the stream id>-shrunk)",
+    )
+    sh.add_argument(
+        "--dest", default="tests/fixtures", help="where fixtures go (default: tests/fixtures)"
+    )
+    sh.add_argument(
+        "--granularity",
+        choices=["events", "reads"],
+        default="events",
+        help="remove whole SSE events or single network reads (default: events)",
+    )
+    sh.add_argument(
+        "--max-replays",
+        type=_positive,
+        default=2000,
+        help="give up shrinking after this many replays (default 2000)",
+    )
     sh.add_argument("--force", action="store_true", help="replace an existing fixture directory")
     fx.set_defaults(func=cmd_fixtures)
     return p

@@ -138,3 +138,33 @@ def test_record_says_when_the_stream_failed(tmp_path, capsys):
     assert "stream error (api_error): openrouter connection failed" in capsys.readouterr().err
     (row,) = lab.capture.open(tmp_path).streams.itertuples()
     assert row.end_reason == "read_error" and "ConnectError" in row.error
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "captures", "--workers", "0"],
+        ["report", "captures", "--workers", "-2"],
+        ["record", "--provider", "openrouter", "--model", "m", "--prompt", "p", "--n", "0"],
+        ["demo", "--n", "zero"],
+    ],
+)
+def test_a_count_below_one_is_refused_with_one_clear_line(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(("must be at least 1, got 0", "must be at least 1, got -2", "'zero'"))
+
+
+def test_record_help_names_every_provider_and_its_key_variable(capsys):
+    from lab.providers import PROVIDERS, get_adapter
+
+    with pytest.raises(SystemExit):
+        main(["record", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for name in PROVIDERS:
+        adapter = get_adapter(name)
+        for env in adapter.api_key_envs or (adapter.api_key_env,):
+            assert f"{name}: {env}" in out or f"or {env}" in out
+        assert name in out.split("one of:")[1]
