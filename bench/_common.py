@@ -23,7 +23,9 @@ __all__ = [
     "median_time",
     "openrouter_body",
     "openrouter_chunks",
+    "bracketed_ratio",
     "paired_medians",
+    "paired_times",
     "verdict",
 ]
 
@@ -146,11 +148,11 @@ def median_time(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1) -> f
     return statistics.median(times)
 
 
-def paired_medians(
+def paired_times(
     fns: dict[str, Callable[[], Any]], *, repeat: int = 5, warmup: int = 1
-) -> dict[str, float]:
-    """Median wall time of each function, runs interleaved (A B C A B C ...) so that noise
-    from other tenants hits every contender alike."""
+) -> dict[str, list[float]]:
+    """Wall times of each function, runs interleaved (A B C A B C ...) so that noise from
+    other tenants hits every contender alike; the collector runs before each timed call."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -161,7 +163,24 @@ def paired_medians(
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def paired_medians(
+    fns: dict[str, Callable[[], Any]], *, repeat: int = 5, warmup: int = 1
+) -> dict[str, float]:
+    """Median wall time of each function over :func:`paired_times`' interleaved runs."""
+    return {
+        k: statistics.median(v) for k, v in paired_times(fns, repeat=repeat, warmup=warmup).items()
+    }
+
+
+def bracketed_ratio(base: list[float], other: list[float]) -> float:
+    """Median over rounds of base / other, where round i's base is the mean of base runs i
+    and i + 1 (``base`` has one run more than ``other``): each ``other`` run is compared
+    with the base runs on either side of it, which cancels a drift between them."""
+    assert len(base) == len(other) + 1
+    return statistics.median((base[i] + base[i + 1]) / 2 / other[i] for i in range(len(other)))
 
 
 def machine_notes() -> str:
