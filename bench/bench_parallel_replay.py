@@ -50,9 +50,16 @@ def record_capture(root: str, n: int) -> tuple[Path, int]:
 
 
 def _cpu(fn) -> float:
-    """CPU seconds of this process and its (finished) children while running ``fn``."""
+    """CPU seconds of this process and its children while running ``fn``.
+
+    Replay returns before its children have exited (a thread reaps them); their CPU time
+    is counted once they have, so wait for that."""
+    import multiprocessing
+
     a = os.times()
     fn()
+    while multiprocessing.active_children():
+        time.sleep(0.001)
     b = os.times()
     return (b.user + b.system + b.children_user + b.children_system) - (
         a.user + a.system + a.children_user + a.children_system
