@@ -145,7 +145,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     key = adapter.api_key_from_env()
     if not key and not args.base_url:
-        names = " or ".join(adapter.api_key_envs or (adapter.api_key_env,))
+        names = _key_names(adapter)
         raise UsageError(
             f"no API key: set {names} (or pass --base-url to a server that needs none)"
         )
@@ -201,6 +201,9 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 _WORKERS_HELP = (
     "replay on N processes, this one included (default 1); results equal a serial replay's"
 )
+_PATH_HELP = "a recording directory, a root of recordings, a .parquet, a glob"
+_CONFIG_HELP = "a LabConfig / SpillGuardConfig JSON file"
+_DEST_HELP = "where fixtures go (default: tests/fixtures)"
 
 
 def _positive(text: str) -> int:
@@ -220,14 +223,15 @@ def _providers() -> list[str]:
     return sorted(PROVIDERS)
 
 
+def _key_names(adapter: Any) -> str:
+    """The environment variable(s) an adapter reads its API key from (``A or B``)."""
+    return " or ".join(adapter.api_key_envs or (adapter.api_key_env,))
+
+
 def _key_help() -> str:
     from lab.providers import get_adapter
 
-    parts = []
-    for name in _providers():
-        adapter = get_adapter(name)
-        parts.append(f"{name}: {' or '.join(adapter.api_key_envs or (adapter.api_key_env,))}")
-    return "; ".join(parts)
+    return "; ".join(f"{name}: {_key_names(get_adapter(name))}" for name in _providers())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,8 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
         "normalization, guards, the degradation ladder and the processor (the code that "
         "ran live), and print one row per stream.",
     )
-    rp.add_argument("path", help="a recording directory, a root of recordings, a .parquet, a glob")
-    rp.add_argument("--config", default=None, help="a LabConfig / SpillGuardConfig JSON file")
+    rp.add_argument("path", help=_PATH_HELP)
+    rp.add_argument("--config", default=None, help=_CONFIG_HELP)
     rp.add_argument(
         "--compare",
         default=None,
@@ -294,9 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="tables and plots for captures",
         description="Replay a capture and write its plots and an HTML report under --out.",
     )
-    rep.add_argument("path", help="a recording directory, a root of recordings, a .parquet, a glob")
+    rep.add_argument("path", help=_PATH_HELP)
     rep.add_argument("--out", default="lab-report", help="output directory (default: lab-report)")
-    rep.add_argument("--config", default=None, help="a LabConfig / SpillGuardConfig JSON file")
+    rep.add_argument("--config", default=None, help=_CONFIG_HELP)
     rep.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
     rep.set_defaults(func=cmd_report)
 
@@ -308,9 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument(
         "--name", default=None, help="fixture name (default: MODEL-BACKEND-<end of the stream id>)"
     )
-    ex.add_argument(
-        "--dest", default="tests/fixtures", help="where fixtures go (default: tests/fixtures)"
-    )
+    ex.add_argument("--dest", default="tests/fixtures", help=_DEST_HELP)
     ex.add_argument("--force", action="store_true", help="replace an existing fixture directory")
     sh = fx_sub.add_parser(
         "shrink", help="shrink a stream to the smallest one that keeps a property"
@@ -327,9 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="fixture name (default: MODEL-BACKEND-<end of the stream id>-shrunk)",
     )
-    sh.add_argument(
-        "--dest", default="tests/fixtures", help="where fixtures go (default: tests/fixtures)"
-    )
+    sh.add_argument("--dest", default="tests/fixtures", help=_DEST_HELP)
     sh.add_argument(
         "--granularity",
         choices=["events", "reads"],

@@ -141,30 +141,37 @@ def test_record_says_when_the_stream_failed(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "message"),
     [
-        ["replay", "captures", "--workers", "0"],
-        ["report", "captures", "--workers", "-2"],
-        ["record", "--provider", "openrouter", "--model", "m", "--prompt", "p", "--n", "0"],
-        ["demo", "--n", "zero"],
+        (["replay", "captures", "--workers", "0"], "must be at least 1, got 0"),
+        (["report", "captures", "--workers", "-2"], "must be at least 1, got -2"),
+        (
+            ["record", "--provider", "openrouter", "--model", "m", "--prompt", "p", "--n", "0"],
+            "must be at least 1, got 0",
+        ),
+        (["demo", "--n", "zero"], "not a whole number: 'zero'"),
     ],
 )
-def test_a_count_below_one_is_refused_with_one_clear_line(argv, capsys):
+def test_a_count_below_one_is_refused_with_one_clear_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.endswith(("must be at least 1, got 0", "must be at least 1, got -2", "'zero'"))
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(message)
 
 
 def test_record_help_names_every_provider_and_its_key_variable(capsys):
-    from lab.providers import PROVIDERS, get_adapter
-
     with pytest.raises(SystemExit):
         main(["record", "--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    for name in PROVIDERS:
-        adapter = get_adapter(name)
-        for env in adapter.api_key_envs or (adapter.api_key_env,):
-            assert f"{name}: {env}" in out or f"or {env}" in out
-        assert name in out.split("one of:")[1]
+    expected = {
+        "anthropic": "ANTHROPIC_API_KEY",
+        "custom": "CUSTOM_API_KEY",
+        "deepseek": "DEEPSEEK_API_KEY",
+        "google": "GEMINI_API_KEY or GOOGLE_API_KEY",
+        "nvidia": "NVIDIA_API_KEY",
+        "openai": "OPENAI_API_KEY",
+        "openrouter": "OPENROUTER_API_KEY",
+        "zai": "ZAI_API_KEY",
+    }
+    assert "; ".join(f"{p}: {env}" for p, env in expected.items()) in out
+    assert f"one of: {', '.join(expected)}" in out
