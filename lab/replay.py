@@ -51,8 +51,12 @@ def _gc_paused() -> Iterator[None]:
     A replay keeps every chunk it builds alive in its result, so the collector's full passes
     rescan a heap that only grows: at 200k chunks they were over a third of the time and
     made the cost per chunk grow with the stream. Replay makes no reference cycles worth
-    collecting mid-stream; the young generation is collected once on the way out, so that
-    cost stays inside the call. Only offline replay pauses; live recording never does.
+    collecting mid-stream; the young generation is collected on the way out, so that cost
+    stays inside the call (a nested pause collects too: parallel replay's own loop pauses
+    around its replays, and a collection per replay keeps that cost inside the work its
+    processes share out). When the collector was already off (parallel replay's children
+    run without it) nothing is collected: whoever turned it off does their own collecting.
+    Only offline replay pauses; live recording never does.
     """
     global _gc_depth, _gc_was_enabled
     with _gc_lock:
@@ -65,9 +69,11 @@ def _gc_paused() -> Iterator[None]:
     finally:
         with _gc_lock:
             _gc_depth -= 1
-            if _gc_depth == 0 and _gc_was_enabled:
+            collect = _gc_was_enabled
+            if _gc_depth == 0 and collect:
                 gc.enable()
-        gc.collect(0)
+        if collect:
+            gc.collect(0)
 
 
 def replay_sse(

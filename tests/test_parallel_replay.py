@@ -193,3 +193,60 @@ def test_workers_fork_on_linux_asked_for_by_name():
     method = lab.replay._context().get_start_method()
     default = multiprocessing.get_context().get_start_method()
     assert method == ("fork" if sys.platform == "linux" else default)
+
+
+def _young_collections(fn) -> list[int]:
+    """The generations the collector ran on while ``fn()`` ran."""
+    import gc
+
+    seen: list[int] = []
+
+    def note(phase, info):  # noqa: ANN001
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        fn()
+    finally:
+        gc.callbacks.remove(note)
+    return seen
+
+
+def _replay_one() -> None:
+    from lab.replay import replay_sse
+
+    replay_sse("openrouter", b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n')
+
+
+def test_a_replay_collects_the_young_generation_once_and_turns_the_collector_back_on():
+    import gc
+
+    assert gc.isenabled()
+    assert _young_collections(_replay_one) == [0]
+    assert gc.isenabled()
+
+
+def test_a_replay_leaves_a_collector_that_was_off_alone():
+    # parallel replay's children run with the collector off: no collection per replay there
+    import gc
+
+    gc.disable()
+    try:
+        assert _young_collections(_replay_one) == []
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_nested_pauses_collect_per_replay_and_restore_the_collector_at_the_outermost_exit():
+    import gc
+
+    def twice_inside_a_pause() -> None:
+        with lab.replay._gc_paused():
+            _replay_one()
+            _replay_one()
+            assert not gc.isenabled()
+
+    assert _young_collections(twice_inside_a_pause) == [0, 0, 0]
+    assert gc.isenabled()
