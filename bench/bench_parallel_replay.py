@@ -21,7 +21,6 @@ share of that ceiling too.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -31,7 +30,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Table, bracketed_ratio, machine_notes, paired_times, verdict  # noqa: E402
+from _common import (  # noqa: E402
+    Table,
+    bracketed_ratio,
+    machine_notes,
+    paired_times,
+    timed_call,
+    verdict,
+)
 
 TARGET = 1.7
 
@@ -135,10 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         # baseline run on either side of it (bracketed_ratio), which cancels drift
         for name in ("workers=1", "spin, 1 process"):
             if name in contenders:
-                gc.collect()
-                t0 = time.perf_counter()
-                contenders[name]()
-                times[name].append(time.perf_counter() - t0)
+                times[name].append(timed_call(contenders[name]))
         cpu1 = _cpu(lambda: replay(path, workers=1))
         cpun = _cpu(lambda: replay(path, workers=args.workers))
     t = {k: statistics.median(v) for k, v in times.items()}
