@@ -78,9 +78,10 @@ def reads_record(exchange: int, reads: list[bytes], ts: list[int]) -> list[bytes
     if sys.byteorder != "little":  # pragma: no cover - the format is little-endian
         times.byteswap()
         lengths.byteswap()
-    size = len(count) + 8 * len(times) + 4 * len(lengths) + sum(lengths)
+    data = b"".join(reads)
+    size = len(count) + 8 * len(times) + 4 * len(lengths) + len(data)
     head = REC.pack(b"R", exchange, size) + count + times.tobytes() + lengths.tobytes()
-    return [head, b"".join(reads)]
+    return [head, data]
 
 
 @dataclass
