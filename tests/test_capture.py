@@ -766,3 +766,22 @@ def test_close_does_not_wait_out_a_long_journal_interval(tmp_path):
     assert time.monotonic() - t0 < 30  # not 600: close interrupts the flusher's pause
     [ex] = open_capture(w.path).exchanges()
     assert ex.reads == [b"data: x\n\n"]
+
+
+def test_a_writer_starts_its_threads_when_created_and_none_while_recording(tmp_path):
+    # starting a thread waits for it: none may start between a request and its last read
+    def threads_of(w: CaptureWriter) -> set[str]:
+        return {t.name for t in threading.enumerate() if w.capture_id in t.name}
+
+    w = CaptureWriter(tmp_path, capture_id="threads-up-front")
+    started = threads_of(w)
+    assert started == {"lab-journal-threads-up-front", "lab-capture-threads-up-front"}
+    record(w, [b"data: x\n\n"])
+    record(w, [b"data: y\n\n"], stream_id="s2")
+    assert threads_of(w) == started
+    w.close()
+    assert threads_of(w) == set()
+    assert [ex.reads for ex in open_capture(w.path).exchanges()] == [
+        [b"data: x\n\n"],
+        [b"data: y\n\n"],
+    ]

@@ -333,9 +333,14 @@ class CaptureWriter:
         self.flush_interval = flush_interval
         self._closed = False
         self._stopping = False
-        self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.parts: list[Path] = []
+        # started here, not when the first exchange ends: starting a thread waits for it,
+        # and that wait would land at the end of a recorded stream
+        self._thread = threading.Thread(
+            target=self._run, name=f"lab-capture-{self.capture_id}", daemon=True
+        )
+        self._thread.start()
 
     # -- context manager -------------------------------------------------------------------
 
@@ -470,11 +475,6 @@ class CaptureWriter:
         with self._cond:
             self._live.discard(recorder)
             self._pending.append(item)
-            if self._thread is None and not self._stopping:
-                self._thread = threading.Thread(
-                    target=self._run, name=f"lab-capture-{self.capture_id}", daemon=True
-                )
-                self._thread.start()
             self._cond.notify_all()
 
     def _run(self) -> None:
