@@ -251,9 +251,14 @@ def replay(
 
 
 def _progress_bar(total: int) -> Any:
+    """A tqdm bar without tqdm's monitor thread: parallel replay forks with the bar open,
+    and a thread alive at a fork is what Python 3.12+ warns about (a lock it held stays
+    held in the child). The replay updates the bar every few ms, so the monitor, which
+    redraws bars left idle for 10 s, has nothing to do."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="replay", unit="stream")
+    bar = type("_ReplayBar", (tqdm,), {"monitor_interval": 0})
+    return bar(total=total, desc="replay", unit="stream")
 
 
 # -- parallel replay -------------------------------------------------------------------------
@@ -353,6 +358,7 @@ def _replay_parallel(
     done: dict[int, list[StreamResult]] = {}
     children: list[Any] = []
     folder = tempfile.mkdtemp(prefix="lab-replay-")
+    _join_reapers()
 
     waiting: set[int] = set()  # claimed by a child, not loaded yet
     seen = 0  # shares below this one are in `done` or in `waiting`
@@ -419,12 +425,28 @@ def _replay_parallel(
             bar.close()
 
 
+_reapers: list[threading.Thread] = []
+
+
 def _reap(children: list[Any]) -> None:
     """Join children on a daemon thread (they exit on their own, having delivered all)."""
     if children:
-        threading.Thread(
+        reaper = threading.Thread(
             target=lambda: [c.join() for c in children], name="lab-replay-reap", daemon=True
-        ).start()
+        )
+        reaper.start()
+        _reapers.append(reaper)
+
+
+def _join_reapers() -> None:
+    """Wait for the children of earlier parallel replays to exit (they have delivered
+    everything; a few ms at most), so that no reaper thread is alive at the next fork."""
+    while True:
+        try:
+            reaper = _reapers.pop()
+        except IndexError:  # none left (another thread may have taken the last)
+            return
+        reaper.join()
 
 
 def compare(captures: Any, config_a: Any, config_b: Any) -> Any:

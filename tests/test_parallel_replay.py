@@ -250,3 +250,34 @@ def test_nested_pauses_collect_per_replay_and_restore_the_collector_at_the_outer
 
     assert _young_collections(twice_inside_a_pause) == [0, 0, 0]
     assert gc.isenabled()
+
+
+def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch, capsys):
+    # Python 3.12+ warns when a process with threads forks (a lock a thread holds stays
+    # held in the child); replay's own progress bar and reaper must not be such threads
+    import multiprocessing
+    import threading
+    import time
+
+    before = {t.ident for t in threading.enumerate()}
+    at_fork: list[set[str]] = []
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def start(self):
+        at_fork.append({t.name for t in threading.enumerate() if t.ident not in before})
+        return real_start(self)
+
+    real_child = lab.replay._child_main
+
+    def slow_to_exit(*args):
+        real_child(*args)
+        time.sleep(0.3)  # delivered everything; its reaper is still waiting at the next fork
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    monkeypatch.setattr(lab.replay, "_child_main", slow_to_exit)
+    first = replay(CAPTURES, workers=2, progress=True)
+    assert [t.name for t in threading.enumerate()].count("lab-replay-reap") == 1
+    second = replay(CAPTURES, workers=2, progress=True)
+    assert [_full(r) for r in first] == [_full(r) for r in second] == serial
+    assert at_fork == [set(), set()]
+    assert "replay: 100%" in capsys.readouterr().err
