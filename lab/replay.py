@@ -286,6 +286,15 @@ def _context() -> Any:
     on the benchmark it was also slower, 1.36x against 1.66x, docs/PERFORMANCE.md.)
     Elsewhere the platform's default (spawn on macOS and Windows): the Capture is pickled
     to the children.
+
+    Python 3.12+ warns (``DeprecationWarning``, hidden outside tests by default) whenever a
+    process with more than one OS thread forks, since a lock another thread holds stays
+    held in the child. Once a capture has been read, pyarrow's thread pools are such
+    threads, so the warning comes with every parallel replay there. Arrow re-creates its
+    pools in a forked child; the children run only the replay (no logging, no printing,
+    no progress bar), and none of the lab's own threads is alive at the fork (the bar has
+    no monitor thread; earlier replays' reapers are joined first). A thread of the
+    caller's that holds a lock the replay needs is the one case this cannot rule out.
     """
     if sys.platform == "linux":
         return multiprocessing.get_context("fork")
