@@ -268,15 +268,18 @@ def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch
         return real_start(self)
 
     real_child = lab.replay._child_main
+    gate = lab.replay._context().Event()
 
     def slow_to_exit(*args):
         real_child(*args)
-        time.sleep(0.3)  # delivered everything; its reaper is still waiting at the next fork
+        gate.wait(30)  # delivered everything; exits when the test lets it ...
+        time.sleep(0.2)  # ... and not at once: its reaper is still waiting at the next fork
 
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
     monkeypatch.setattr(lab.replay, "_child_main", slow_to_exit)
     first = replay(CAPTURES, workers=2, progress=True)
     assert [t.name for t in threading.enumerate()].count("lab-replay-reap") == 1
+    gate.set()
     second = replay(CAPTURES, workers=2, progress=True)
     assert [_full(r) for r in first] == [_full(r) for r in second] == serial
     assert at_fork == [set(), set()]
