@@ -14,6 +14,7 @@ body differs from the recorded one, or for more attempts than were recorded, the
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import multiprocessing
@@ -251,14 +252,18 @@ def replay(
 
 
 def _progress_bar(total: int) -> Any:
-    """A tqdm bar without tqdm's monitor thread: parallel replay forks with the bar open,
-    and a thread alive at a fork is what Python 3.12+ warns about (a lock it held stays
-    held in the child). The replay updates the bar every few ms, so the monitor, which
-    redraws bars left idle for 10 s, has nothing to do."""
+    return _bar_class()(total=total, desc="replay", unit="stream")
+
+
+@functools.cache
+def _bar_class() -> type:
+    """tqdm without its monitor thread: parallel replay forks with the bar open, and a
+    thread alive at a fork is what Python 3.12+ warns about (a lock it held stays held in
+    the child). The replay updates the bar every few ms, so the monitor, which redraws
+    bars left idle for 10 s, has nothing to do."""
     from tqdm.auto import tqdm
 
-    bar = type("_ReplayBar", (tqdm,), {"monitor_interval": 0})
-    return bar(total=total, desc="replay", unit="stream")
+    return type("_ReplayBar", (tqdm,), {"monitor_interval": 0})
 
 
 # -- parallel replay -------------------------------------------------------------------------
