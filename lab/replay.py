@@ -47,7 +47,8 @@ _gc_was_enabled = False
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while one replay runs (thread-safe, nestable).
+    """Pause the cyclic GC while one replay runs, or while records are built for replay
+    (thread-safe, nestable).
 
     A replay keeps every chunk it builds alive in its result, so the collector's full passes
     rescan a heap that only grows: at 200k chunks they were over a third of the time and
@@ -237,7 +238,11 @@ def replay(
         plan = source if isinstance(source, list) else source.request_plan()
         if len(plan) > 1:
             return _replay_parallel(source, plan, cfg, workers, progress)
-    requests = source if isinstance(source, list) else source.requests()
+    if isinstance(source, list):
+        requests = source
+    else:  # thousands of long-lived records: the collector would only rescan them
+        with _gc_paused():
+            requests = source.requests()
     bar = _progress_bar(len(requests)) if progress else None
     results: list[StreamResult] = []
     try:

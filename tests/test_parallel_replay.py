@@ -256,6 +256,23 @@ def test_nested_pauses_collect_per_replay_and_restore_the_collector_at_the_outer
     assert gc.isenabled()
 
 
+def test_serial_replay_builds_its_records_with_the_collector_paused(monkeypatch):
+    # the records live as long as the replay: a collection while building them only rescans
+    import gc
+
+    built: list[bool] = []
+
+    class Source:
+        def requests(self):
+            built.append(gc.isenabled())
+            return []
+
+    monkeypatch.setattr(lab.replay, "_open_source", lambda _: Source())
+    assert replay("a capture") == []
+    assert built == [False]
+    assert gc.isenabled()
+
+
 def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch, capsys):
     # Python 3.12+ warns when a process with threads forks (a lock a thread holds stays
     # held in the child); replay's own progress bar and reaper must not be such threads
