@@ -287,8 +287,9 @@ def _read_parts(parts: list[Path]) -> list[tuple[str, pa.Table, dict, dict, int]
     """Every part, read on a few threads (pyarrow decodes without the GIL: on a recording of
     many small parts this halves the time); the first bad part in order raises.
 
-    One thread per core and one more, at most 8: starting a thread costs ~1 ms here, and
-    on 2 cores 8 threads opened the benchmark's capture in 36 ms where 3 took 29 ms."""
+    One thread per core and one more, at most 8: starting a thread costs ~1 ms on these VMs,
+    and on 2 cores 8 threads opened benchmark 5's capture in 27.7 ms where 3 took 26.1
+    (medians of 79 interleaved opens)."""
     workers = min(8, len(parts), (os.cpu_count() or 1) + 1)
     if workers < 2:
         return [_read_part(p) for p in parts]
