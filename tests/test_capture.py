@@ -32,6 +32,7 @@ from lab.capture import (
 from lab.capture import (
     open as open_capture,
 )
+from lab.capture.journal import JournalWriter
 from lab.capture.schema import CHUNKS_SCHEMA, STREAMS_SCHEMA
 
 CANARY = "sk-canary-7f3a9c2e41d8"
@@ -441,7 +442,7 @@ def test_sigkill_mid_stream_leaves_readable_files(tmp_path):
     try:
         line = proc.stdout.readline()
         assert line.strip() == b"READY", proc.stderr.read()
-        time.sleep(0.1)  # the journal flusher writes in-flight reads within 5 ms
+        time.sleep(0.5)  # the flusher writes a paused stream's reads within 50 ms
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -648,8 +649,9 @@ def test_flush_interval_batches_exchanges_into_few_parts(tmp_path):
 def _journal_snapshot(w: CaptureWriter, tmp_path: Path) -> Capture:
     """What a SIGKILL right now would leave behind, opened."""
     import shutil
+    import tempfile
 
-    snapshot = tmp_path / "snap" / w.capture_id
+    snapshot = Path(tempfile.mkdtemp(prefix="snap", dir=tmp_path)) / w.capture_id
     shutil.copytree(w.path, snapshot)
     return open_capture(snapshot)
 
@@ -668,6 +670,87 @@ def test_reads_teed_between_flushes_come_back_from_the_journal_exactly(tmp_path)
     assert ex.reads == reads and ex.end_reason == "eof"
     assert len(ex.read_t_ns) == len(reads) and ex.read_t_ns == sorted(ex.read_t_ns)
     w.close()
+
+
+def _paced(reads: list[bytes], gap_s: float):
+    for chunk in reads:
+        time.sleep(gap_s)
+        yield chunk
+
+
+def test_a_flowing_stream_reaches_the_journal_from_its_own_thread_with_no_flusher(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(JournalWriter, "_run", lambda self: None)  # no flusher thread
+    w = CaptureWriter(
+        tmp_path / "live", capture_id="own", flush_interval=3600, journal_interval=0.001
+    )
+    rec = _start(w, "own")
+    reads = [b"data: %d\n\n" % k for k in range(30)]
+    it = rec.tee(_paced(reads, 0.002), on_error=lambda exc: None)  # 2 ms apart
+    got = [next(it) for _ in range(10)]  # next() k+2 writes read k, then fetches read k+1
+    assert got == reads[:10]
+    [ex] = _journal_snapshot(w, tmp_path).exchanges()
+    assert ex.end_reason == "incomplete" and ex.status == 200
+    assert ex.reads == reads[:9]
+    assert list(it) == reads[10:]
+    w.close()
+    [ex] = open_capture(w.path).exchanges()
+    assert ex.reads == reads and ex.end_reason == "eof"
+
+
+def test_a_paused_stream_reaches_the_journal_from_the_flusher(tmp_path):
+    w = CaptureWriter(
+        tmp_path / "live",
+        capture_id="paused",
+        flush_interval=3600,
+        journal_interval=600,  # the recording thread writes its first read, then not again
+        journal_idle_interval=0.02,
+    )
+    rec = _start(w, "paused")
+    reads = [b"data: %d\n\n" % k for k in range(3)] + [b"data: never\n\n"]
+    it = rec.tee(iter(reads), on_error=lambda exc: None)
+    assert [next(it) for _ in range(3)] == reads[:3]  # then the stream pauses
+    deadline = time.monotonic() + 10
+    while True:
+        [ex] = _journal_snapshot(w, tmp_path).exchanges()
+        if len(ex.reads) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert ex.reads == reads[:3] and ex.end_reason == "incomplete"
+    it.close()
+    w.close()
+
+
+def test_a_recording_thread_skips_its_journal_turn_while_another_thread_writes(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(JournalWriter, "_run", lambda self: None)  # no flusher thread
+    w = CaptureWriter(tmp_path / "live", capture_id="busy")
+    rec = _start(w, "busy")
+    journal = w._journal
+    journal.sync()  # the header
+    with journal._wlock:  # another thread is writing
+        rec._reads.append(b"data: x\n\n")
+        rec._ts.append(1)
+        t = threading.Thread(target=journal.write_reads, args=(rec.exchange,))
+        t.start()
+        t.join(5)
+        assert not t.is_alive()  # it did not wait for the lock
+    [ex] = _journal_snapshot(w, tmp_path).exchanges()
+    assert ex.reads == []
+    journal.write_reads(rec.exchange)
+    [ex] = _journal_snapshot(w, tmp_path).exchanges()
+    assert ex.reads == [b"data: x\n\n"]
+    rec.on_end("eof")
+    w.close()
+
+
+@pytest.mark.parametrize("interval, idle", [(-1, 0.05), (0.005, 0), (0.005, -1)])
+def test_journal_intervals_out_of_range_are_refused(tmp_path, interval, idle):
+    with pytest.raises(ValueError, match="journal intervals"):
+        CaptureWriter(tmp_path, journal_interval=interval, journal_idle_interval=idle)
+    assert list(tmp_path.iterdir()) == []  # refused before its directory was made
 
 
 def test_tee_records_a_failing_stream_and_reraises(tmp_path):

@@ -16,14 +16,17 @@ segment starts past 64 MiB). Records from concurrent exchanges interleave; each 
   versions, still read);
 - ``E``: JSON end record (end_reason, error, t_end_ns).
 
-Records are queued in memory and written in order, unbuffered (no fsync), by a flusher
-thread every few milliseconds and synchronously when an exchange ends (see
-``JournalWriter``). Reads are not queued one by one: the flusher packs each exchange's new
-reads into one ``R`` record straight from the recorder's lists (so a read costs the
-recording thread two list appends; a record per read cost it ~1 µs more). A process killed
-with SIGKILL leaves every finished exchange whole, at most the last few milliseconds of
-in-flight reads missing, and at most a torn final record, which the reader ignores. There is no per-exchange file to create. A segment is
-deleted once every exchange with records in it is in a Parquet part.
+Records are queued in memory and written in order, unbuffered (no fsync): by the recording
+thread itself, right after it has handed a read on, once ``interval`` (5 ms) has passed
+since it last wrote; by a flusher thread every ``idle_interval`` (50 ms), for streams that
+have paused; and synchronously when an exchange ends (see ``JournalWriter``). Reads are not
+queued one by one: each write packs an exchange's new reads into one ``R`` record straight
+from the recorder's lists (so a read costs the recording thread two list appends; a record
+per read cost it ~1 µs more). A process killed with SIGKILL leaves every finished exchange
+whole, at most the last ``interval`` of a flowing stream's reads missing (the last
+``idle_interval`` of a paused one's), and at most a torn final record, which the reader
+ignores. There is no per-exchange file to create. A segment is deleted once every exchange
+with records in it is in a Parquet part.
 
 The reader turns each exchange found here that is not already in a part into a row: with
 its recorded end reason when its ``E`` record made it, else end_reason ``"incomplete"``.
@@ -84,6 +87,15 @@ def reads_record(exchange: int, reads: list[bytes], ts: list[int]) -> list[bytes
     return [head, data]
 
 
+def check_intervals(interval: float, idle_interval: float) -> None:
+    """``ValueError`` unless ``interval`` >= 0 and ``idle_interval`` > 0 (seconds)."""
+    if not (interval >= 0 and idle_interval > 0):  # NaN fails too
+        raise ValueError(
+            "journal intervals must be journal_interval >= 0 and journal_idle_interval > 0 "
+            f"seconds (got {interval!r} and {idle_interval!r})"
+        )
+
+
 @dataclass
 class _Segment:
     path: Path
@@ -96,11 +108,22 @@ class JournalWriter:
     """Appends records for one recording; thread-safe; rotates and deletes segments.
 
     ``interval`` > 0 (default 5 ms): ``append`` only queues the record (a deque append,
-    no syscall) and a daemon thread writes everything queued every ``interval`` seconds in
-    one ``write``; ``sync()`` writes the queue now (``on_end`` calls it, so a finished
-    exchange is entirely on disk before ``on_end`` returns). A recorder killed mid-stream
-    loses at most the last ``interval`` of its in-flight reads, and that exchange is marked
+    no syscall). The recording thread calls ``write_reads(exchange)`` once ``interval`` has
+    passed since it last did (``ExchangeRecorder.tee``): the queue and that exchange's new
+    reads go out in one ``writev``, from the thread that has them, and a thread that finds
+    another one writing skips its turn instead of waiting. A daemon thread writes
+    everything every ``idle_interval`` (default 50 ms): it only matters for a stream that
+    has paused, whose last reads no new read will carry out. ``sync()`` writes everything
+    now (``end`` does, so a finished exchange is entirely on disk before ``on_end``
+    returns). A recorder killed mid-stream loses at most the last ``interval`` of a flowing
+    stream's reads (``idle_interval`` of a paused one's), and that exchange is marked
     incomplete anyway. ``interval`` = 0: every record is written by ``append`` itself.
+
+    Why the recording thread writes, not a thread ticking every 5 ms: on a busy 2-core
+    machine each tick woke a thread that needed the GIL, the kernel preempted a running one
+    for it (8x more involuntary context switches), and a stream read back-to-back from a
+    server in the same process ran ~5 % slower though the CPU spent was the same
+    (docs/PERFORMANCE.md, 4).
     """
 
     def __init__(
@@ -109,9 +132,12 @@ class JournalWriter:
         info: dict[str, Any],
         redaction: dict[str, Any],
         interval: float = 0.005,
+        idle_interval: float = 0.05,
     ):
+        check_intervals(interval, idle_interval)
         self.directory = directory
         self.interval = interval
+        self.idle_interval = idle_interval
         self.segment_bytes = SEGMENT_BYTES
         self.error: OSError | None = None
         self._g = json_record(b"G", NO_EXCHANGE, {"capture": info, "redaction": redaction})
@@ -174,16 +200,31 @@ class JournalWriter:
             self.sync()
 
     def sync(self) -> None:
-        """Write everything queued so far, in order."""
+        """Write everything queued so far, and every exchange's new reads, in order."""
         with self._wlock:
             self._drain()
 
-    def _drain(self) -> None:
+    def write_reads(self, exchange: int) -> None:
+        """Write the queue and ``exchange``'s new reads now, unless another thread is
+        writing (then skip: the caller tries again at its next read, and the flusher
+        catches a stream that has no next read)."""
+        if self._wlock.acquire(False):
+            try:
+                self._drain(exchange)
+            finally:
+                self._wlock.release()
+
+    def _drain(self, only: int | None = None) -> None:
         queue = self._queue
         items = [queue.popleft() for _ in range(len(queue))]
         buffers = [record for _, record in items]
         live = {k for k, _ in items}
-        for k, entry in list(self._tracked.items()):
+        if only is None:
+            tracked = list(self._tracked.items())
+        else:
+            entry = self._tracked.get(only)
+            tracked = [] if entry is None else [(only, entry)]
+        for k, entry in tracked:
             reads, ts, done = entry
             n = len(ts)  # a read is appended before its time: both are there up to len(ts)
             if n > done:
@@ -208,9 +249,9 @@ class JournalWriter:
 
     def _run(self) -> None:
         while not self._closed:
-            if self._queue or self._tracked:  # exchanges in flight: their reads, every tick
+            if self._queue or self._tracked:  # in flight: what their threads have not written
                 self.sync()
-                self._stop.wait(self.interval)
+                self._stop.wait(self.idle_interval)
             else:
                 self._wake.clear()
                 if not (self._queue or self._tracked):

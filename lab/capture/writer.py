@@ -6,10 +6,12 @@ One ``CaptureWriter`` is one recording: one ``capture_id`` and one directory
 1. ``exchange(...)`` redacts the request and appends its header record to the recording's
    journal (``journal-<n>.journal``, shared by all exchanges; see ``journal.py``).
 2. ``on_response`` queues one small record for the journal (a deque append: no syscall,
-   no Parquet work); ``on_read`` only appends the read and its time to two lists. A
-   flusher thread writes the queue, plus each exchange's new reads packed into one
-   record, every ``journal_interval`` (5 ms); ``on_end`` writes the rest and its end
-   record before returning (``journal_interval=0``: written in the caller, every call).
+   no Parquet work); ``on_read`` appends the read and its time to two lists and, once
+   ``journal_interval`` (5 ms) has passed since it last did, writes the queue and the
+   exchange's new reads packed into one record (``tee`` does so after handing the read
+   on). A flusher thread writes whatever is left every ``journal_idle_interval`` (50 ms),
+   for streams that have paused; ``on_end`` writes the rest and its end record before
+   returning (``journal_interval=0``: written in the caller, every call).
 3. A finished exchange (its ``E`` record is in the journal) is queued for a
    background thread, which writes the queued exchanges together as ``chunks-<n>.parquet``
    then ``streams-<n>.parquet`` (each written as a hidden ``.*.tmp`` file, then
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.capture.errors import CaptureError
-from lab.capture.journal import JournalWriter, bytes_record, json_record
+from lab.capture.journal import JournalWriter, bytes_record, check_intervals, json_record
 from lab.capture.redact import REDACTION_POLICY, Redactor
 from lab.capture.schema import END_REASONS, capture_info, schema_for
 
@@ -97,6 +99,9 @@ class ExchangeRecorder:
         "_ts",
         "_append",
         "_sync_reads",
+        "_write_reads",
+        "_interval_ns",
+        "_due",
         "_ended",
         "_lock",
         "_note",
@@ -116,6 +121,9 @@ class ExchangeRecorder:
         journal = writer._journal
         self._append = journal.append
         self._sync_reads = journal.sync if not journal.interval else None
+        self._write_reads = journal.write_reads
+        self._interval_ns = int(journal.interval * 1e9)
+        self._due = 0  # on_read writes the journal when a read's offset reaches this
         header = dict(row)
         body = header.pop("_body")
         journal.begin(
@@ -161,21 +169,25 @@ class ExchangeRecorder:
     def on_read(self, data: bytes) -> None:
         """One network read (timestamps itself with ``time.monotonic_ns() - t0``).
 
-        The hot path of recording: two list appends. The journal's flusher packs the new
-        reads into one record every few milliseconds (``JournalWriter``).
+        The hot path of recording: two list appends; once ``journal_interval`` has passed
+        since the last time, the exchange's new reads are packed into one journal record
+        and written (``JournalWriter.write_reads``).
         """
         t = _monotonic_ns() - self._t0
         if self._ended or not data:
             return
         if type(data) is not bytes:
             data = bytes(data)
-        self._reads.append(data)  # the read before its time: the flusher relies on it
+        self._reads.append(data)  # the read before its time: the journal relies on it
         self._ts.append(t)
-        if self._sync_reads is not None:  # journal_interval=0: on disk before returning
-            try:
+        try:
+            if self._sync_reads is not None:  # journal_interval=0: on disk before returning
                 self._sync_reads()
-            except (OSError, ValueError):  # disk trouble: the copy in memory reaches Parquet
-                pass
+            elif t >= self._due:
+                self._due = t + self._interval_ns
+                self._write_reads(self.exchange)
+        except (OSError, ValueError):  # disk trouble: the copy in memory reaches Parquet
+            pass
 
     def tee(
         self, chunks: Iterable[bytes], on_error: Callable[[BaseException], None]
@@ -183,10 +195,13 @@ class ExchangeRecorder:
         """Yield ``chunks`` unchanged, recording each as a read: the hot loop of recording.
 
         What ``on_read`` does, inlined (a method call per read cost ~55 ns, a tenth of the
-        recorder's cost per read). ``on_end("eof")`` when the chunks run out;
-        ``on_error(exc)`` when iterating them raises (then the exception propagates).
+        recorder's cost per read), except that the journal is written after the read has
+        been handed on, when the consumer asks for the next one. ``on_end("eof")`` when the
+        chunks run out; ``on_error(exc)`` when iterating them raises (then the exception
+        propagates).
         """
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
+        write, k, step, due = self._write_reads, self.exchange, self._interval_ns, 0
         try:
             for data in chunks:
                 t = _monotonic_ns() - t0
@@ -199,6 +214,12 @@ class ExchangeRecorder:
                         except (OSError, ValueError):  # disk trouble: Parquet still gets it
                             pass
                 yield data
+                if t >= due and sync is None:  # the journal's turn, the read handed on
+                    due = t + step
+                    try:
+                        write(k)
+                    except (OSError, ValueError):  # disk trouble: Parquet still gets it
+                        pass
         except GeneratorExit:  # the consumer stopped early: the transport records it
             raise
         except BaseException as exc:
@@ -211,6 +232,7 @@ class ExchangeRecorder:
     ) -> AsyncIterator[bytes]:
         """:meth:`tee` for an async stream."""
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
+        write, k, step, due = self._write_reads, self.exchange, self._interval_ns, 0
         try:
             async for data in chunks:
                 t = _monotonic_ns() - t0
@@ -223,6 +245,12 @@ class ExchangeRecorder:
                         except (OSError, ValueError):
                             pass
                 yield data
+                if t >= due and sync is None:
+                    due = t + step
+                    try:
+                        write(k)
+                    except (OSError, ValueError):
+                        pass
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -286,6 +314,17 @@ class CaptureWriter:
     """One recording: ``with CaptureWriter(root) as w: rec = w.exchange(...)``.
 
     Thread-safe: exchanges may be recorded concurrently from many threads.
+
+    **Parameters**
+    - **root** – the captures root; this recording goes in ``root/<capture_id>/``.
+    - **label** – a free-form tag stored in every file's footer.
+    - **capture_id** – default: a new time-ordered id; an existing one is refused.
+    - **flush_interval** – seconds a finished exchange may wait before its Parquet part
+      is written (default 1 s).
+    - **journal_interval** – seconds a flowing stream's reads may wait in memory before
+      its thread writes them to the journal (default 5 ms; 0: every read, at once).
+    - **journal_idle_interval** – how often the flusher thread writes what a paused
+      stream's thread could not (default 50 ms).
     """
 
     def __init__(
@@ -296,7 +335,9 @@ class CaptureWriter:
         capture_id: str | None = None,
         flush_interval: float = 1.0,
         journal_interval: float = 0.005,
+        journal_idle_interval: float = 0.05,
     ) -> None:
+        check_intervals(journal_interval, journal_idle_interval)  # before the directory
         self.capture_id = capture_id or new_capture_id()
         if (
             not self.capture_id
@@ -317,7 +358,11 @@ class CaptureWriter:
         self.created_at = datetime.now(UTC).isoformat()
         self._info = capture_info(self.capture_id, label, self.created_at)
         self._journal = JournalWriter(
-            self.path, self._info, REDACTION_POLICY, interval=journal_interval
+            self.path,
+            self._info,
+            REDACTION_POLICY,
+            interval=journal_interval,
+            idle_interval=journal_idle_interval,
         )
         self._journal.start()
         self._streams_schema = schema_for("streams", self._info, REDACTION_POLICY)
