@@ -733,16 +733,45 @@ def test_a_recording_thread_skips_its_journal_turn_while_another_thread_writes(
     with journal._wlock:  # another thread is writing
         rec._reads.append(b"data: x\n\n")
         rec._ts.append(1)
-        t = threading.Thread(target=journal.write_reads, args=(rec.exchange,))
+        t = threading.Thread(target=journal.write_due, args=(time.monotonic_ns() + 10**12,))
         t.start()
         t.join(5)
         assert not t.is_alive()  # it did not wait for the lock
     [ex] = _journal_snapshot(w, tmp_path).exchanges()
     assert ex.reads == []
-    journal.write_reads(rec.exchange)
+    journal.write_due(time.monotonic_ns() + 10**12)
     [ex] = _journal_snapshot(w, tmp_path).exchanges()
     assert ex.reads == [b"data: x\n\n"]
     rec.on_end("eof")
+    w.close()
+
+
+def test_concurrent_streams_share_one_journal_write_per_interval(tmp_path, monkeypatch):
+    # 100 streams in flight must not mean 100 writes per interval: the first thread due
+    # writes every exchange's new reads, the others find nothing due
+    from lab.capture import journal as journal_mod
+
+    monkeypatch.setattr(JournalWriter, "_run", lambda self: None)  # no flusher thread
+    writes: list[int] = []
+    real = journal_mod._write_buffers
+    monkeypatch.setattr(
+        journal_mod, "_write_buffers", lambda fd, b: writes.append(len(b)) or real(fd, b)
+    )
+    w = CaptureWriter(tmp_path / "live", capture_id="many", journal_interval=3600)
+    recs = [_start(w, f"s{i}") for i in range(3)]
+    journal = w._journal
+    now = time.monotonic_ns()
+    journal.write_due(now)  # due: the headers go out, the next write is an hour away
+    assert len(writes) == 1
+    for i, rec in enumerate(recs):
+        rec.on_read(b"data: %d\n\n" % i)  # each thread's own first turn: nothing due
+    assert len(writes) == 1
+    journal.write_due(now + 3601 * 10**9)  # one thread, an hour later: everyone's reads
+    assert len(writes) == 2
+    by = {e.stream_id: e.reads for e in _journal_snapshot(w, tmp_path).exchanges()}
+    assert by == {"s0": [b"data: 0\n\n"], "s1": [b"data: 1\n\n"], "s2": [b"data: 2\n\n"]}
+    for rec in recs:
+        rec.on_end("eof")
     w.close()
 
 

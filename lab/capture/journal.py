@@ -16,11 +16,11 @@ segment starts past 64 MiB). Records from concurrent exchanges interleave; each 
   versions, still read);
 - ``E``: JSON end record (end_reason, error, t_end_ns).
 
-Records are queued in memory and written in order, unbuffered (no fsync): by the recording
-thread itself, right after it has handed a read on, once ``interval`` (5 ms) has passed
-since it last wrote; by a flusher thread every ``idle_interval`` (50 ms), for streams that
+Records are queued in memory and written in order, unbuffered (no fsync): by a recording
+thread, right after it has handed a read on, once ``interval`` (5 ms) has passed since
+any thread last wrote; by a flusher thread every ``idle_interval`` (50 ms), for streams that
 have paused; and synchronously when an exchange ends (see ``JournalWriter``). Reads are not
-queued one by one: each write packs an exchange's new reads into one ``R`` record straight
+queued one by one: each write packs each exchange's new reads into one ``R`` record straight
 from the recorder's lists (so a read costs the recording thread two list appends; a record
 per read cost it ~1 µs more). A process killed with SIGKILL leaves every finished exchange
 whole, at most the last ``interval`` of a flowing stream's reads missing (the last
@@ -39,6 +39,7 @@ import os
 import struct
 import sys
 import threading
+import time
 from array import array
 from collections import deque
 from collections.abc import Iterable
@@ -108,10 +109,11 @@ class JournalWriter:
     """Appends records for one recording; thread-safe; rotates and deletes segments.
 
     ``interval`` > 0 (default 5 ms): ``append`` only queues the record (a deque append,
-    no syscall). The recording thread calls ``write_reads(exchange)`` once ``interval`` has
-    passed since it last did (``ExchangeRecorder.tee``): the queue and that exchange's new
-    reads go out in one ``writev``, from the thread that has them, and a thread that finds
-    another one writing skips its turn instead of waiting. A daemon thread writes
+    no syscall). A recording thread calls ``write_due(now)`` once ``interval`` has passed
+    since it last did (``ExchangeRecorder.tee``): if no thread has written for
+    ``interval`` either, the queue and every exchange's new reads go out in one
+    ``writev``, from that thread; a thread that finds another one writing skips its turn
+    instead of waiting. A daemon thread writes
     everything every ``idle_interval`` (default 50 ms): it only matters for a stream that
     has paused, whose last reads no new read will carry out. ``sync()`` writes everything
     now (``end`` does, so a finished exchange is entirely on disk before ``on_end``
@@ -138,6 +140,8 @@ class JournalWriter:
         self.directory = directory
         self.interval = interval
         self.idle_interval = idle_interval
+        self._interval_ns = int(interval * 1e9)
+        self._due_ns = 0  # write_due writes once time.monotonic_ns() reaches this
         self.segment_bytes = SEGMENT_BYTES
         self.error: OSError | None = None
         self._g = json_record(b"G", NO_EXCHANGE, {"capture": info, "redaction": redaction})
@@ -204,27 +208,25 @@ class JournalWriter:
         with self._wlock:
             self._drain()
 
-    def write_reads(self, exchange: int) -> None:
-        """Write the queue and ``exchange``'s new reads now, unless another thread is
-        writing (then skip: the caller tries again at its next read, and the flusher
-        catches a stream that has no next read)."""
-        if self._wlock.acquire(False):
+    def write_due(self, now_ns: int) -> None:
+        """Write everything in flight if ``interval`` has passed since any thread last wrote
+        (``now_ns``: ``time.monotonic_ns()``). Otherwise, or while another thread is
+        writing, do nothing: the caller tries again at a later read, and the flusher
+        catches a stream that has no later read. However many streams are in flight, the
+        journal gets at most one such write per ``interval``."""
+        if now_ns >= self._due_ns and self._wlock.acquire(False):
             try:
-                self._drain(exchange)
+                self._drain()
             finally:
                 self._wlock.release()
 
-    def _drain(self, only: int | None = None) -> None:
+    def _drain(self) -> None:
+        self._due_ns = time.monotonic_ns() + self._interval_ns
         queue = self._queue
         items = [queue.popleft() for _ in range(len(queue))]
         buffers = [record for _, record in items]
         live = {k for k, _ in items}
-        if only is None:
-            tracked = list(self._tracked.items())
-        else:
-            entry = self._tracked.get(only)
-            tracked = [] if entry is None else [(only, entry)]
-        for k, entry in tracked:
+        for k, entry in list(self._tracked.items()):
             reads, ts, done = entry
             n = len(ts)  # a read is appended before its time: both are there up to len(ts)
             if n > done:

@@ -7,9 +7,9 @@ One ``CaptureWriter`` is one recording: one ``capture_id`` and one directory
    journal (``journal-<n>.journal``, shared by all exchanges; see ``journal.py``).
 2. ``on_response`` queues one small record for the journal (a deque append: no syscall,
    no Parquet work); ``on_read`` appends the read and its time to two lists and, once
-   ``journal_interval`` (5 ms) has passed since it last did, writes the queue and the
-   exchange's new reads packed into one record (``tee`` does so after handing the read
-   on). A flusher thread writes whatever is left every ``journal_idle_interval`` (50 ms),
+   ``journal_interval`` (5 ms) has passed since any thread last did, writes the queue and
+   each exchange's new reads packed into one record (``tee`` does so after handing the
+   read on). A flusher thread writes whatever is left every ``journal_idle_interval`` (50 ms),
    for streams that have paused; ``on_end`` writes the rest and its end record before
    returning (``journal_interval=0``: written in the caller, every call).
 3. A finished exchange (its ``E`` record is in the journal) is queued for a
@@ -99,7 +99,7 @@ class ExchangeRecorder:
         "_ts",
         "_append",
         "_sync_reads",
-        "_write_reads",
+        "_write_due",
         "_interval_ns",
         "_due",
         "_ended",
@@ -121,7 +121,7 @@ class ExchangeRecorder:
         journal = writer._journal
         self._append = journal.append
         self._sync_reads = journal.sync if not journal.interval else None
-        self._write_reads = journal.write_reads
+        self._write_due = journal.write_due
         self._interval_ns = int(journal.interval * 1e9)
         self._due = 0  # on_read writes the journal when a read's offset reaches this
         header = dict(row)
@@ -170,8 +170,8 @@ class ExchangeRecorder:
         """One network read (timestamps itself with ``time.monotonic_ns() - t0``).
 
         The hot path of recording: two list appends; once ``journal_interval`` has passed
-        since the last time, the exchange's new reads are packed into one journal record
-        and written (``JournalWriter.write_reads``).
+        since the last time, the new reads are packed into journal records and written
+        unless another thread did so within that interval (``JournalWriter.write_due``).
         """
         t = _monotonic_ns() - self._t0
         if self._ended or not data:
@@ -185,7 +185,7 @@ class ExchangeRecorder:
                 self._sync_reads()
             elif t >= self._due:
                 self._due = t + self._interval_ns
-                self._write_reads(self.exchange)
+                self._write_due(t + self._t0)
         except (OSError, ValueError):  # disk trouble: the copy in memory reaches Parquet
             pass
 
@@ -201,7 +201,7 @@ class ExchangeRecorder:
         propagates).
         """
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
-        write, k, step, due = self._write_reads, self.exchange, self._interval_ns, 0
+        write, step, due = self._write_due, self._interval_ns, 0
         try:
             for data in chunks:
                 t = _monotonic_ns() - t0
@@ -217,7 +217,7 @@ class ExchangeRecorder:
                 if t >= due and sync is None:  # the journal's turn, the read handed on
                     due = t + step
                     try:
-                        write(k)
+                        write(t + t0)
                     except (OSError, ValueError):  # disk trouble: Parquet still gets it
                         pass
         except GeneratorExit:  # the consumer stopped early: the transport records it
@@ -232,7 +232,7 @@ class ExchangeRecorder:
     ) -> AsyncIterator[bytes]:
         """:meth:`tee` for an async stream."""
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
-        write, k, step, due = self._write_reads, self.exchange, self._interval_ns, 0
+        write, step, due = self._write_due, self._interval_ns, 0
         try:
             async for data in chunks:
                 t = _monotonic_ns() - t0
@@ -248,7 +248,7 @@ class ExchangeRecorder:
                 if t >= due and sync is None:
                     due = t + step
                     try:
-                        write(k)
+                        write(t + t0)
                     except (OSError, ValueError):
                         pass
         except GeneratorExit:
