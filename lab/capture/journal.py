@@ -113,9 +113,9 @@ class JournalWriter:
     since it last did (``ExchangeRecorder.tee``): if no thread has written for
     ``interval`` either, the queue and every exchange's new reads go out in one
     ``writev``, from that thread; a thread that finds another one writing skips its turn
-    instead of waiting. A daemon thread writes
-    everything every ``idle_interval`` (default 50 ms): it only matters for a stream that
-    has paused, whose last reads no new read will carry out. ``sync()`` writes everything
+    instead of waiting. A daemon thread writes everything every ``idle_interval``
+    (default 50 ms): it only matters for a stream that has paused, whose last reads no new
+    read will carry out. ``sync()`` writes everything
     now (``end`` does, so a finished exchange is entirely on disk before ``on_end``
     returns). A recorder killed mid-stream loses at most the last ``interval`` of a flowing
     stream's reads (``idle_interval`` of a paused one's), and that exchange is marked
@@ -216,7 +216,8 @@ class JournalWriter:
         journal gets at most one such write per ``interval``."""
         if now_ns >= self._due_ns and self._wlock.acquire(False):
             try:
-                self._drain()
+                if now_ns >= self._due_ns:  # not written while this thread took the lock
+                    self._drain()
             finally:
                 self._wlock.release()
 

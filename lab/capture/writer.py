@@ -321,8 +321,8 @@ class CaptureWriter:
     - **capture_id** – default: a new time-ordered id; an existing one is refused.
     - **flush_interval** – seconds a finished exchange may wait before its Parquet part
       is written (default 1 s).
-    - **journal_interval** – seconds a flowing stream's reads may wait in memory before
-      its thread writes them to the journal (default 5 ms; 0: every read, at once).
+    - **journal_interval** – seconds a flowing stream's reads may wait in memory before a
+      recording thread writes them to the journal (default 5 ms; 0: every read, at once).
     - **journal_idle_interval** – how often the flusher thread writes what a paused
       stream's thread could not (default 50 ms).
     """
