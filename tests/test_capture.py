@@ -764,7 +764,7 @@ def test_concurrent_streams_share_one_journal_write_per_interval(tmp_path, monke
     journal.write_due(now)  # due: the headers go out, the next write is an hour away
     assert len(writes) == 1
     for i, rec in enumerate(recs):
-        rec.on_read(b"data: %d\n\n" % i)  # each thread's own first turn: nothing due
+        rec.on_read(b"data: %d\n\n" % i)  # not due: a thread wrote within the interval
     assert len(writes) == 1
     journal.write_due(now + 3601 * 10**9)  # one thread, an hour later: everyone's reads
     assert len(writes) == 2

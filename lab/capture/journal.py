@@ -109,10 +109,9 @@ class JournalWriter:
     """Appends records for one recording; thread-safe; rotates and deletes segments.
 
     ``interval`` > 0 (default 5 ms): ``append`` only queues the record (a deque append,
-    no syscall). A recording thread calls ``write_due(now)`` once ``interval`` has passed
-    since it last did (``ExchangeRecorder.tee``): if no thread has written for
-    ``interval`` either, the queue and every exchange's new reads go out in one
-    ``writev``, from that thread; a thread that finds another one writing skips its turn
+    no syscall). A recording thread calls ``write_due(now)`` after a read once ``due_ns``
+    has passed, i.e. no thread has written for ``interval`` (``ExchangeRecorder.tee``): the
+    queue and every exchange's new reads go out in one ``writev``, from that thread; a thread that finds another one writing skips its turn
     instead of waiting. A daemon thread writes everything every ``idle_interval``
     (default 50 ms): it only matters for a stream that has paused, whose last reads no new
     read will carry out. ``sync()`` writes everything
@@ -141,7 +140,9 @@ class JournalWriter:
         self.interval = interval
         self.idle_interval = idle_interval
         self._interval_ns = int(interval * 1e9)
-        self._due_ns = 0  # write_due writes once time.monotonic_ns() reaches this
+        self.due_ns = 0
+        """``time.monotonic_ns()`` from which ``write_due`` writes (``interval`` after the
+        last write by any thread); recording threads compare each read's time with it."""
         self.segment_bytes = SEGMENT_BYTES
         self.error: OSError | None = None
         self._g = json_record(b"G", NO_EXCHANGE, {"capture": info, "redaction": redaction})
@@ -214,15 +215,15 @@ class JournalWriter:
         writing, do nothing: the caller tries again at a later read, and the flusher
         catches a stream that has no later read. However many streams are in flight, the
         journal gets at most one such write per ``interval``."""
-        if now_ns >= self._due_ns and self._wlock.acquire(False):
+        if now_ns >= self.due_ns and self._wlock.acquire(False):
             try:
-                if now_ns >= self._due_ns:  # not written while this thread took the lock
+                if now_ns >= self.due_ns:  # not written while this thread took the lock
                     self._drain()
             finally:
                 self._wlock.release()
 
     def _drain(self) -> None:
-        self._due_ns = time.monotonic_ns() + self._interval_ns
+        self.due_ns = time.monotonic_ns() + self._interval_ns
         queue = self._queue
         items = [queue.popleft() for _ in range(len(queue))]
         buffers = [record for _, record in items]

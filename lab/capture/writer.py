@@ -99,9 +99,8 @@ class ExchangeRecorder:
         "_ts",
         "_append",
         "_sync_reads",
+        "_journal",
         "_write_due",
-        "_interval_ns",
-        "_due",
         "_ended",
         "_lock",
         "_note",
@@ -121,9 +120,8 @@ class ExchangeRecorder:
         journal = writer._journal
         self._append = journal.append
         self._sync_reads = journal.sync if not journal.interval else None
+        self._journal = journal
         self._write_due = journal.write_due
-        self._interval_ns = int(journal.interval * 1e9)
-        self._due = 0  # on_read writes the journal when a read's offset reaches this
         header = dict(row)
         body = header.pop("_body")
         journal.begin(
@@ -169,9 +167,9 @@ class ExchangeRecorder:
     def on_read(self, data: bytes) -> None:
         """One network read (timestamps itself with ``time.monotonic_ns() - t0``).
 
-        The hot path of recording: two list appends; once ``journal_interval`` has passed
-        since the last time, the new reads are packed into journal records and written
-        unless another thread did so within that interval (``JournalWriter.write_due``).
+        The hot path of recording: two list appends; once no thread has written the
+        journal for ``journal_interval``, the new reads are packed into journal records and
+        written (``JournalWriter.write_due``).
         """
         t = _monotonic_ns() - self._t0
         if self._ended or not data:
@@ -183,8 +181,7 @@ class ExchangeRecorder:
         try:
             if self._sync_reads is not None:  # journal_interval=0: on disk before returning
                 self._sync_reads()
-            elif t >= self._due:
-                self._due = t + self._interval_ns
+            elif t + self._t0 >= self._journal.due_ns:
                 self._write_due(t + self._t0)
         except (OSError, ValueError):  # disk trouble: the copy in memory reaches Parquet
             pass
@@ -201,7 +198,7 @@ class ExchangeRecorder:
         propagates).
         """
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
-        write, step, due = self._write_due, self._interval_ns, 0
+        journal, write = self._journal, self._write_due
         try:
             for data in chunks:
                 t = _monotonic_ns() - t0
@@ -214,8 +211,7 @@ class ExchangeRecorder:
                         except (OSError, ValueError):  # disk trouble: Parquet still gets it
                             pass
                 yield data
-                if t >= due and sync is None:  # the journal's turn, the read handed on
-                    due = t + step
+                if sync is None and t + t0 >= journal.due_ns:  # the read handed on
                     try:
                         write(t + t0)
                     except (OSError, ValueError):  # disk trouble: Parquet still gets it
@@ -232,7 +228,7 @@ class ExchangeRecorder:
     ) -> AsyncIterator[bytes]:
         """:meth:`tee` for an async stream."""
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
-        write, step, due = self._write_due, self._interval_ns, 0
+        journal, write = self._journal, self._write_due
         try:
             async for data in chunks:
                 t = _monotonic_ns() - t0
@@ -245,8 +241,7 @@ class ExchangeRecorder:
                         except (OSError, ValueError):
                             pass
                 yield data
-                if t >= due and sync is None:
-                    due = t + step
+                if sync is None and t + t0 >= journal.due_ns:
                     try:
                         write(t + t0)
                     except (OSError, ValueError):
@@ -290,7 +285,7 @@ class ExchangeRecorder:
             b"E", self.exchange, {"end_reason": reason, "error": text, "t_end_ns": t}
         )
         try:  # the remaining reads, then this: the exchange is whole on disk from here on
-            self._writer._journal.end(self.exchange, record)
+            self._journal.end(self.exchange, record)
         except (OSError, ValueError):  # disk trouble: the in-memory copy still reaches Parquet
             pass
         row.pop("_body", None)
