@@ -52,7 +52,15 @@ from lab.guards import (
     parse_tool_arguments,
 )
 from lab.http.sse import SSEEvent
-from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
+from lab.model import (
+    FunctionCall,
+    ProcessedChunk,
+    ProviderError,
+    ThoughtLogEntry,
+    Usage,
+    new_chunk,
+    new_thought,
+)
 from lab.providers.base import (
     NoteList,
     RetryAttempt,
@@ -361,7 +369,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             return []
         text = "".join(self.pending_think)
         self.pending_think = []
-        return [ThoughtLogEntry(kind="raw", content=text)] if text else []
+        return [new_thought(kind="raw", content=text)] if text else []
 
     def _map_usage(self, raw: dict) -> Usage | None:
         """OpenAI-shaped usage -> :class:`Usage` (one definition: ``openrouter_usage``)."""
@@ -373,7 +381,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if err is not None:
             self._record_finish("error")
             error = openai_compatible_stream_error(self.provider, err)
-            return ProcessedChunk(
+            return new_chunk(
                 type="error",
                 error=error,
                 thoughts=self._take_pending_thoughts(),
@@ -389,14 +397,14 @@ class OpenAICompatibleAdapter(StreamAdapter):
             metadata["raw_usage"] = raw_usage
         choices = chunk.get("choices")
         if not choices:
-            return ProcessedChunk(type="text", content="", metadata=metadata)
+            return new_chunk(type="text", content="", metadata=metadata)
 
         first = choices[0]
         delta = first["delta"]
         thoughts: list[ThoughtLogEntry] = []
         reasoning = delta.get("reasoning_content")
         if reasoning:
-            thoughts.append(ThoughtLogEntry(kind="raw", content=reasoning))
+            thoughts.append(new_thought(kind="raw", content=reasoning))
             if self.preserve_reasoning_content:
                 self.reasoning_acc.append(reasoning)
         thoughts.extend(self._take_pending_thoughts())
@@ -412,27 +420,23 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if ignored:
                 metadata["ignored_tool_calls"] = ignored
             if call is None:
-                return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
-            return ProcessedChunk(
+                return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
+            return new_chunk(
                 type="function_call", function_call=call, thoughts=thoughts, metadata=metadata
             )
         if finish == "stop":
             if content:
-                return ProcessedChunk(
-                    type="text", content=content, thoughts=thoughts, metadata=metadata
-                )
-            return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
+                return new_chunk(type="text", content=content, thoughts=thoughts, metadata=metadata)
+            return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
         if finish == "length":
             # Reference: done; content on this chunk is not emitted (kept in metadata).
             if content:
                 metadata["dropped_content"] = content
-            return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
+            return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
         if delta.get("tool_calls"):
             self._accumulate_tools(delta)
-            return ProcessedChunk(type="text", content="", thoughts=thoughts, metadata=metadata)
-        return ProcessedChunk(
-            type="text", content=content or "", thoughts=thoughts, metadata=metadata
-        )
+            return new_chunk(type="text", content="", thoughts=thoughts, metadata=metadata)
+        return new_chunk(type="text", content=content or "", thoughts=thoughts, metadata=metadata)
 
     def _accumulate_tools(self, delta: dict) -> None:
         for tc in delta.get("tool_calls") or ():

@@ -32,7 +32,14 @@ from lab.guards import (
     parse_tool_arguments,
 )
 from lab.http.sse import SSEEvent
-from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
+from lab.model import (
+    FunctionCall,
+    ProcessedChunk,
+    ProviderError,
+    Usage,
+    new_chunk,
+    new_thought,
+)
 from lab.providers.base import RetryAttempt, StreamAdapter, is_number, split_text_and_tool
 
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
@@ -361,7 +368,7 @@ class OpenRouterAdapter(StreamAdapter):
             self.stopped = True
 
     def _text_chunk(self, text: str) -> ProcessedChunk:
-        return ProcessedChunk(type="text", content=text, serving_provider=self.serving_provider)
+        return new_chunk(type="text", content=text, serving_provider=self.serving_provider)
 
     # -- stage 03 -----------------------------------------------------------------------
 
@@ -375,7 +382,7 @@ class OpenRouterAdapter(StreamAdapter):
         err = chunk.get("error")
         if err is not None:
             if _is_provider_error(err):
-                return ProcessedChunk(
+                return new_chunk(
                     type="error",
                     error=ProviderError(**_provider_error_fields(err)),
                     serving_provider=sp,
@@ -392,7 +399,7 @@ class OpenRouterAdapter(StreamAdapter):
             ):
                 self.tool_acc = {}
                 self.rd_acc = []
-                return ProcessedChunk(
+                return new_chunk(
                     type="done",
                     metadata={"malformedToolCall": True, "originalError": message},
                     serving_provider=sp,
@@ -409,7 +416,7 @@ class OpenRouterAdapter(StreamAdapter):
                 original_error=err,
             )
             self._record_finish("error")
-            return ProcessedChunk(type="error", error=error, serving_provider=sp)
+            return new_chunk(type="error", error=error, serving_provider=sp)
 
         choices = chunk.get("choices")
         metadata: dict[str, Any] = {}
@@ -417,12 +424,12 @@ class OpenRouterAdapter(StreamAdapter):
         if usage is not None:
             metadata["usage"] = usage
         if not choices:
-            return ProcessedChunk(type="text", content="", serving_provider=sp, metadata=metadata)
+            return new_chunk(type="text", content="", serving_provider=sp, metadata=metadata)
 
         first = choices[0]
         delta = first["delta"]
         reasoning = delta.get("reasoning")
-        thoughts = [ThoughtLogEntry(kind="raw", content=reasoning)] if reasoning else []
+        thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
         if thoughts and chunk.get("_repeated_reasoning"):
             metadata["repeated_thoughts"] = True
         finish = first["finish_reason"]
@@ -432,7 +439,7 @@ class OpenRouterAdapter(StreamAdapter):
         content = delta.get("content")
 
         if finish == "error":
-            return ProcessedChunk(
+            return new_chunk(
                 type="error",
                 error=ProviderError(
                     type="api_error",
@@ -448,10 +455,10 @@ class OpenRouterAdapter(StreamAdapter):
             self._accumulate_tools(delta)
             call = self._build_call()
             if call is None:
-                return ProcessedChunk(
+                return new_chunk(
                     type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
                 )
-            return ProcessedChunk(
+            return new_chunk(
                 type="function_call",
                 function_call=call,
                 thoughts=thoughts,
@@ -460,20 +467,18 @@ class OpenRouterAdapter(StreamAdapter):
             )
         if finish == "stop":
             if content:
-                return ProcessedChunk(
+                return new_chunk(
                     type="text",
                     content=content,
                     thoughts=thoughts,
                     serving_provider=sp,
                     metadata=metadata,
                 )
-            return ProcessedChunk(
-                type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
-            )
+            return new_chunk(type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata)
         if finish == "length":
             metadata["outputTruncated"] = True
             if content:
-                return ProcessedChunk(
+                return new_chunk(
                     type="text",
                     content=content,
                     thoughts=thoughts,
@@ -481,24 +486,22 @@ class OpenRouterAdapter(StreamAdapter):
                     metadata=metadata,
                 )
             metadata["emptyTerminalChunk"] = True
-            return ProcessedChunk(
-                type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
-            )
+            return new_chunk(type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata)
         if delta.get("tool_calls"):
             self._accumulate_tools(delta)
-            return ProcessedChunk(
+            return new_chunk(
                 type="text", content="", thoughts=thoughts, serving_provider=sp, metadata=metadata
             )
         if delta.get("reasoning_details"):
             self.rd_acc.extend(delta["reasoning_details"])
-            return ProcessedChunk(
+            return new_chunk(
                 type="text",
                 content=content or "",
                 thoughts=thoughts,
                 serving_provider=sp,
                 metadata=metadata,
             )
-        return ProcessedChunk(
+        return new_chunk(
             type="text",
             content=content or "",
             thoughts=thoughts,
@@ -584,8 +587,8 @@ class OpenRouterAdapter(StreamAdapter):
         return out
 
     def _flush_chunk(self, content: str, reasoning: str) -> ProcessedChunk:
-        thoughts = [ThoughtLogEntry(kind="raw", content=reasoning)] if reasoning else []
-        return ProcessedChunk(
+        thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
+        return new_chunk(
             type="text", content=content, thoughts=thoughts, serving_provider=self.serving_provider
         )
 
@@ -608,9 +611,7 @@ class OpenRouterAdapter(StreamAdapter):
             if g.content or g.reasoning:
                 out.append(self._flush_chunk(g.content, g.reasoning))
         self._record_finish("error")
-        out.append(
-            ProcessedChunk(type="error", error=error, serving_provider=self.serving_provider)
-        )
+        out.append(new_chunk(type="error", error=error, serving_provider=self.serving_provider))
         return out
 
 

@@ -1,0 +1,82 @@
+"""The unvalidated constructors the adapters use per chunk build what validation builds."""
+
+from __future__ import annotations
+
+import pickle
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lab.model import (
+    FunctionCall,
+    ProcessedChunk,
+    ProviderError,
+    ThoughtLogEntry,
+    Usage,
+    new_chunk,
+    new_thought,
+)
+
+texts = st.text(max_size=20)
+thoughts = st.builds(
+    lambda kind, content: ThoughtLogEntry(kind=kind, content=content),
+    st.sampled_from(["raw", "summary"]),
+    texts,
+)
+chunk_fields = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "function_call", "error", "done"])},
+    optional={
+        "content": st.none() | texts,
+        "function_call": st.none() | st.builds(FunctionCall, name=st.just("f"), args=st.just({})),
+        "error": st.none() | st.just(ProviderError(type="api_error", message="m", retryable=False)),
+        "thoughts": st.lists(thoughts, max_size=3),
+        "serving_provider": st.none() | texts,
+        "metadata": st.dictionaries(
+            st.sampled_from(["usage", "finish_reason", "outputTruncated"]),
+            st.none() | st.booleans() | texts | st.just(Usage(input_tokens=3)),
+            max_size=3,
+        ),
+    },
+)
+
+
+def _same(fast, validated) -> None:
+    assert type(fast) is type(validated)
+    assert list(fast.__dict__.items()) == list(validated.__dict__.items())  # order too
+    assert fast.model_fields_set == validated.model_fields_set
+    assert fast == validated
+    assert repr(fast) == repr(validated)
+    assert fast.model_dump_json() == validated.model_dump_json()
+    assert fast.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    back = pickle.loads(pickle.dumps(fast))
+    assert back == validated and back.model_fields_set == validated.model_fields_set
+
+
+@given(chunk_fields)
+def test_new_chunk_builds_what_processed_chunk_validation_builds(values):
+    _same(new_chunk(**values), ProcessedChunk(**values))
+
+
+@given(st.sampled_from(["raw", "summary"]), texts)
+def test_new_thought_builds_what_thought_log_entry_validation_builds(kind, content):
+    _same(new_thought(kind=kind, content=content), ThoughtLogEntry(kind=kind, content=content))
+
+
+def test_new_chunk_gives_every_chunk_its_own_default_list_and_dict():
+    a, b = new_chunk(type="text"), new_chunk(type="text")
+    a.thoughts.append(new_thought(kind="raw", content="x"))
+    a.metadata["k"] = 1
+    assert (b.thoughts, b.metadata) == ([], {})
+    assert (a.content, a.function_call, a.error, a.serving_provider) == (None, None, None, None)
+
+
+def test_new_chunk_stores_the_list_it_is_given_where_validation_copies_it():
+    given_thoughts = [new_thought(kind="raw", content="r")]
+    assert new_chunk(type="text", thoughts=given_thoughts).thoughts is given_thoughts
+    assert ProcessedChunk(type="text", thoughts=given_thoughts).thoughts is not given_thoughts
+
+
+def test_new_chunk_model_copy_and_validation_round_trip():
+    chunk = new_chunk(type="text", content="hi", serving_provider="Groq", metadata={"a": 1})
+    assert chunk.model_copy(update={"content": "ho"}).content == "ho"
+    assert ProcessedChunk.model_validate(chunk.model_dump()) == chunk
