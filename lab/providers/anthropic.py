@@ -35,7 +35,15 @@ from lab import _json
 from lab.errors import anthropic_stream_error, parse_error_message, parse_status_code
 from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper, parse_tool_arguments
 from lab.http.sse import SSEEvent
-from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
+from lab.model import (
+    FunctionCall,
+    ProcessedChunk,
+    ProviderError,
+    ThoughtLogEntry,
+    Usage,
+    new_chunk,
+    new_thought,
+)
 from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number
 
 __all__ = ["STOP_REASON_MAP", "AnthropicAdapter"]
@@ -291,7 +299,7 @@ class AnthropicAdapter(StreamAdapter):
             block["parts"].append(text)
         self.spill.observe_reasoning(text)
         self.committed = True
-        out.append(ProcessedChunk(type="text", content="", thoughts=[_raw(text)]))
+        out.append(new_chunk(type="text", content="", thoughts=[_raw(text)]))
 
     def _text(self, text: str, out: list[ProcessedChunk]) -> None:
         reasoning = ""
@@ -319,7 +327,7 @@ class AnthropicAdapter(StreamAdapter):
         if text or reasoning:
             self.committed = True
             thoughts = [_raw(reasoning)] if reasoning else []
-            out.append(ProcessedChunk(type="text", content=text, thoughts=thoughts))
+            out.append(new_chunk(type="text", content=text, thoughts=thoughts))
         if fired:
             self.stopped = True
 
@@ -432,4 +440,4 @@ class AnthropicAdapter(StreamAdapter):
 
 
 def _raw(text: str) -> ThoughtLogEntry:
-    return ThoughtLogEntry(kind="raw", content=text)
+    return new_thought(kind="raw", content=text)

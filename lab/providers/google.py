@@ -35,7 +35,15 @@ from lab.errors import (
 )
 from lab.guards import RecentTextDedup, SpeakerBoundaryGuard
 from lab.http.sse import SSEEvent
-from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
+from lab.model import (
+    FunctionCall,
+    ProcessedChunk,
+    ProviderError,
+    ThoughtLogEntry,
+    Usage,
+    new_chunk,
+    new_thought,
+)
 from lab.providers.base import RetryAttempt, StreamAdapter, is_number
 
 __all__ = ["GoogleAdapter", "google_usage", "normalize_google_chunk"]
@@ -347,11 +355,11 @@ class GoogleAdapter(StreamAdapter):
         summary = chunk.get("thoughtSummary")
         if isinstance(summary, str) and summary:
             metadata["thoughtSummary"] = summary
-            thoughts.append(ThoughtLogEntry(kind="summary", content=summary))
+            thoughts.append(new_thought(kind="summary", content=summary))
         parts = _parts(chunk)
         for p in parts:
             if p.get("thought") is True and isinstance(p.get("text"), str) and p["text"]:
-                thoughts.append(ThoughtLogEntry(kind="raw", content=p["text"]))
+                thoughts.append(new_thought(kind="raw", content=p["text"]))
 
         if calls:
             first = calls[0]
@@ -365,7 +373,7 @@ class GoogleAdapter(StreamAdapter):
                 id=first.get("id") if isinstance(first.get("id"), str) else None,
                 thought_signature=metadata.get("thoughtSignature"),
             )
-            return ProcessedChunk(
+            return new_chunk(
                 type="function_call", function_call=call, thoughts=thoughts, metadata=metadata
             )
         text = chunk.get("text")
@@ -376,10 +384,10 @@ class GoogleAdapter(StreamAdapter):
                 if isinstance(p.get("text"), str) and p.get("thought") is not True
             )
         if text:
-            return ProcessedChunk(type="text", content=text, thoughts=thoughts, metadata=metadata)
+            return new_chunk(type="text", content=text, thoughts=thoughts, metadata=metadata)
         if native == "STOP":
-            return ProcessedChunk(type="done", thoughts=thoughts, metadata=metadata)
-        return ProcessedChunk(type="text", content="", thoughts=thoughts, metadata=metadata)
+            return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
+        return new_chunk(type="text", content="", thoughts=thoughts, metadata=metadata)
 
     def _metadata(self, chunk: dict, *, finish: str | None, native: str | None) -> dict[str, Any]:
         metadata: dict[str, Any] = {}
