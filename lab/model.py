@@ -1,8 +1,9 @@
 """Types shared by every layer: providers, guards, processor, replay, tables.
 
 These are the names of the public contract (``DESIGN.md``). They are pydantic v2 models so
-they validate at boundaries and serialise to JSON for fixtures; the hot per-chunk loops build
-them with already-correct values.
+they validate at boundaries and serialise to JSON for fixtures; the adapters' per-chunk loops
+build chunks and thoughts from already-typed values with :data:`new_chunk` and
+:data:`new_thought`, which skip the validator and build the same objects.
 """
 
 from __future__ import annotations
