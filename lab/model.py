@@ -8,6 +8,7 @@ build chunks and thoughts from already-typed values with :data:`new_chunk` and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -82,7 +83,29 @@ def _trusted(cls: type[_M]) -> Callable[..., _M]:
         return obj
 
     build.__name__ = build.__qualname__ = f"trusted_{cls.__name__}"
+    if os.environ.get(CHECK_UNVALIDATED_ENV) == "1":
+        return _checked(cls, build)
     return build
+
+
+CHECK_UNVALIDATED_ENV = "LAB_CHECK_UNVALIDATED"
+"""Set to ``1`` before ``lab`` is imported (the test suite does) to have every unvalidated
+build also validated and compared: a call site that passes a value of the wrong type, a
+misspelt field or no required one then fails loudly instead of storing it."""
+
+
+def _checked(cls: type[_M], build: Callable[..., _M]) -> Callable[..., _M]:
+    def checked_build(**values: Any) -> _M:
+        obj = build(**values)
+        valid = cls(**values)  # raises ValidationError on a bad value or name
+        if list(obj.__dict__.items()) != list(valid.__dict__.items()) or (
+            obj.model_fields_set != valid.model_fields_set
+        ):
+            raise AssertionError(f"unvalidated {cls.__name__} differs: {obj!r} != {valid!r}")
+        return obj
+
+    checked_build.__name__ = checked_build.__qualname__ = build.__name__
+    return checked_build
 
 
 class _Model(BaseModel):

@@ -7,6 +7,9 @@ import os
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# every unvalidated chunk the adapters build is validated and compared as well
+# (lab.model.CHECK_UNVALIDATED_ENV): the suite proves each call site passes valid values
+os.environ.setdefault("LAB_CHECK_UNVALIDATED", "1")
 
 
 @pytest.fixture(scope="session")

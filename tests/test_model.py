@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from lab.model import (
+    CHECK_UNVALIDATED_ENV,
     FunctionCall,
     ProcessedChunk,
     ProviderError,
     ThoughtLogEntry,
     Usage,
+    _trusted,
     new_chunk,
     new_thought,
 )
@@ -80,3 +84,20 @@ def test_new_chunk_model_copy_and_validation_round_trip():
     chunk = new_chunk(type="text", content="hi", serving_provider="Groq", metadata={"a": 1})
     assert chunk.model_copy(update={"content": "ho"}).content == "ho"
     assert ProcessedChunk.model_validate(chunk.model_dump()) == chunk
+
+
+def test_the_suite_runs_the_builders_in_check_mode_which_refuses_a_bad_value():
+    # conftest sets LAB_CHECK_UNVALIDATED=1 before lab is imported: every unvalidated build
+    # in every test is validated and compared too
+    with pytest.raises(ValidationError):
+        new_chunk(type="text", content=5)
+    with pytest.raises(ValidationError):
+        new_chunk(type="text", contnet="misspelt")
+    with pytest.raises(ValidationError):
+        new_thought(content="no kind")
+
+
+def test_without_check_mode_the_builder_stores_what_it_is_given(monkeypatch):
+    monkeypatch.delenv(CHECK_UNVALIDATED_ENV)
+    build = _trusted(ProcessedChunk)
+    assert build(type="text", content=5).content == 5  # no validation: the caller's promise
