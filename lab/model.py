@@ -42,7 +42,8 @@ _M = TypeVar("_M", bound=BaseModel)
 
 
 def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any) -> Any:
-    """Unpickle a model: the state as it was pickled, without validating it again."""
+    """A model from its state, without validating it: how one is unpickled (the state as
+    it was pickled) and how :func:`_trusted` builds one."""
     obj = _new(cls)
     _set(obj, "__dict__", fields)
     _set(obj, "__pydantic_fields_set__", fields_set)
@@ -75,12 +76,7 @@ def _trusted(cls: type[_M]) -> Callable[..., _M]:
         for name, factory in factories:
             if name not in values:
                 state[name] = factory()
-        obj = _new(cls)
-        _set(obj, "__dict__", state)
-        _set(obj, "__pydantic_fields_set__", set(values))
-        _set(obj, "__pydantic_extra__", None)
-        _set(obj, "__pydantic_private__", None)
-        return obj
+        return _rebuild(cls, state, set(values), None, None)
 
     build.__name__ = build.__qualname__ = f"trusted_{cls.__name__}"
     if os.environ.get(CHECK_UNVALIDATED_ENV) == "1":
