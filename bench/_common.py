@@ -183,12 +183,17 @@ def paired_medians(
     }
 
 
-def bracketed_ratio(base: list[float], other: list[float]) -> float:
-    """Median over rounds of base / other, where round i's base is the mean of base runs i
-    and i + 1 (``base`` has one run more than ``other``): each ``other`` run is compared
-    with the base runs on either side of it, which cancels a drift between them."""
+def bracketed_rounds(base: list[float], other: list[float]) -> list[float]:
+    """Per round, base / other, where round i's base is the mean of base runs i and i + 1
+    (``base`` has one run more than ``other``): each ``other`` run is compared with the
+    base runs on either side of it, which cancels a drift between them."""
     assert len(base) == len(other) + 1
-    return statistics.median((base[i] + base[i + 1]) / 2 / other[i] for i in range(len(other)))
+    return [(base[i] + base[i + 1]) / 2 / other[i] for i in range(len(other))]
+
+
+def bracketed_ratio(base: list[float], other: list[float]) -> float:
+    """Median over rounds of :func:`bracketed_rounds`."""
+    return statistics.median(bracketed_rounds(base, other))
 
 
 def machine_notes() -> str:

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     Table,
+    bracketed_rounds,
     machine_notes,
     openrouter_body,
     paired_times,
@@ -77,10 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# replay vs floor  ({machine_notes()})")
     times = measure(args.chunks, args.repeat)
     t = {k: statistics.median(v) for k, v in times.items()}
-    rounds = [  # lab / (mean of the floor runs on either side)
-        times["lab"][i] / ((times["floor"][i] + times["floor"][i + 1]) / 2)
-        for i in range(len(times["lab"]))
-    ]
+    # lab / (mean of the floor runs on either side), round by round
+    rounds = [1 / r for r in bracketed_rounds(times["floor"], times["lab"])]
     ratio = statistics.median(rounds)
     n = args.chunks
     table = Table("contender", "chunks", "median s", "us/chunk", "ratio vs floor")
