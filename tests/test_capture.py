@@ -533,6 +533,30 @@ def test_glob_matching_nothing(tmp_path):
         open_capture(str(tmp_path / "*.parquet"))
 
 
+def test_glob_skips_the_readme_beside_the_recordings_as_a_directory_scan_does(tmp_path):
+    with CaptureWriter(tmp_path, label="a") as w:
+        record(w, [b"a"], stream_id="a")
+    (tmp_path / "README.md").write_text("about these captures")
+    cap = open_capture(str(tmp_path / "*"))
+    assert [r.stream_id for r in cap.requests()] == ["a"]
+    assert [Path(p).name for p in cap.paths] == [Path(p).name for p in open_capture(tmp_path).paths]
+
+
+def test_glob_matching_only_other_files_says_what_it_matched(tmp_path):
+    (tmp_path / "README.md").write_text("hi")
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(
+        CaptureError, match=r"matched no capture files .*, only README.md, notes.txt$"
+    ):
+        open_capture(str(tmp_path / "*"))
+
+
+def test_a_non_capture_file_named_outright_is_still_refused(tmp_path):
+    (tmp_path / "README.md").write_text("hi")
+    with pytest.raises(CaptureError, match="README.md"):
+        open_capture(tmp_path / "README.md")
+
+
 def test_directory_without_captures(tmp_path):
     (tmp_path / "notes.txt").write_text("hi")
     with pytest.raises(CaptureError, match="no capture files"):

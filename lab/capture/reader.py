@@ -2,7 +2,8 @@
 
 ``open(path)`` accepts a recording directory, a root holding many recordings, a single
 ``.parquet`` part (its ``streams``/``chunks`` sibling of the same number comes along), a
-single ``.journal``, or a glob. Bad input raises one ``CaptureError`` naming the file.
+single ``.journal``, or a glob (read like a directory: the capture files and recordings it
+matches, other files passed over). Bad input raises one ``CaptureError`` naming the file.
 
 Recovery rules (see ``writer.py`` for why they are enough):
 
@@ -47,6 +48,7 @@ from lab.capture.schema import (
 __all__ = ["Capture", "open"]
 
 _PART = re.compile(r"^(streams|chunks)-(\d+)\.parquet$")
+_CAPTURE_SUFFIXES = (".parquet", JOURNAL_SUFFIX)
 _SCHEMAS = {"streams": STREAMS_SCHEMA, "chunks": CHUNKS_SCHEMA}
 _INCOMPLETE_ERROR = "recorder stopped before the exchange ended (recovered from its journal)"
 
@@ -246,9 +248,18 @@ def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
     if p.exists():
         targets = [p]
     elif _glob.has_magic(text):
-        targets = [Path(m) for m in sorted(_glob.glob(text, recursive=True))]
-        if not targets:
+        matched = [Path(m) for m in sorted(_glob.glob(text, recursive=True))]
+        if not matched:
             raise CaptureError(f"{text}: the glob matched no files")
+        # a glob reads like a directory scan: recordings and capture files, not the README
+        # beside them (a file named outright is still read, and refused if it is no capture)
+        targets = [t for t in matched if t.is_dir() or t.name.endswith(_CAPTURE_SUFFIXES)]
+        if not targets:
+            others = ", ".join(t.name for t in matched[:3]) + (", ..." if len(matched) > 3 else "")
+            raise CaptureError(
+                f"{text}: the glob matched no capture files (.parquet, {JOURNAL_SUFFIX} or a "
+                f"recording directory), only {others}"
+            )
     else:
         raise CaptureError(f"{p}: no such file or directory")
     parts: list[Path] = []
