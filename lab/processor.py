@@ -8,7 +8,7 @@ editable price/limit table ``lab/data/models.json``.
 
 State machine of one :meth:`Processor.process` call (one step)::
 
-    step-start part ──► consume chunks ──┬─ "done" chunk / end of iterable ─► finish-step
+    step-start part ──► consume chunks ──┬─ end of iterable ("done" included) ─► finish-step
                                          ├─ "error" chunk / iterator raised ─► halt
                                          └─ (everything else: build parts)
     finish-step: settle usage + cost, write a step-finish part, overflow check
@@ -37,7 +37,9 @@ How chunks become parts:
 - ``metadata["usage"]`` (a :class:`~lab.model.Usage`; the last one of the step wins) and
   ``metadata["finish_reason"]`` (or ``finishReason``; the last one wins; ``"unknown"`` when
   the step reported none, AI SDK 5's default) are read from any chunk of the step.
-- A ``done`` chunk ends the step: later chunks of the iterable are not consumed.
+- A ``done`` chunk does not end the step; the end of the iterable does (§3, finish-step when
+  the step's stream closes), so the usage chunk an OpenAI-format stream sends after its
+  finish chunk is settled with the step. An ``error`` chunk ends it.
 
 A text or reasoning part's ``text`` is filled in when the part closes (deltas are buffered
 meanwhile); every part is closed before ``process()`` returns.
@@ -500,7 +502,7 @@ class Processor:
     # -- the step ---------------------------------------------------------------------------
 
     def process(self, chunks: Iterable[ProcessedChunk]) -> Outcome:
-        """Run one step: consume ``chunks`` up to a ``done``/``error`` chunk or their end."""
+        """Run one step: consume ``chunks`` to their end or up to an ``error`` chunk."""
         msg = self.message
         parts = msg.parts
         step = msg.steps
@@ -560,8 +562,10 @@ class Processor:
                     retryable=False,
                 )
                 break
-            elif kind == "done":
-                break
+            # a "done" chunk does not end the step: the step's stream does. The usage of an
+            # OpenAI-format stream arrives in a chunk of its own after the finish chunk
+            # (stream_options.include_usage), and it is this step's usage (reference §3.4:
+            # finish-step is emitted when the step's stream closes).
 
         needs_compaction = False
         if error is None:

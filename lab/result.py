@@ -167,6 +167,7 @@ class StreamResult:
             "guard_events": [e.model_dump(mode="json") for e in self.guard_events],
             "attempts": [a.to_dict() for a in self.attempts],
             "outcome": self.outcome,
+            "cost": self.cost,
             "n_chunks": len(self.chunks),
             "chunk_types": [c.type for c in self.chunks],
         }

@@ -262,12 +262,37 @@ def test_stream_that_raises_becomes_an_unknown_error_and_stops():
     assert proc.message.parts[1] == TextPart(text="abc", start=1, end=1)
 
 
-def test_done_ends_the_step_and_later_chunks_are_not_consumed():
+def test_usage_in_a_chunk_after_done_is_settled_with_the_step():
+    """OpenAI-format streams send usage in a chunk of its own after the finish chunk; the
+    step ends when its stream does (§3: finish-step when the step's stream closes)."""
     proc = Processor(M200)
-    stream = iter([text("a"), done(), text("next step")])
-    proc.process(stream)
-    assert next(stream).content == "next step"
-    assert [p.text for p in proc.message.parts if p.type == "text"] == ["a"]
+    usage = Usage(input_tokens=1000, output_tokens=100)
+    assert proc.process([text("Hello"), done(), text("", usage=usage)]) == "continue"
+    assert proc.message.tokens["input"] == 1000
+    assert proc.message.tokens["output"] == 100
+    assert proc.message.cost == pytest.approx((1000 * 3 + 100 * 15) / 1e6)
+    assert proc.message.finish_reason == "stop"
+    assert [p.type for p in proc.message.parts] == ["step-start", "text", "step-finish"]
+
+
+def test_a_reported_cost_after_done_is_the_cost():
+    proc = Processor(ModelInfo(context_limit=100_000))  # no price: only the report gives one
+    proc.process([text("Hi"), done(), text("", usage=Usage(input_tokens=9, cost=0.5))])
+    assert proc.message.cost == 0.5
+
+
+def test_overflowing_usage_after_done_asks_for_compaction():
+    model = ModelInfo(context_limit=100_000, output_limit=4_000, price=Price(input=1, output=1))
+    trailing = text("", usage=Usage(input_tokens=99_000))
+    assert Processor(model).process([text("Hi"), done(), trailing]) == "compact"
+    assert Processor(model).process([text("Hi"), trailing, done()]) == "compact"
+
+
+def test_text_after_done_stays_in_the_step():
+    proc = Processor(M200)
+    proc.process([text("a"), done(), text("b")])
+    assert [p.text for p in proc.message.parts if p.type == "text"] == ["ab"]
+    assert proc.message.steps == 1
 
 
 def test_stream_without_done_ends_at_its_end_with_unknown_finish_reason():

@@ -74,3 +74,17 @@ def test_every_leak_row_points_at_a_real_read_of_its_capture(bundled):
             assert fragment in wire or escaped in wire, (row.guard, fragment)
         t = row.t_ms
         assert not pd.isna(t) and t >= 0
+
+
+def test_a_provider_reported_cost_is_the_stream_cost_on_the_bundled_capture(bundled):
+    """OpenAI-format streams report usage (and OpenRouter its cost) in a chunk after the
+    finish chunk: the processor settles it with the step, so the table's cost is the
+    provider's, never 0 or missing beside a reported one."""
+    _capture, results = bundled
+    reported = [r for r in results if r.usage is not None and r.usage.cost is not None]
+    assert len(reported) > 20
+    assert [(r.stream_id, r.cost) for r in reported] == [
+        (r.stream_id, r.usage.cost) for r in reported
+    ]
+    st = tables.streams(results).set_index("stream_id")
+    assert [st.at[r.stream_id, "cost"] for r in reported] == [r.usage.cost for r in reported]
