@@ -10,13 +10,17 @@
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
 
-Every command exits 0 on success, 2 on bad input with one line saying what was wrong;
-``lab COMMAND --help`` says what each option does.
+Every command exits 0 on success, 2 on bad input with one line saying what was wrong
+(checked before any work is done), 130 on Ctrl-C; ``lab record`` exits 1 when every
+request failed and 3 when some did, ``lab demo`` 1 when a replay differs from the live run.
+``lab COMMAND --help`` says what each option does, with its default.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,58 @@ __all__ = ["main"]
 
 class UsageError(Exception):
     """Bad input from the command line: printed as one line, exit status 2."""
+
+
+def _check_out_dir(option: str, value: str, children: tuple[str, ...] = ()) -> Path:
+    """Refuse an output directory that cannot be one, before any work; nothing is created.
+
+    ``value`` must be a directory or creatable as one (its nearest existing ancestor a
+    writable directory); each of ``children`` (subdirectories the command writes) must not
+    exist as anything but a directory.
+    """
+    out = Path(value)
+    where = f"{option} {value}"
+    if out.exists():
+        if not out.is_dir():
+            raise UsageError(f"{where}: not a directory")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise UsageError(f"{where}: directory is not writable")
+        for child in children:
+            path = out / child
+            if path.exists() and not path.is_dir():
+                raise UsageError(f"{where}: {path} is not a directory")
+        return out
+    ancestor = out.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{where}: cannot create it, {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: cannot create it, {ancestor} is not writable")
+    return out
+
+
+def _make_out_dir(option: str, out: Path) -> None:
+    """Create an output directory :func:`_check_out_dir` passed; an OSError is bad input."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {out}: cannot create it: {exc.strerror or exc}") from None
+
+
+def _check_base_url(url: str) -> None:
+    """Refuse a ``--base-url`` that is not an absolute http(s) URL with a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise UsageError(f"--base-url {url}: not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--base-url {url}: not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)"
+        )
 
 
 def _print_table(title: str, df: Any, columns: list[str] | None = None, limit: int = 40) -> None:
@@ -97,8 +153,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from lab.recorder import Recorder
     from lab.replay import replay
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _check_out_dir("--out", args.out, children=("captures", "plots"))
+    _make_out_dir("--out", out)
     plan = demo_requests(args.n)
     print(f"lab demo: {len(plan)} requests against the fake providers (loopback, no keys)")
     with FakeServer() as server:
@@ -130,7 +186,23 @@ def _progress(items: list, desc: str, disable: bool = False) -> Any:
 def cmd_fake_server(args: argparse.Namespace) -> int:
     from lab.fakes import serve_forever
 
-    serve_forever(args.port)
+    port = args.port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port}: must be 0-65535 (0 = any free port)")
+    try:
+        serve_forever(port)
+    except OSError as exc:
+        # binding the socket is the first thing serve_forever does: nothing served yet
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"--port {port}: already in use on 127.0.0.1") from None
+        if exc.errno == errno.EACCES:
+            raise UsageError(
+                f"--port {port}: permission denied on 127.0.0.1 (ports below 1024 "
+                "need privileges; 0 = any free port)"
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(f"--port {port}: cannot listen on 127.0.0.1: {exc.strerror}") from None
+        raise
     return 0
 
 
@@ -143,26 +215,74 @@ def cmd_record(args: argparse.Namespace) -> int:
         adapter = get_adapter(args.provider)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.base_url is not None:
+        _check_base_url(args.base_url)
+    elif not adapter.default_base_url:  # 'custom' has no public API to default to
+        raise UsageError(
+            f"provider {args.provider!r} needs a base URL (e.g. --base-url http://host/v1)"
+        )
     key = adapter.api_key_from_env()
     if not key and not args.base_url:
         names = _key_names(adapter)
         raise UsageError(
             f"no API key: set {names} (or pass --base-url to a server that needs none)"
         )
+    _check_out_dir("--out", args.out)
     body = build_body(args.provider, model=args.model, prompt=args.prompt)
-    with Recorder(args.out, label=args.label) as rec:
-        for _ in _progress(list(range(args.n)), "record", disable=args.n == 1):
-            r = rec.record(args.provider, body, base_url=args.base_url, api_key=key)
-            if args.n == 1:
-                print(r.text)
-            if r.error is not None:
-                print(f"stream error ({r.error.type}): {r.error.message}", file=sys.stderr)
-        results = rec.results
-        print(f"capture written to {rec.path}")
+    try:
+        rec = Recorder(args.out, label=args.label)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {args.out}: cannot create a recording directory: {exc.strerror or exc}"
+        ) from None
+    try:
+        with rec:
+            for _ in _progress(list(range(args.n)), "record", disable=args.n == 1):
+                r = rec.record(args.provider, body, base_url=args.base_url, api_key=key)
+                if args.n == 1:
+                    print(r.text)
+                if r.error is not None:
+                    print(f"stream error ({r.error.type}): {r.error.message}", file=sys.stderr)
+            results = rec.results
+            print(f"capture written to {rec.path}")
+    except KeyboardInterrupt:
+        done = len(rec.results)
+        print(
+            f"lab: interrupted after {done} of {_requests(args.n)}; "
+            f"partial capture written to {rec.path}",
+            file=sys.stderr,
+        )
+        return 130
     from lab import tables
 
     _print_table("streams", tables.streams(results), STREAM_VIEW)
+    failed = sum(1 for r in results if r.error is not None)
+    if failed:
+        severity = "error" if failed == len(results) else "warning"
+        print(
+            f"lab: {severity}: {failed} of {_requests(len(results))} failed; "
+            f"capture written to {rec.path}",
+            file=sys.stderr,
+        )
+        return RECORD_ALL_FAILED if failed == len(results) else RECORD_SOME_FAILED
     return 0
+
+
+RECORD_ALL_FAILED = 1
+"""``lab record``'s exit status when every request failed (each is still in the capture)."""
+RECORD_SOME_FAILED = 3
+"""``lab record``'s exit status when some requests failed and others got an answer."""
+
+_RECORD_EPILOG = (
+    "exit status: 0 when every request got an answer; 1 when every request failed; 3 when "
+    "some failed (each failure is recorded too, and the last line on stderr says how many "
+    "of N failed and where the capture is); 2 on bad input, before anything is sent or "
+    "written; 130 on Ctrl-C, after saying where the partial capture is."
+)
+
+
+def _requests(n: int) -> str:
+    return f"{n} request" if n == 1 else f"{n} requests"
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -184,8 +304,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from lab.replay import replay
     from lab.report import write_report
 
+    out = _check_out_dir("--out", args.out, children=("plots",))
+    if (out / "report.html").is_dir():
+        raise UsageError(f"--out {args.out}: {out / 'report.html'} is a directory")
     results = replay(args.path, config=args.config, workers=args.workers, progress=True)
-    out = Path(args.out)
+    _make_out_dir("--out", out)  # after the replay: a bad PATH leaves no empty --out behind
     _report(results, out / "plots")
     page = write_report(results, out, title=f"Stream Lab report: {args.path}")
     print(f"\nHTML report: {page}")
@@ -195,6 +318,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_fixtures(args: argparse.Namespace) -> int:
     from lab import fixtures
 
+    _check_out_dir("--dest", args.dest)
     return fixtures.cli(args)
 
 
@@ -202,7 +326,7 @@ _WORKERS_HELP = (
     "replay on N processes, this one included (default 1); results equal a serial replay's"
 )
 _PATH_HELP = "a recording directory, a root of recordings, a .parquet, a glob"
-_CONFIG_HELP = "a LabConfig / SpillGuardConfig JSON file"
+_CONFIG_HELP = "a LabConfig / SpillGuardConfig JSON file (default: the built-in defaults)"
 _DEST_HELP = "where fixtures go (default: tests/fixtures)"
 
 
@@ -245,11 +369,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--out", default="lab-demo", help="output directory (default: lab-demo)")
     d.add_argument("--n", type=_positive, default=3, help="recordings per scenario (default 3)")
-    d.add_argument("--quiet", action="store_true", help="no progress bars")
+    d.add_argument("--quiet", action="store_true", help="no progress bars (default: show them)")
     d.set_defaults(func=cmd_demo)
 
     f = sub.add_parser("fake-server", help="run the scripted fake providers on 127.0.0.1")
-    f.add_argument("--port", type=int, default=0, help="port (0 = any free port)")
+    f.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="port on 127.0.0.1, 0-65535 (default 0: any free port, printed at start)",
+    )
     f.set_defaults(func=cmd_fake_server)
 
     r = sub.add_parser(
@@ -260,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         "directory under --out. The API key comes from the provider's environment variable: "
         + _key_help()
         + ". It is sent, never written to the capture.",
+        epilog=_RECORD_EPILOG,
     )
     r.add_argument("--provider", required=True, help="one of: " + ", ".join(_providers()))
     r.add_argument("--model", required=True, help="the model name as the provider spells it")
@@ -272,7 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--n", type=_positive, default=1, help="how many times (default 1)")
     r.add_argument("--out", default="captures", help="capture root directory (default: captures)")
-    r.add_argument("--label", default=None, help="a label stored with the recording")
+    r.add_argument(
+        "--label", default=None, help="a label stored with the recording (default: none)"
+    )
     r.set_defaults(func=cmd_record)
 
     rp = sub.add_parser(
@@ -288,7 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare",
         default=None,
         metavar="CONFIG",
-        help="A/B: streams whose output changes under CONFIG",
+        help="A/B: streams whose output changes under CONFIG against --config "
+        "(default: no comparison)",
     )
     rp.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
     rp.set_defaults(func=cmd_replay)
@@ -313,7 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--name", default=None, help="fixture name (default: MODEL-BACKEND-<end of the stream id>)"
     )
     ex.add_argument("--dest", default="tests/fixtures", help=_DEST_HELP)
-    ex.add_argument("--force", action="store_true", help="replace an existing fixture directory")
+    ex.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing fixture directory (default: refuse)",
+    )
     sh = fx_sub.add_parser(
         "shrink", help="shrink a stream to the smallest one that keeps a property"
     )
@@ -342,7 +479,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=2000,
         help="give up shrinking after this many replays (default 2000)",
     )
-    sh.add_argument("--force", action="store_true", help="replace an existing fixture directory")
+    sh.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing fixture directory (default: refuse)",
+    )
     fx.set_defaults(func=cmd_fixtures)
     return p
 

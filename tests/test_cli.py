@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -134,7 +137,7 @@ def test_record_says_when_the_stream_failed(tmp_path, capsys):
             str(tmp_path),
         ]
     )
-    assert code == 0  # the failure is recorded, which is the job
+    assert code == 1  # recorded, but nothing got an answer: a script must be able to tell
     assert "stream error (api_error): openrouter connection failed" in capsys.readouterr().err
     (row,) = lab.capture.open(tmp_path).streams.itertuples()
     assert row.end_reason == "read_error" and "ConnectError" in row.error
@@ -175,3 +178,255 @@ def test_record_help_names_every_provider_and_its_key_variable(capsys):
     }
     assert "; ".join(f"{p}: {env}" for p, env in expected.items()) in out
     assert f"one of: {', '.join(expected)}" in out
+
+
+# -- bad --out, checked before any work ---------------------------------------------------
+
+REFUSED = "http://127.0.0.1:1/v1"  # nothing listens on port 1: connection refused at once
+
+
+def _record(*extra: str) -> list[str]:
+    return ["record", "--provider", "openrouter", "--model", "fake/clean", "--prompt", "hi", *extra]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        _record("--base-url", REFUSED, "--out", "{file}"),
+        ["report", str(ROOT / "captures"), "--out", "{file}"],
+        ["demo", "--out", "{file}", "--n", "1", "--quiet"],
+    ],
+    ids=["record", "report", "demo"],
+)
+def test_an_out_that_is_a_regular_file_is_one_clear_line_before_any_work(argv, tmp_path, capsys):
+    file = tmp_path / "a-file"
+    file.write_text("keep me")
+    code = main([a.format(file=file) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err == f"lab: error: --out {file}: not a directory\n"
+    assert out == ""  # no tables printed, nothing recorded, nothing replayed
+    assert file.read_text() == "keep me"
+
+
+def test_fixtures_dest_that_is_a_regular_file_is_one_clear_line(tmp_path, capsys):
+    file = tmp_path / "a-file"
+    file.write_text("")
+    sid = lab.capture.open(ROOT / "captures").requests()[0].stream_id
+    code = main(
+        ["fixtures", "export", str(ROOT / "captures"), "--stream", sid, "--dest", str(file)]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == f"lab: error: --dest {file}: not a directory\n"
+
+
+@pytest.mark.parametrize("command", ["record", "report", "demo"])
+def test_an_out_under_a_regular_file_cannot_be_created_and_says_why(command, tmp_path, capsys):
+    file = tmp_path / "a-file"
+    file.write_text("")
+    out_dir = file / "sub"
+    argv = {
+        "record": _record("--base-url", REFUSED, "--out", str(out_dir)),
+        "report": ["report", str(ROOT / "captures"), "--out", str(out_dir)],
+        "demo": ["demo", "--out", str(out_dir), "--n", "1", "--quiet"],
+    }[command]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err == f"lab: error: --out {out_dir}: cannot create it, {file} is not a directory\n"
+    assert out == ""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write anywhere"
+)
+def test_an_out_in_a_read_only_directory_is_refused_before_recording(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        code = main(_record("--base-url", REFUSED, "--out", str(locked / "caps")))
+    finally:
+        locked.chmod(0o755)
+    assert code == 2
+    expected = f"lab: error: --out {locked / 'caps'}: cannot create it, {locked} is not writable\n"
+    assert capsys.readouterr().err == expected
+
+
+def test_report_to_a_fresh_out_still_writes_the_plots_and_the_html(tmp_path, capsys):
+    out = tmp_path / "new" / "report"
+    assert main(["report", str(ROOT / "captures"), "--out", str(out)]) == 0
+    assert (out / "report.html").is_file() and (out / "plots" / "timeline.png").is_file()
+    assert f"HTML report: {out / 'report.html'}" in capsys.readouterr().out
+
+
+# -- fake-server --port ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("port", ["-1", "70000", "65536"])
+def test_fake_server_port_out_of_range_is_one_clear_line(port, capsys):
+    assert main(["fake-server", "--port", port]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"lab: error: --port {port}: must be 0-65535 (0 = any free port)\n"
+    )
+
+
+class _SleepInterrupts:
+    """``time`` for lab.fakes.server whose sleep is Ctrl-C: a server that did start returns."""
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+
+def test_fake_server_on_a_port_in_use_is_one_clear_line(monkeypatch, capsys):
+    import lab.fakes.server
+
+    monkeypatch.setattr(lab.fakes.server, "time", _SleepInterrupts())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["fake-server", "--port", str(port)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err == f"lab: error: --port {port}: already in use on 127.0.0.1\n"
+    assert out == ""
+
+
+def test_fake_server_help_states_the_default_port(capsys):
+    with pytest.raises(SystemExit):
+        main(["fake-server", "--help"])
+    assert "(default 0: any free port" in " ".join(capsys.readouterr().out.split())
+
+
+def _options(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for where, opt in _options(sub):
+                    yield f"{name} {where}".strip(), opt
+        elif action.option_strings and not action.required and action.dest != "help":
+            yield "", action
+
+
+def test_every_optional_option_states_its_default_in_its_help():
+    from lab.cli import build_parser
+
+    options = list(_options(build_parser()))
+    assert len(options) > 20
+    missing = [
+        f"{where} {opt.option_strings[-1]}" for where, opt in options if "default" not in opt.help
+    ]
+    assert missing == []
+
+
+# -- record: failures, bad --base-url, Ctrl-C ------------------------------------------------
+
+
+def _only_recording(root: Path) -> Path:
+    """The one recording directory ``lab record`` made under ``root``."""
+    (path,) = [p for p in root.iterdir() if p.is_dir()]
+    return path
+
+
+def test_record_exits_1_when_every_request_failed_and_says_how_many(tmp_path, capsys):
+    code = main(_record("--base-url", REFUSED, "--out", str(tmp_path), "--n", "3"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    path = _only_recording(tmp_path)
+    assert err[-1] == f"lab: error: 3 of 3 requests failed; capture written to {path}"
+    assert len(lab.capture.open(path).requests()) == 3  # the failures are in the capture
+
+
+def test_record_exits_3_when_some_requests_failed_and_says_how_many(
+    fake_server, tmp_path, capsys, monkeypatch
+):
+    from lab.recorder import Recorder
+
+    record = Recorder.record
+    calls = []
+
+    def second_one_refused(self, provider, body, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            kw["base_url"] = REFUSED
+        return record(self, provider, body, **kw)
+
+    monkeypatch.setattr(Recorder, "record", second_one_refused)
+    base = fake_server.base_url + "/api/v1"
+    code = main(_record("--base-url", base, "--out", str(tmp_path), "--n", "3"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    path = _only_recording(tmp_path)
+    assert err[-1] == f"lab: warning: 1 of 3 requests failed; capture written to {path}"
+
+
+def test_record_that_succeeds_exits_0_without_a_failure_summary(fake_server, tmp_path, capsys):
+    base = fake_server.base_url + "/api/v1"
+    assert main(_record("--base-url", base, "--out", str(tmp_path))) == 0
+    out, err = capsys.readouterr()
+    assert "failed" not in err
+    assert f"capture written to {_only_recording(tmp_path)}" in out
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("notaurl", "not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)"),
+        ("ftp://host/v1", "not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)"),
+        ("http:///v1", "not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)"),
+        ("http://host:99999/v1", "not a valid URL (Port out of range 0-65535)"),
+    ],
+)
+def test_record_refuses_a_base_url_without_scheme_or_host_before_creating_a_capture(
+    url, why, tmp_path, capsys
+):
+    out = tmp_path / "caps"
+    assert main(_record("--base-url", url, "--out", str(out))) == 2
+    assert capsys.readouterr().err == f"lab: error: --base-url {url}: {why}\n"
+    assert not out.exists()
+
+
+def test_record_custom_without_a_base_url_is_refused_before_creating_a_capture(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("CUSTOM_API_KEY", "k")
+    out = tmp_path / "caps"
+    argv = ["record", "--provider", "custom", "--model", "m", "--prompt", "hi", "--out", str(out)]
+    assert main(argv) == 2
+    expected = "lab: error: provider 'custom' needs a base URL (e.g. --base-url http://host/v1)\n"
+    assert capsys.readouterr().err == expected
+    assert not out.exists()
+
+
+def test_record_interrupted_says_where_the_partial_capture_is_and_exits_130(
+    fake_server, tmp_path, capsys, monkeypatch
+):
+    from lab.recorder import Recorder
+
+    record = Recorder.record
+    calls = []
+
+    def ctrl_c_on_the_second(self, provider, body, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return record(self, provider, body, **kw)
+
+    monkeypatch.setattr(Recorder, "record", ctrl_c_on_the_second)
+    base = fake_server.base_url + "/api/v1"
+    code = main(_record("--base-url", base, "--out", str(tmp_path), "--n", "3"))
+    out, err = capsys.readouterr()
+    assert code == 130
+    path = _only_recording(tmp_path)
+    assert err.strip().splitlines()[-1] == (
+        f"lab: interrupted after 1 of 3 requests; partial capture written to {path}"
+    )
+    assert "== streams" not in out
+    assert len(lab.capture.open(path).requests()) == 1  # what finished is readable
