@@ -49,6 +49,7 @@ from lab.guards.spill import SpillGuardConfig, evaluate_spill, find_spill_seam
 
 __all__ = [
     "CORPUS_COLUMNS",
+    "STREAMING_ONLY_FIELDS",
     "CorpusError",
     "Score",
     "SpillTuner",
@@ -64,6 +65,16 @@ __all__ = [
 
 CORPUS_COLUMNS = ("id", "text", "leak", "seam", "category", "note")
 """The columns every corpus has, in order (extra columns are kept after them)."""
+
+STREAMING_ONLY_FIELDS = ("hold_limit_chars", "require_reasoning_first")
+"""SpillGuardConfig fields that never move a corpus score; they act only on a live stream.
+
+Each corpus case is one complete first content after reasoning: ``hold_limit_chars`` only
+decides how long undecided content is held before it is emitted (held or emitted, no seam
+either way), and ``require_reasoning_first`` is always met. Replaying captures (the tuner's
+Captures tab, :func:`lab.replay.compare`) is where they show.
+"""
+_STREAMING_ONLY_NOTE = "streaming only: does not move the corpus score (replay captures to see it)"
 
 _REFERENCE = SpillGuardConfig()
 _BUNDLED = "seam_corpus.jsonl"
@@ -301,8 +312,8 @@ def predict(text: str, config: SpillGuardConfig | None = None) -> tuple[int | No
     """(seam, rule) for one text: :func:`find_spill_seam` plus the rule that decided it.
 
     Unlike ``find_spill_seam``, ``config.enabled = False`` predicts no seam (rule
-    ``"disabled"``), as the streaming guard would. ``require_reasoning_first`` does not apply:
-    every corpus text is first content after reasoning.
+    ``"disabled"``), as the streaming guard would. The :data:`STREAMING_ONLY_FIELDS` do not
+    change the seam: the text is complete, and it is first content after reasoning.
     """
     cfg = config or _REFERENCE
     if not cfg.enabled:
@@ -557,15 +568,15 @@ def ablation(
 ) -> pd.DataFrame:
     """Score **base** and, for every boolean rule field, **base** with that field flipped.
 
-    ``enabled`` and ``require_reasoning_first`` are left out: every corpus text is first
-    content after reasoning, so they do not apply. One row per variant: ``variant`` (``"reference"`` or ``"<field>=<value>"``) and the
-    :meth:`Score.summary` numbers.
+    ``enabled`` (off scores nothing) and the :data:`STREAMING_ONLY_FIELDS` (they never change
+    a corpus score) are left out. One row per variant: ``variant`` (``"reference"`` or
+    ``"<field>=<value>"``) and the :meth:`Score.summary` numbers.
     """
     frame = _as_corpus(corpus)
     cfg = base or _REFERENCE
     rows = [{"variant": "reference", **score(cfg, frame).summary()}]
     for name, info in SpillGuardConfig.model_fields.items():
-        if info.annotation is bool and name not in ("enabled", "require_reasoning_first"):
+        if info.annotation is bool and name != "enabled" and name not in STREAMING_ONLY_FIELDS:
             flipped = not getattr(cfg, name)
             s = score(cfg.model_copy(update={name: flipped}), frame)
             rows.append({"variant": f"{name}={flipped}", **s.summary()})
@@ -694,8 +705,10 @@ class SpillTuner:
     -> JSON Text), so a new field gets a control without code changes. Every change re-scores
     the corpus: ``.score`` (a :class:`Score`) and ``.changed`` (:func:`changed_cases` vs the
     baseline) update and the HTML panes show precision/recall, the confusion matrix, the
-    changed cases and the misclassified ones. "Save config" writes
-    ``LabConfig(spill=tuner.config)`` as JSON to the path in the text box.
+    changed cases and the misclassified ones. The :data:`STREAMING_ONLY_FIELDS` controls say
+    (tooltip and a note under the controls) that they do not move the corpus score. "Save
+    config" writes ``LabConfig(spill=tuner.config)`` as JSON to the path in the text box and
+    shows the absolute path it wrote.
 
     **corpus**: a DataFrame, a JSONL path or None (bundled). **captures**: StreamResults, or
     a capture path / Capture (replayed with the reference config); their first contents are
@@ -742,6 +755,8 @@ class SpillTuner:
         self._format: dict[str, Any] = {}
         for name, info in SpillGuardConfig.model_fields.items():
             doc = docs.get(name) or info.description or ""
+            if name in STREAMING_ONLY_FIELDS:
+                doc = f"{doc} ({_STREAMING_ONLY_NOTE})" if doc else _STREAMING_ONLY_NOTE
             ctl, parse, fmt = _make_control(w, name, info, getattr(self.baseline, name), doc)
             ctl.observe(self._on_change, names="value")
             self.controls[name] = ctl
@@ -774,8 +789,24 @@ class SpillTuner:
             titles.append("Captures")
         self.tabs = w.Tab(children=tabs, titles=titles)
 
+        where = (
+            "the Captures tab replays the streams"
+            if self.compare_source is not None
+            else "pass a capture as captures= to replay streams"
+        )
+        self.streaming_note = w.HTML(
+            "<small><i>"
+            + ", ".join(f"<code>{n}</code>" for n in STREAMING_ONLY_FIELDS)
+            + f" act only on a live stream: they do not move the corpus score ({where}).</i>"
+            "</small>"
+        )
         controls_box = w.VBox(
-            [w.HTML("<b>SpillGuardConfig</b>"), *self.controls.values(), self.reset_button]
+            [
+                w.HTML("<b>SpillGuardConfig</b>"),
+                *self.controls.values(),
+                self.streaming_note,
+                self.reset_button,
+            ]
         )
         results_box = w.VBox([self.summary_html, self.error_html, self.confusion_html])
         save_box = w.HBox([self.path_text, self.save_button, self.save_status])
@@ -910,8 +941,8 @@ class SpillTuner:
         except OSError as exc:
             self.save_status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return
-        self.saved_path = p
-        self.save_status.value = f"saved <code>{html.escape(str(p))}</code>"
+        self.saved_path = p.resolve()
+        self.save_status.value = f"saved <code>{html.escape(str(self.saved_path))}</code>"
 
     def run_compare(self) -> pd.DataFrame:
         """Replay the captures under baseline and tuned configs; the streams whose output changes."""

@@ -15,6 +15,7 @@ from lab.guards.spill import SpillGuardConfig, find_spill_seam
 from lab.replay import replay_sse
 from lab.tuning import (
     CORPUS_COLUMNS,
+    STREAMING_ONLY_FIELDS,
     CorpusError,
     SpillTuner,
     ablation,
@@ -310,6 +311,20 @@ def test_sweep_and_ablation_score_one_row_per_variant(corpus):
     assert ab.loc["strip_on_multi_word_clause=False", "fn"] == 15
 
 
+def test_streaming_only_fields_never_move_the_corpus_score(corpus):
+    assert set(STREAMING_ONLY_FIELDS) <= set(SpillGuardConfig.model_fields)
+    ref = score(None, corpus).summary()
+    for cfg in (
+        SpillGuardConfig(hold_limit_chars=0),
+        SpillGuardConfig(hold_limit_chars=100_000),
+        SpillGuardConfig(require_reasoning_first=False),
+    ):
+        assert changed_cases(cfg, corpus).empty
+        assert score(cfg, corpus).summary() == ref
+    variants = set(ablation(corpus)["variant"])
+    assert not any(v.startswith(STREAMING_ONLY_FIELDS) for v in variants)
+
+
 def test_mark_seam():
     assert mark_seam("must do.Hello!", 8) == "must do.┃Hello!"
     assert mark_seam("hey", None) == "hey"
@@ -360,6 +375,12 @@ def test_tuner_has_a_control_for_every_config_field():
     assert "Master switch" in tuner.controls["enabled"].tooltip
     assert tuner.config == SpillGuardConfig()
     assert isinstance(tuner.widget, w.VBox)
+    # the controls that only act on a live stream say so, in their tooltip and in the panel
+    for name in STREAMING_ONLY_FIELDS:
+        assert "does not move the corpus score" in tuner.controls[name].tooltip
+        assert name in tuner.streaming_note.value
+    assert "does not move" not in tuner.controls["min_clause_words"].tooltip
+    assert "do not move the corpus score" in tuner.streaming_note.value
 
 
 def test_tuner_generates_controls_from_the_model_fields_generically():
@@ -430,12 +451,22 @@ def test_tuner_keeps_the_last_valid_config_on_bad_input(corpus):
         tuner.set(no_such_field=1)
 
 
+def test_save_status_shows_the_absolute_path_of_a_relative_save_path(tmp_path, corpus, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tuner = SpillTuner(corpus)
+    assert tuner.path_text.value == "spill-config.json"
+    tuner.save_button.click()
+    assert f"<code>{tmp_path.resolve() / 'spill-config.json'}</code>" in tuner.save_status.value
+
+
 def test_save_button_writes_a_config_lab_config_load_accepts(tmp_path, corpus):
     tuner = SpillTuner(corpus, save_path=tmp_path / "tuned.json")
     tuner.controls["answer_start_emoji"].value = False
     tuner.controls["hold_limit_chars"].value = 240
     tuner.save_button.click()
     assert "saved" in tuner.save_status.value
+    assert tuner.saved_path.is_absolute()
+    assert str((tmp_path / "tuned.json").resolve()) in tuner.save_status.value
     loaded = LabConfig.load(tmp_path / "tuned.json")
     assert loaded.spill == tuner.config
     assert loaded.spill == SpillGuardConfig(answer_start_emoji=False, hold_limit_chars=240)
