@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -535,25 +534,23 @@ def test_notebook_is_committed_without_outputs():
             assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
-def test_notebook_executes_headless_without_errors():
+def _execute_notebook(monkeypatch, captures: str | None) -> tuple[object, list, str]:
+    """Run notebook 02 headless (cwd notebooks/); LAB_CAPTURES unset when captures is None."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    if captures is None:
+        monkeypatch.delenv("LAB_CAPTURES", raising=False)
+    else:
+        monkeypatch.setenv("LAB_CAPTURES", captures)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    env_backend = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = "Agg"
-    try:
-        client = nbclient.NotebookClient(
-            nb,
-            timeout=60,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-        )
-        client.execute()
-    finally:
-        if env_backend is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = env_backend
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=60,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )
+    client.execute()
     errors = [
         out
         for cell in nb.cells
@@ -561,8 +558,42 @@ def test_notebook_executes_headless_without_errors():
         for out in cell.outputs
         if out.get("output_type") == "error"
     ]
-    assert errors == []
     text = "".join(
         out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
     )
+    return nb, errors, text
+
+
+def test_notebook_first_code_cell_is_the_parameters_cell():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "parameters" in first.metadata.get("tags", [])
+    assert 'CAPTURES = os.environ.get("LAB_CAPTURES", "../captures")' in first.source
+    later = "".join(c.source for c in nb.cells if c.cell_type == "code" and c is not first)
+    assert "CAPTURES =" not in later
+
+
+def test_notebook_executes_headless_without_errors(monkeypatch):
+    _nb, errors, text = _execute_notebook(monkeypatch, None)
+    assert errors == []
     assert "precision 0.643" in text
+    assert "streams replayed with the tuned config" in text
+    assert not list(NOTEBOOK.parent.glob("spill-config*.json"))
+
+
+def test_notebook_runs_on_the_corpus_alone_when_lab_captures_is_empty(monkeypatch):
+    _nb, errors, text = _execute_notebook(monkeypatch, "")
+    assert errors == []
+    assert "tuning on the labelled corpus alone" in text
+    assert "no captures to replay" in text
+    assert "precision 0.643" in text
+
+
+def test_notebook_stops_with_a_capture_error_on_a_path_that_does_not_exist(tmp_path, monkeypatch):
+    nbclient = pytest.importorskip("nbclient")
+    missing = tmp_path / "no-such-captures"
+    with pytest.raises(nbclient.exceptions.CellExecutionError) as exc:
+        _execute_notebook(monkeypatch, str(missing))
+    assert "CaptureError" in str(exc.value)
+    assert f"{missing}: no such file or directory" in str(exc.value)
