@@ -25,6 +25,10 @@ Detectors and the real-world bug each one catches (``reference/wire-formats.md``
   ``message_stop`` (Gemini and Anthropic never send ``[DONE]``), or an unterminated last SSE
   event (anomalyco/opencode #39968/#40061, kittors/CliRelay #964). A stream the speaker guard
   stopped on purpose is not truncated.
+- ``recording_cut`` – not the provider's doing: the *recording* ends before the stream did
+  (the recorder was killed, ``end_reason="incomplete"``, or interrupted, ``"cancelled"``),
+  so how the stream really ended is unknown. Such a stream is never also flagged
+  ``eof_without_terminator``.
 - ``truncated_tool_arguments`` – a tool call whose argument JSON was cut short: OpenRouter
   rewriting ``length`` to ``tool_calls`` (NousResearch/hermes-agent PR #7693, #91717),
   DeepSeek-v4 ``Unterminated string`` arguments at exactly ``max_tokens``, vLLM PR #46303,
@@ -53,6 +57,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from lab.guards.tags import REASONING_TAG_RE
+from lab.result import CUT_END_REASONS
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -78,6 +83,7 @@ __all__ = [
     "find_duplicated_delta",
     "find_immediate_repetition",
     "glued_reasoning_summaries",
+    "recording_cut",
     "think_tags_after_guards",
     "tool_markup_in_content",
     "tool_markup_in_reasoning",
@@ -303,6 +309,8 @@ def glued_reasoning_summaries(result: StreamResult, config: AnomalyConfig | None
 
 def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The stream ended with no end evidence ([DONE] / finish reason) and no error: truncated."""
+    if recording_cut(result):
+        return False  # the recording stops there, not (as far as anyone knows) the stream
     if result.facts.get("unterminated_tail"):
         return True
     if result.error is not None or result.finish_reason:
@@ -314,6 +322,11 @@ def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = 
     if result.provider in _cfg(config).no_done_sentinel_providers:
         return True
     return not result.facts.get("done_seen", False)
+
+
+def recording_cut(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The recording ends before the stream did: the recorder was killed or interrupted."""
+    return _last_attempt_end(result) in CUT_END_REASONS
 
 
 def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
@@ -378,6 +391,7 @@ DETECTORS: dict[str, Detector] = {
     "duplicated_deltas": duplicated_deltas,
     "glued_reasoning_summaries": glued_reasoning_summaries,
     "eof_without_terminator": eof_without_terminator,
+    "recording_cut": recording_cut,
     "truncated_tool_arguments": truncated_tool_arguments,
     "empty_answer_with_reasoning": empty_answer_with_reasoning,
     "think_tags_after_guards": think_tags_after_guards,

@@ -19,7 +19,14 @@ from lab.model import (
     Usage,
 )
 
-__all__ = ["AttemptInfo", "ChunkOrigin", "StreamResult"]
+__all__ = ["CUT_END_REASONS", "AttemptInfo", "ChunkOrigin", "StreamResult"]
+
+CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
+"""Recorded end reasons that say the *recorder's* side stopped, not the provider's:
+``incomplete`` (the recording process died; the exchange was rebuilt from its journal) and
+``cancelled`` (the client stopped reading: interrupted, or a guard stopped the stream). A
+replay that reads past the last read of such an exchange ends the attempt with that reason
+(:class:`lab.http.transports.RecordingCut`)."""
 
 
 @dataclass(slots=True)
@@ -34,7 +41,8 @@ class AttemptInfo:
     degradable: str | None = None
     """The degradation classification of that failure (``generic_400``, ...), if any."""
     end_reason: str | None = None
-    """How the response ended: eof, cancelled, timeout, read_error, http_error, ..."""
+    """How the response ended: eof, timeout, read_error, http_error, stopped_by_guard, ...;
+    in a replay, ``incomplete`` or ``cancelled`` when the recording was cut there."""
     committed: bool = False
     body_keys: list[str] = field(default_factory=list)
     n_reads: int = 0

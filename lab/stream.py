@@ -182,7 +182,7 @@ def _run_attempt(
     divergence: list[str],
 ) -> bool:
     """Run one attempt. Returns True when the plan chose a next attempt."""
-    from lab.http.transports import ReplayExhausted
+    from lab.http.transports import RecordingCut, ReplayExhausted
 
     wire = adapter.wire_body(attempt.body)
     payload = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
@@ -220,6 +220,11 @@ def _run_attempt(
             )
         )
         return False
+    except RecordingCut as exc:  # replay: the recorder stopped before the response came
+        info.end_reason = exc.end_reason
+        info.error = str(exc)
+        emit(adapter.finish())
+        return False
     except httpx.HTTPError as exc:
         info.end_reason = "connect_error"
         info.error = f"{type(exc).__name__}: {exc}"
@@ -229,11 +234,14 @@ def _run_attempt(
     info.status = response.status_code
     try:
         if response.status_code >= 400:
+            cut_reason = None
             try:
                 text = response.read().decode("utf-8", errors="replace")
+            except RecordingCut as exc:  # replay: the body was not recorded whole
+                text, cut_reason = "", exc.end_reason
             except httpx.HTTPError as exc:
                 text = f"{type(exc).__name__}: {exc}"
-            info.end_reason = "http_error"
+            info.end_reason = cut_reason or "http_error"
             message = adapter.failure_message(response.status_code, text)
             info.error = message
             nxt = plan.on_failure(response.status_code, message)
@@ -258,25 +266,38 @@ def _run_attempt(
         chunks_before = len(adapter.emitted)
         decoder = SSEDecoder()
         seq = 0
+        # replay of a recording cut on the recorder's side (killed, interrupted): the stream
+        # ends where the recording does, as it had for the user, with the recorded end
+        # reason; no provider error is made up for it
+        cut: RecordingCut | None = None
         try:
-            for raw in response.iter_bytes():  # content-decoded; identity in practice
-                times.append(time.monotonic_ns() - t0)
-                for event in decoder.decode(raw, seq):
-                    emit(adapter.feed(event))
+            try:
+                for raw in response.iter_bytes():  # content-decoded; identity in practice
+                    times.append(time.monotonic_ns() - t0)
+                    for event in decoder.decode(raw, seq):
+                        emit(adapter.feed(event))
+                        if adapter.stopped:
+                            break
+                    seq += 1
                     if adapter.stopped:
                         break
-                seq += 1
-                if adapter.stopped:
-                    break
+            except RecordingCut as exc:
+                cut = exc
             info.n_reads = seq
             if adapter.stopped:
                 info.end_reason = adapter.end_reason or "stopped_by_guard"
             else:
                 for event in decoder.flush():
                     emit(adapter.feed(event))
-                info.end_reason = "eof"
+                info.end_reason = "eof" if cut is None else cut.end_reason
+                if cut is not None:
+                    info.error = str(cut)
                 emit(adapter.finish())
-                if adapter.config.empty_response_is_error and _empty(adapter, chunks_before):
+                if (
+                    cut is None
+                    and adapter.config.empty_response_is_error
+                    and _empty(adapter, chunks_before)
+                ):
                     # the guards were flushed by finish(); only the error chunk is added
                     adapter._record_finish("error")
                     emit(

@@ -30,8 +30,10 @@ from pathlib import Path
 import pytest
 
 import lab.capture
+from lab import anomalies
 from lab.capture import CaptureError
 from lab.fakes import render_body
+from lab.replay import replay
 
 CANARY = "sk-or-v1-CANARY-7f3a9c2e5b1d4f60a8e2c9b7d1f3e5a7"
 CANARY_ENV = "sk-ant-CANARY-ENV-0c4e8a2f6b1d3e5f7a9c0b2d4e6f8a1c"
@@ -169,6 +171,13 @@ def check_crash(n_kills: int) -> None:
                     assert ex.end_reason in ("eof", "cancelled"), (i, ex)
                     if ex.end_reason == "eof":
                         assert got in wants, (i, ex)
+            # replay blames the cut on the recording, not on the provider
+            results = {r.stream_id: r for r in replay(cap)}
+            for ex in incomplete:
+                result = results[ex.stream_id]
+                assert result.attempts[-1].end_reason == "incomplete", (i, result.attempts)
+                found = anomalies.detect(result)
+                assert "recording_cut" in found and "eof_without_terminator" not in found
             recorded = {ex.stream_id for ex in exchanges}
             assert done <= recorded, f"run {i}: finished streams missing {done - recorded}"
             assert len(incomplete) <= 2, (i, incomplete)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lab.demo import demo_requests
@@ -111,3 +112,77 @@ def test_build_body_for_openrouter_has_the_reference_base():
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+
+
+# -- a recording cut on the recorder's side ------------------------------------------------
+
+
+def _cut(request, reads: int | None, end_reason: str):
+    """``request`` as a recorder that stopped after ``reads`` reads would have left it."""
+    import dataclasses
+
+    final = request.final
+    if reads is None:  # stopped before the response came: no status, no reads
+        cut = dataclasses.replace(final, status=None, reads=[], read_t_ns=[], end_reason=end_reason)
+    else:
+        cut = dataclasses.replace(
+            final,
+            reads=final.reads[:reads],
+            read_t_ns=final.read_t_ns[:reads],
+            end_reason=end_reason,
+            error=None,
+        )
+    return dataclasses.replace(request, exchanges=[*request.exchanges[:-1], cut])
+
+
+@pytest.fixture(scope="module")
+def clean_request():
+    import lab.capture
+
+    cap = lab.capture.open(Path(__file__).resolve().parents[1] / "captures")
+    return next(
+        r
+        for r in cap.requests()
+        if r.provider == "openrouter" and r.model == "fake/clean" and len(r.final.reads) >= 4
+    )
+
+
+@pytest.mark.parametrize("end_reason", ["incomplete", "cancelled"])
+def test_replay_of_a_cut_recording_keeps_its_end_reason_and_blames_no_provider(
+    clean_request, end_reason
+):
+    from lab import anomalies
+    from lab.replay import replay_request
+
+    whole = replay_request(clean_request)
+    result = replay_request(_cut(clean_request, 2, end_reason))
+    assert result.attempts[-1].end_reason == end_reason
+    assert result.attempts[-1].n_reads == 2
+    assert "the recording ends here" in result.attempts[-1].error
+    assert result.error is None and result.classifier is None
+    assert whole.text.startswith(result.text) and len(result.text) < len(whole.text)
+    found = anomalies.detect(result)
+    assert "recording_cut" in found and "eof_without_terminator" not in found
+    assert "recording_cut" not in anomalies.detect(whole)
+
+
+def test_the_same_cut_recorded_as_an_eof_is_the_providers_truncation(clean_request):
+    from lab import anomalies
+    from lab.replay import replay_request
+
+    result = replay_request(_cut(clean_request, 2, "eof"))
+    assert result.attempts[-1].end_reason == "eof"
+    assert "eof_without_terminator" in anomalies.detect(result)
+    assert "recording_cut" not in anomalies.detect(result)
+
+
+def test_replay_of_a_recording_cut_before_the_response_makes_up_no_error(clean_request):
+    from lab import anomalies, tables
+    from lab.replay import replay_request
+
+    result = replay_request(_cut(clean_request, None, "incomplete"))
+    assert result.attempts[-1].end_reason == "incomplete"
+    assert result.error is None and result.text == ""
+    assert anomalies.detect(result) == ["recording_cut"]
+    row = tables.streams([result]).iloc[0]
+    assert pd.isna(row["error_type"]) and pd.isna(row["classifier"])

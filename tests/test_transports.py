@@ -24,6 +24,7 @@ from lab.capture import open as open_capture
 from lab.http.sse import iter_sse
 from lab.http.transports import (
     AsyncRecordingTransport,
+    RecordingCut,
     RecordingTransport,
     ReplayExhausted,
     ReplayMismatch,
@@ -453,9 +454,44 @@ def test_replay_reraises_recorded_timeout_after_the_last_read():
         with httpx.Client(transport=ReplayTransport([ex])) as client:
             with pytest.raises(exc_type):
                 client.post("http://x")
-    ex.end_reason, ex.error = "incomplete", "recorder stopped"
+    ex.end_reason, ex.error = "eof", None
     with httpx.Client(transport=ReplayTransport([ex])) as client:
         assert client.post("http://x").content == b"data: a\n\ndata: b"  # EOF after last read
+
+
+@pytest.mark.parametrize("end_reason", ["incomplete", "cancelled"])
+def test_replay_of_an_exchange_cut_by_the_recorder_raises_recording_cut_after_the_last_read(
+    end_reason,
+):
+    """Not an EOF: the recording, not the provider, stopped there (replay would otherwise
+    report a provider that cut its stream short)."""
+    ex = RecordedExchange(
+        stream_id="cut",
+        attempt=0,
+        attempt_label="default",
+        provider="p",
+        model=None,
+        method="POST",
+        url="http://x",
+        request_headers={},
+        request_body=b"{}",
+        status=200,
+        http_version="HTTP/1.1",
+        response_headers={},
+        reads=[b"data: a\n\n", b"data: b"],
+        read_t_ns=[1, 2],
+        end_reason=end_reason,
+        error=None,
+    )
+    got: list[bytes] = []
+    with httpx.Client(transport=ReplayTransport([ex])) as client:
+        with pytest.raises(RecordingCut, match="the recording ends here") as info:
+            with client.stream("POST", "http://x") as r:
+                for chunk in r.iter_raw():
+                    got.append(chunk)
+    assert got == ex.reads
+    assert info.value.end_reason == end_reason
+    assert isinstance(info.value, httpx.TransportError)
 
 
 def test_replay_realtime_reproduces_timing():

@@ -41,12 +41,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from lab.capture.records import RecordedExchange
+from lab.result import CUT_END_REASONS
 
 if TYPE_CHECKING:
     from lab.capture.writer import CaptureWriter, ExchangeRecorder
 
 __all__ = [
     "AsyncRecordingTransport",
+    "RecordingCut",
     "RecordingTransport",
     "ReplayExhausted",
     "ReplayMismatch",
@@ -217,6 +219,21 @@ class ReplayMismatch(httpx.TransportError):
     """``strict=True``: the request body differs from the recorded one."""
 
 
+class RecordingCut(httpx.TransportError):
+    """The recording ends before the exchange did, on the recorder's side.
+
+    Raised by replay after the last recorded read of an exchange whose ``end_reason`` is in
+    :data:`CUT_END_REASONS` (or instead of a response that was never recorded), so a stream
+    cut by a killed or interrupted recorder is not taken for one the provider cut short.
+    ``end_reason`` is the recorded one. A replay that stops where the live client stopped
+    (the same guard, the same read) never reads that far and never sees it.
+    """
+
+    def __init__(self, message: str, *, end_reason: str, request: httpx.Request) -> None:
+        super().__init__(message, request=request)
+        self.end_reason = end_reason
+
+
 _STALE_HEADERS = {"content-length", "transfer-encoding"}
 
 
@@ -224,12 +241,23 @@ def _recorded_error(
     exchange: RecordedExchange, request: httpx.Request
 ) -> httpx.TransportError | None:
     """The exception to raise again after the last read, or None for a clean EOF."""
+    if exchange.end_reason in CUT_END_REASONS:
+        why = exchange.error or (
+            "the recording process stopped before the exchange ended"
+            if exchange.end_reason == "incomplete"
+            else "the client stopped reading"
+        )
+        return RecordingCut(
+            f"the recording ends here (end_reason={exchange.end_reason!r}): {why}",
+            end_reason=exchange.end_reason,
+            request=request,
+        )
     if exchange.end_reason == "timeout":
         family: type[httpx.TransportError] = httpx.TimeoutException
         default: type[httpx.TransportError] = httpx.ReadTimeout
     elif exchange.end_reason == "read_error":
         family, default = httpx.TransportError, httpx.ReadError
-    else:  # eof, cancelled (the client stopped: nothing more was read), incomplete
+    else:  # eof
         return None
     error = exchange.error or ""
     name, _, message = error.partition(": ")
