@@ -557,6 +557,23 @@ def test_a_non_capture_file_named_outright_is_still_refused(tmp_path):
         open_capture(tmp_path / "README.md")
 
 
+def test_a_streams_part_without_its_chunks_part_is_refused_naming_both(tmp_path):
+    """Replaying it would make up an empty response for every exchange."""
+    with CaptureWriter(tmp_path, label="a") as w:
+        record(w, [b"data: 1\n\n", b"data: 2\n\n"], stream_id="a")
+    only = tmp_path / "only"
+    only.mkdir()
+    part = next(w.path.glob("streams-*.parquet"))
+    (only / part.name).write_bytes(part.read_bytes())
+    with pytest.raises(CaptureError) as info:
+        open_capture(only)
+    assert str(info.value) == (
+        f"{only / part.name}: 1 of its 1 exchanges lack recorded reads (exchange 0, stream "
+        f"'a' attempt 0: 2 reads recorded, 0 found in the chunks parts read); "
+        f"{part.name.replace('streams', 'chunks')} is missing"
+    )
+
+
 def test_directory_without_captures(tmp_path):
     (tmp_path / "notes.txt").write_text("hi")
     with pytest.raises(CaptureError, match="no capture files"):

@@ -369,6 +369,10 @@ def _bad_files(tmp: Path, good: Path) -> dict[str, tuple[Path, str]]:
     text.parent.mkdir()
     text.write_text("hello, I am not parquet\n")
     cases["text"] = (text, "corrupt or truncated")
+    no_chunks = tmp / "no_chunks"
+    no_chunks.mkdir()
+    (no_chunks / part.name).write_bytes(data)  # its chunks part left behind
+    cases["no_chunks"] = (no_chunks / part.name, "lack recorded reads")
     return cases
 
 

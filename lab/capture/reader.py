@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lab._json import loads as json_loads
@@ -168,16 +169,21 @@ def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
     """Load a capture: recording dir, root of recordings, one .parquet, or a glob."""
     parts, journals = _resolve(path)
     streams_tables: list[pa.Table] = []
+    streams_parts: list[Path] = []
     chunks_tables: list[pa.Table] = []
     infos: dict[str, dict[str, Any]] = {}
     redaction: dict[str, Any] = {}
     versions: set[int] = set()
-    for name, table, info, red, version in _read_parts(parts):
+    for part, (name, table, info, red, version) in zip(parts, _read_parts(parts), strict=True):
         versions.add(version)
         if info.get("capture_id"):
             infos.setdefault(info["capture_id"], info)
         redaction = red or redaction
-        (streams_tables if name == "streams" else chunks_tables).append(table)
+        if name == "streams":
+            streams_tables.append(table)
+            streams_parts.append(part)
+        else:
+            chunks_tables.append(table)
 
     streams = _concat(streams_tables, STREAMS_SCHEMA)
     chunks = _concat(chunks_tables, CHUNKS_SCHEMA)
@@ -211,6 +217,7 @@ def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
         streams = pa.concat_tables([streams, pa.Table.from_pylist(rec_streams, STREAMS_SCHEMA)])
         chunks = pa.concat_tables([chunks, *rec_chunks])
 
+    _check_reads_present(streams, chunks, streams_tables, streams_parts)
     streams = streams.sort_by(
         [
             ("started_at", "ascending"),
@@ -240,6 +247,47 @@ def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
     if len(ids) == 1:
         metadata.update(infos[ids[0]])
     return Capture(streams, chunks, [*parts, *used_journals], metadata)
+
+
+def _check_reads_present(
+    streams: pa.Table, chunks: pa.Table, streams_tables: list[pa.Table], streams_parts: list[Path]
+) -> None:
+    """Every exchange's recorded reads are in the chunks parts, or one CaptureError.
+
+    The writer puts a part's chunks on disk before its streams row, so a shortfall means a
+    chunks part is missing or foreign, and replaying would make up empty responses. The
+    totals are compared first (one sum); exchanges are looked at only when they differ.
+    """
+    expected = pc.sum(streams["n_reads"]).as_py() or 0
+    if chunks.num_rows >= expected:
+        return
+    counts = chunks.group_by(["capture_id", "exchange"]).aggregate([("seq", "count")])
+    found = {
+        key: n
+        for *key, n in zip(
+            counts["capture_id"].to_pylist(),
+            counts["exchange"].to_pylist(),
+            counts["seq_count"].to_pylist(),
+            strict=True,
+        )
+    }
+    for table, part in zip(streams_tables, streams_parts, strict=True):
+        cols = [table[c].to_pylist() for c in ("capture_id", "exchange", "stream_id", "attempt")]
+        short = [
+            (row, n, found.get((row[0], row[1]), 0))
+            for row, n in zip(zip(*cols, strict=True), table["n_reads"].to_pylist(), strict=True)
+            if found.get((row[0], row[1]), 0) < n
+        ]
+        if short:
+            (_cid, exchange, stream_id, attempt), n, got = short[0]
+            m = _PART.match(part.name)
+            sibling = part.with_name(f"chunks-{m.group(2)}.parquet") if m else None
+            hint = f"; {sibling.name} is missing" if sibling and not sibling.exists() else ""
+            raise CaptureError(
+                f"{part}: {len(short)} of its {table.num_rows} exchanges lack recorded reads "
+                f"(exchange {exchange}, stream {stream_id!r} attempt {attempt}: {n} reads "
+                f"recorded, {got} found in the chunks parts read){hint}"
+            )
 
 
 def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
