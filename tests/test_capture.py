@@ -286,6 +286,33 @@ def test_root_with_many_recordings_and_globs(tmp_path):
 # -- redaction -----------------------------------------------------------------------------
 
 
+def test_headers_and_query_params_named_like_secrets_are_redacted_by_name_part():
+    out = redact_headers(
+        {
+            "OpenAI-Api-Key": CANARY,
+            "X-Auth-Token": CANARY,
+            "x_client_secret": CANARY,
+            "X-RateLimit-Remaining-Tokens": "9000",
+            "Keep-Alive": "timeout=5",
+            "X-Title": "Stream Lab",
+        }
+    )
+    assert out == {
+        "OpenAI-Api-Key": "[REDACTED]",
+        "X-Auth-Token": "[REDACTED]",
+        "x_client_secret": "[REDACTED]",
+        "X-RateLimit-Remaining-Tokens": "9000",
+        "Keep-Alive": "timeout=5",
+        "X-Title": "Stream Lab",
+    }
+    assert redact_url(f"http://h/v1?api-key={CANARY}&x-goog-api-key={CANARY}&tokens=5") == (
+        "http://h/v1?api-key=[REDACTED]&x-goog-api-key=[REDACTED]&tokens=5"
+    )
+    assert (
+        redact_url(f"http://h/v1?token={CANARY}&alt=sse") == "http://h/v1?token=[REDACTED]&alt=sse"
+    )
+
+
 def test_redact_headers_keeps_keys_case_insensitive():
     out = redact_headers(
         {

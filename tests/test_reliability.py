@@ -213,6 +213,24 @@ def _files_contain(root: Path, needles: tuple[str, ...]) -> list[str]:
     return hits
 
 
+def test_a_key_in_the_base_urls_query_reaches_no_output_and_the_path_stays_right(
+    tmp_path, fake_server
+):
+    """Some gateways take the key as a query parameter (``?api-key=``, ``?token=``)."""
+    from lab.recorder import Recorder
+
+    base = f"{fake_server.base_url}/v1?api-key={CANARY}&token={CANARY_ENV}&tier=free"
+    with Recorder(tmp_path / "captures") as rec:
+        result = rec.record("openai", {"model": "fake/clean", "messages": []}, base_url=base)
+        path = rec.path
+    assert result.error is None and result.text  # the path went before the query: not a 404
+    [url] = lab.capture.open(path).streams["url"]
+    assert url == (
+        f"{fake_server.base_url}/v1/chat/completions?api-key=[REDACTED]&token=[REDACTED]&tier=free"
+    )
+    assert _files_contain(path, (CANARY, CANARY_ENV, CANARY[-16:], CANARY_ENV[-16:])) == []
+
+
 def test_canary_api_key_reaches_no_output(tmp_path, fake_server, monkeypatch):
     from lab.fixtures import export_fixture
     from lab.recorder import Recorder

@@ -3,6 +3,9 @@
 - headers named in ``REDACTED_HEADERS`` (case-insensitive) keep their key and get the value
   ``"[REDACTED]"``, so a reader sees that the header was sent; any other header whose value
   is a ``Bearer``/``Basic`` credential is redacted too;
+- a header or URL query parameter whose name, split at ``-``, ``_`` and ``.``, has a part in
+  ``SECRET_NAME_PARTS`` (``x-auth-token``, ``openai-api-key``, ``?api-key=``, ``?token=``;
+  not ``x-ratelimit-remaining-tokens``), whatever its value;
 - URL query parameters named in ``REDACTED_QUERY_PARAMS`` and URL user-info passwords;
 - JSON request bodies: string values of fields named in ``REDACTED_BODY_FIELDS`` are
   replaced in place at the byte level (the rest of the body keeps its exact bytes).
@@ -26,6 +29,7 @@ __all__ = [
     "REDACTED_HEADERS",
     "REDACTED_QUERY_PARAMS",
     "REDACTION_POLICY",
+    "SECRET_NAME_PARTS",
     "Redactor",
     "redact_body",
     "redact_headers",
@@ -44,10 +48,16 @@ REDACTED_HEADERS = {
 _ALSO_REDACTED_HEADERS = {"proxy-authorization"}
 REDACTED_QUERY_PARAMS = {"key", "api_key", "apikey", "access_token"}
 REDACTED_BODY_FIELDS = {"api_key", "apikey", "x_api_key", "authorization", "access_token"}
+SECRET_NAME_PARTS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "auth", "credential", "signature"}
+)
+"""Name parts that make a header or query parameter secret. Only whole parts count, so
+``x-ratelimit-remaining-tokens`` and ``keep-alive`` stay readable."""
 
 REDACTION_POLICY: dict[str, Any] = {
-    "policy_version": 1,
+    "policy_version": 2,
     "headers": sorted(REDACTED_HEADERS | _ALSO_REDACTED_HEADERS),
+    "name_parts": sorted(SECRET_NAME_PARTS),
     "header_values": ["Bearer *", "Basic *"],
     "query_params": sorted(REDACTED_QUERY_PARAMS),
     "url_userinfo_password": True,
@@ -60,11 +70,19 @@ _CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S", re.IGNORECASE)
 _BODY_HINTS = (b"api_key", b"apikey", b"authorization", b"access_token")
 
 
+_NAME_SPLIT = re.compile(r"[-_.]")
+
+
+def _secret_name(lower: str) -> bool:
+    return any(part in SECRET_NAME_PARTS for part in _NAME_SPLIT.split(lower))
+
+
 def _secret_header(name: str, value: str) -> bool:
     lower = name.lower()
     return (
         lower in REDACTED_HEADERS
         or lower in _ALSO_REDACTED_HEADERS
+        or _secret_name(lower)
         or bool(_CREDENTIAL_VALUE.match(value))
     )
 
@@ -117,7 +135,8 @@ class Redactor:
             params = []
             for param in query.split("&"):
                 name, eq, value = param.partition("=")
-                if eq and unquote(name).lower() in REDACTED_QUERY_PARAMS:
+                lower = unquote(name).lower()
+                if eq and (lower in REDACTED_QUERY_PARAMS or _secret_name(lower)):
                     self._remember(unquote(value))
                     self._remember(value)
                     param = f"{name}={REDACTED}"

@@ -44,7 +44,7 @@ from lab.model import (
     new_chunk,
     new_thought,
 )
-from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number
+from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number, join_url
 
 __all__ = ["STOP_REASON_MAP", "AnthropicAdapter"]
 
@@ -73,7 +73,7 @@ class AnthropicAdapter(StreamAdapter):
     # -- request side -------------------------------------------------------------------
 
     def endpoint(self, base_url: str | None, model: str | None) -> str:
-        return (base_url or self.default_base_url).rstrip("/") + "/messages"
+        return join_url(base_url or self.default_base_url, "/messages")
 
     def request_headers(self, api_key: str | None) -> dict[str, str]:
         headers = {

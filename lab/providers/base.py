@@ -32,6 +32,7 @@ __all__ = [
     "StreamAdapter",
     "StreamStopped",
     "is_number",
+    "join_url",
     "split_text_and_tool",
 ]
 
@@ -39,6 +40,19 @@ __all__ = [
 def is_number(v: Any) -> bool:
     """A JSON number (int or float, not bool): what every wire field check means by numeric."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def join_url(base: str, path: str, query: str = "") -> str:
+    """``base`` with ``path`` appended to its path, before any query it carries.
+
+    ``join_url("http://h/v1/?x=1", "/chat/completions")`` is
+    ``"http://h/v1/chat/completions?x=1"``; **query** (``"alt=sse"``) is added to the base's
+    own query. A fragment is dropped (it is never sent).
+    """
+    head = base.partition("#")[0]
+    root, _, own = head.partition("?")
+    params = "&".join(q for q in (own, query) if q)
+    return root.rstrip("/") + path + ("?" + params if params else "")
 
 
 class NoteList(NoteSink):
@@ -132,7 +146,7 @@ class StreamAdapter:
     # -- request side -------------------------------------------------------------------
 
     def endpoint(self, base_url: str | None, model: str | None) -> str:
-        return (base_url or self.default_base_url).rstrip("/") + "/chat/completions"
+        return join_url(base_url or self.default_base_url, "/chat/completions")
 
     def request_headers(self, api_key: str | None) -> dict[str, str]:
         # identity: the capture keeps the SSE bytes as sent, not a gzip stream

@@ -44,7 +44,7 @@ from lab.model import (
     new_chunk,
     new_thought,
 )
-from lab.providers.base import RetryAttempt, StreamAdapter, is_number
+from lab.providers.base import RetryAttempt, StreamAdapter, is_number, join_url
 
 __all__ = ["GoogleAdapter", "google_usage", "normalize_google_chunk"]
 
@@ -176,8 +176,8 @@ class GoogleAdapter(StreamAdapter):
         if not model:
             raise ValueError("the Gemini endpoint needs a model id (body['model'])")
         name = model[len("models/") :] if model.startswith("models/") else model
-        base = (base_url or self.default_base_url).rstrip("/")
-        return f"{base}/models/{name}:streamGenerateContent?alt=sse"
+        base = base_url or self.default_base_url
+        return join_url(base, f"/models/{name}:streamGenerateContent", "alt=sse")
 
     def request_headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}

@@ -66,6 +66,7 @@ from lab.providers.base import (
     RetryAttempt,
     StreamAdapter,
     is_number,
+    join_url,
     split_text_and_tool,
 )
 from lab.providers.openrouter import openrouter_usage
@@ -125,7 +126,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             raise ValueError(
                 f"provider {self.provider!r} needs a base URL (e.g. --base-url http://host/v1)"
             )
-        return base.rstrip("/") + "/chat/completions"
+        return join_url(base, "/chat/completions")
 
     def request_headers(self, api_key: str | None) -> dict[str, str]:
         if self.placeholder_api_key is not None and api_key == self.placeholder_api_key:
