@@ -41,15 +41,15 @@ class LabConfig(BaseModel):
     """Bot persona name: closes an unclosed think block at ``Name:`` and feeds the speaker guard."""
     speaker_guard: bool = False
     """``llm_stop_speaker_pattern_enabled``: cut the stream before a generic ``Label:`` line."""
-    speaker_holdback_chars: int = 32
+    speaker_holdback_chars: int = Field(32, ge=0)
     """Characters the speaker guard holds back while it waits for a label to complete."""
-    dedup_tail_chars: int = 4096
+    dedup_tail_chars: int = Field(4096, ge=0)
     """Rolling tail of streamed text that repeated deltas are compared with."""
-    dedup_min_chars: int = 8
+    dedup_min_chars: int = Field(8, ge=0)
     """Deltas shorter than this are never deduplicated; also the minimum overlap."""
     verbatim_tool_calls: bool = False
     """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
-    inactivity_timeout_s: float = 120.0
+    inactivity_timeout_s: float = Field(120.0, gt=0)
     """Live streams: give up when no data arrives for this long (OpenRouter default 120 s)."""
     degrade: bool = True
     """Run the parameter-degradation ladder on degradable failures."""
@@ -76,7 +76,7 @@ class LabConfig(BaseModel):
                     return cls(spill=SpillGuardConfig(**value))
                 return cls.model_validate(value)
             except ValidationError as exc:
-                raise ConfigError(f"invalid config: {exc}") from None
+                raise ConfigError(f"invalid config: {_describe(exc)}") from None
         raise ConfigError(f"cannot use {type(value).__name__} as a config")
 
     @classmethod
@@ -107,3 +107,20 @@ class LabConfig(BaseModel):
         import hashlib
 
         return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:10]
+
+
+def _describe(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``field: problem (got value)`` per error, ``; ``-joined."""
+    spill_fields = set(SpillGuardConfig.model_fields)
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            if len(err["loc"]) == 1 and err["loc"][0] in spill_fields:
+                msg += ' (a spill guard field: put it under "spill")'
+        else:
+            got = repr(err.get("input"))
+            msg += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
+        out.append(f"{loc}: {msg}")
+    return "; ".join(out)

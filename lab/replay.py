@@ -231,6 +231,10 @@ def replay(
     never delivered is replayed in this process, with a ``RuntimeWarning``.
     **progress** shows a progress bar (streams done, over all processes).
     """
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise TypeError(f"workers must be an int or None, not {type(workers).__name__}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1 (or None: this process only), not {workers}")
     cfg = LabConfig.coerce(config)
     source = _open_source(capture_or_path)
     if workers and workers > 1:

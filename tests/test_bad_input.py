@@ -56,3 +56,54 @@ def test_unknown_provider_in_run_stream_raises_one_clear_value_error():
 
     with pytest.raises(ValueError, match="unknown provider 'nope'; known providers: "):
         run_stream("nope", {"model": "m", "messages": []})
+
+
+@pytest.mark.parametrize("workers", [0, -2])
+def test_replay_refuses_fewer_than_one_worker(workers):
+    from lab.replay import replay
+
+    with pytest.raises(ValueError, match=f"workers must be at least 1 .*not {workers}$"):
+        replay("captures-that-are-never-opened", workers=workers)
+
+
+def test_replay_refuses_a_worker_count_that_is_not_an_int():
+    from lab.replay import replay
+
+    with pytest.raises(TypeError, match="workers must be an int or None, not float"):
+        replay("captures-that-are-never-opened", workers=1.5)
+
+
+def test_an_empty_capture_path_is_refused_not_read_as_the_current_directory():
+    from lab.capture import CaptureError
+    from lab.capture import open as open_capture
+
+    with pytest.raises(CaptureError, match="^empty capture path"):
+        open_capture("")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            {"hold_limit_chars": 10, "degrade": False},
+            "invalid config: hold_limit_chars: Extra inputs are not permitted (a spill guard "
+            'field: put it under "spill")',
+        ),
+        (
+            {"inactivity_timeout_s": -1},
+            "invalid config: inactivity_timeout_s: Input should be greater than 0 (got -1)",
+        ),
+        (
+            {"dedup_min_chars": -1, "degrade": "maybe"},
+            "invalid config: dedup_min_chars: Input should be greater than or equal to 0 "
+            "(got -1); degrade: Input should be a valid boolean, unable to interpret input "
+            "(got 'maybe')",
+        ),
+    ],
+)
+def test_a_bad_config_is_one_line_naming_each_field(value, message):
+    from lab.config import ConfigError, LabConfig
+
+    with pytest.raises(ConfigError) as info:
+        LabConfig.coerce(value)
+    assert str(info.value) == message

@@ -292,6 +292,8 @@ def _check_reads_present(
 
 def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
     text = str(path)
+    if not text.strip():
+        raise CaptureError("empty capture path (give a recording directory, a file or a glob)")
     p = Path(path)
     if p.exists():
         targets = [p]
