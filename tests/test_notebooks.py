@@ -2,7 +2,10 @@
 
 Notebook 02 is executed by ``tests/test_tuning.py``; this module runs every other notebook in
 ``notebooks/`` (01 and 03 today, and any notebook added later) with nbclient, the way CI
-and ``jupyter nbconvert --execute`` would: cwd ``notebooks/``, ``MPLBACKEND=Agg``.
+and ``jupyter nbconvert --execute`` would: cwd ``notebooks/``, ``MPLBACKEND=Agg``, on the
+bundled sample capture (``LAB_CAPTURES`` unset) -- and 01 and 03 again on small captures
+recorded here from the fake server that do not look like the sample (no OpenRouter stream, no
+leak, spills on another backend than Novita, no spill at all).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from lab.demo import demo_requests
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 EXECUTED_ELSEWHERE = {"02-tune-spill-guard.ipynb"}  # tests/test_tuning.py
 ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
 HERE = [p for p in ALL if p.name not in EXECUTED_ELSEWHERE]
 TIME_BUDGET_S = 60
+PARAMETERS_LINE = 'CAPTURES = os.environ.get("LAB_CAPTURES", "../captures")'
 
 
 def _tree_digest(root: Path) -> str:
@@ -42,14 +48,20 @@ def test_notebook_is_committed_without_outputs(path):
             assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
-@pytest.mark.parametrize("path", HERE, ids=[p.name for p in HERE])
-def test_notebook_executes_headless_without_errors(path, monkeypatch):
+def _execute(path: Path, monkeypatch, captures: Path | None = None):
+    """Run one notebook headless; ``captures`` goes to the kernel as LAB_CAPTURES (None: unset).
+
+    Returns (notebook with outputs, seconds, every stream text it printed). Checks that the
+    run left the repository's fixtures alone and wrote no ``notebooks/tests``.
+    """
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    if captures is None:
+        monkeypatch.delenv("LAB_CAPTURES", raising=False)
+    else:  # the kernel inherits this process's environment when nbclient starts it
+        monkeypatch.setenv("LAB_CAPTURES", str(captures))
     nb = nbformat.read(path, as_version=4)
-    first = next(c for c in nb.cells if c.cell_type == "code")
-    assert first.source.startswith('CAPTURES = "../captures"')
     client = nbclient.NotebookClient(
         nb,
         timeout=TIME_BUDGET_S,
@@ -58,8 +70,24 @@ def test_notebook_executes_headless_without_errors(path, monkeypatch):
     )
     fixtures_before = _tree_digest(NOTEBOOKS.parent / "tests" / "fixtures")
     started = time.monotonic()
-    client.execute()
-    elapsed = time.monotonic() - started
+    try:
+        client.execute()
+    finally:
+        elapsed = time.monotonic() - started
+        # running a notebook never modifies the repository's fixtures (it exports to a temp dir)
+        assert _tree_digest(NOTEBOOKS.parent / "tests" / "fixtures") == fixtures_before
+        assert not (path.parent / "tests").exists()
+    text = "".join(
+        out.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if out.get("output_type") == "stream"
+    )
+    return nb, elapsed, text
+
+
+def _check_outputs(path: Path, nb, elapsed: float) -> None:
     errors = [
         f"{out.get('ename')}: {out.get('evalue')}"
         for cell in nb.cells
@@ -85,6 +113,126 @@ def test_notebook_executes_headless_without_errors(path, monkeypatch):
             for out in c.outputs
         )
         assert images >= 4
-    # running a notebook never modifies the repository's fixtures (it exports to a temp dir)
-    assert _tree_digest(NOTEBOOKS.parent / "tests" / "fixtures") == fixtures_before
-    assert not (path.parent / "tests").exists()
+
+
+@pytest.mark.parametrize("path", HERE, ids=[p.name for p in HERE])
+def test_notebook_first_code_cell_is_the_parameters_cell(path):
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "parameters" in first.metadata.get("tags", [])
+    assert PARAMETERS_LINE in first.source
+    later = "".join(c.source for c in nb.cells if c.cell_type == "code" and c is not first)
+    assert "CAPTURES =" not in later
+
+
+@pytest.mark.parametrize("path", HERE, ids=[p.name for p in HERE])
+def test_notebook_executes_headless_without_errors(path, monkeypatch):
+    nb, elapsed, text = _execute(path, monkeypatch)
+    _check_outputs(path, nb, elapsed)
+    if path.name.startswith("01-"):
+        assert "worst backend: " in text
+        assert "worst backend: openrouter (no backend" not in text
+    if path.name.startswith("03-"):
+        assert "spill stream(s) on Novita" in text
+        assert "repository fixtures match their golden" in text
+
+
+# -- captures that do not look like the bundled sample -------------------------------------
+
+
+def _requests(family: str, models: set[str], seeds: set[int]) -> list[dict]:
+    items = demo_requests(max(seeds) + 1, families=(family,))
+    return [i for i in items if i["body"]["model"] in models and i["body"]["seed"] in seeds]
+
+
+@pytest.fixture(scope="module")
+def other_captures(tmp_path_factory, fake_server) -> dict[str, Path]:
+    """Small captures from the fake server (OpenRouter backend = pool[seed % len(pool)])."""
+    from lab.recorder import Recorder
+
+    plans = {
+        # OpenRouter streams, none leaks; context-length fails before any backend is named
+        "no-leak": _requests("openrouter", {"fake/clean", "fake/context-length"}, {0, 1}),
+        # no OpenRouter stream at all
+        "direct-only": _requests("anthropic", {"fake/clean", "fake/thinking"}, {0}),
+        # spills on Parasail (seed 2) only, DeepInfra (seed 1) serves fake/spill cleanly
+        "spill-parasail": _requests("openrouter", {"fake/spill"}, {1, 2}),
+        # a think leak (Chutes, seed 0), no spill anywhere
+        "no-spill": _requests("openrouter", {"fake/think-leak", "fake/clean"}, {0}),
+    }
+    out = {}
+    for name, items in plans.items():
+        assert items, name
+        with Recorder(tmp_path_factory.mktemp(name), label=name) as rec:
+            for item in items:
+                rec.record(
+                    item["provider"],
+                    item["body"],
+                    base_url=fake_server.base_url + item["base_path"],
+                )
+        out[name] = rec.path
+    return out
+
+
+NB01 = NOTEBOOKS / "01-openrouter-backends.ipynb"
+NB03 = NOTEBOOKS / "03-regression-fixtures.ipynb"
+
+
+@pytest.mark.parametrize(
+    ("capture", "expected"),
+    [
+        (
+            "no-leak",
+            [
+                "4 OpenRouter stream(s) of 4",
+                "nothing leaked: no guard moved reasoning out of any of the 4 stream(s); "
+                "drilling into the first stream instead",
+            ],
+        ),
+        (
+            "direct-only",
+            [
+                "no OpenRouter stream in ",
+                "tabulating all 2 stream(s) per serving provider instead (providers: anthropic)",
+                "nothing leaked",
+                "(anthropic (direct))",
+            ],
+        ),
+        (
+            "spill-parasail",
+            [
+                "worst backend: Parasail (leak rate 100%, 1/1 streams leaked)",
+                "no backend with a leak served 2+ streams; took the leakiest one",
+            ],
+        ),
+    ],
+)
+def test_backends_notebook_on_a_capture_unlike_the_sample(
+    other_captures, monkeypatch, capture, expected
+):
+    nb, elapsed, text = _execute(NB01, monkeypatch, other_captures[capture])
+    _check_outputs(NB01, nb, elapsed)
+    for sentence in expected:
+        assert sentence in text
+
+
+def test_fixtures_notebook_falls_back_to_the_backend_with_the_most_spills(
+    other_captures, monkeypatch
+):
+    nb, elapsed, text = _execute(NB03, monkeypatch, other_captures["spill-parasail"])
+    _check_outputs(NB03, nb, elapsed)
+    assert "no spill stream on Novita; spill streams per backend: Parasail 1" in text
+    assert "1 spill stream(s) on Parasail" in text
+    assert "spill-parasail-" in text  # fixture names from lab.fixtures.default_name
+
+
+def test_fixtures_notebook_without_a_spill_stream_stops_with_a_clear_error(
+    other_captures, monkeypatch
+):
+    nbclient = pytest.importorskip("nbclient")
+    with pytest.raises(nbclient.exceptions.CellExecutionError) as exc:
+        _execute(NB03, monkeypatch, other_captures["no-spill"])
+    assert exc.value.ename == "ValueError"
+    assert exc.value.evalue.startswith(f"no spill stream in {other_captures['no-spill']}: ")
+    assert "guards that did fire: think_stripper" in exc.value.evalue
