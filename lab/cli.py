@@ -92,15 +92,18 @@ def _print_table(title: str, df: Any, columns: list[str] | None = None, limit: i
         print("(none)")
         return
     view = df[[c for c in columns if c in df.columns]] if columns else df
+    view = view.head(limit).round({c: 1 for c in ("ttft_ms", "median_ttft_ms") if c in view})
     with pd.option_context(
         "display.max_columns", 30, "display.width", 160, "display.max_colwidth", 40
     ):
-        print(view.head(limit).to_string(index=False))
+        print(view.to_string(index=False, na_rep="-"))
     if len(df) > limit:
         print(f"... {len(df) - limit} more rows")
 
 
 STREAM_VIEW = [
+    "stream_id",
+    "provider",
     "model",
     "serving_provider",
     "leaked",
@@ -291,9 +294,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     if args.compare:
         df = compare(args.path, args.config, args.compare)
-        _print_table(
-            "streams whose output changed", df, ["stream_id", "serving_provider", "field", "diff"]
-        )
+        print(f"\n== streams whose output changed ({len(df)} rows) ==")
+        if df.empty:
+            print("(none)")
+        for row in df.itertuples():  # a diff is lines: print them, not an escaped cell
+            print(f"\n--- {row.stream_id} ({row.serving_provider}): {row.field}")
+            print(row.diff.rstrip("\n"))
         return 0
     results = replay(args.path, config=args.config, workers=args.workers, progress=True)
     _print_table("streams", tables.streams(results), STREAM_VIEW)

@@ -96,8 +96,19 @@ def test_replay_compare_lists_streams_whose_output_changes(tmp_path, capsys):
     cfg.write_text(json.dumps({"spill": {"enabled": False}}))
     assert main(["replay", str(ROOT / "captures"), "--compare", str(cfg)]) == 0
     out = capsys.readouterr().out
-    assert "streams whose output changed" in out
-    assert "must do." in out
+    assert "streams whose output changed (4 rows)" in out
+    # each diff printed as lines, not as one escaped table cell
+    assert "\n-Hello! How can I help with your café order today? ☕\n" in out
+    assert "\n+must do.Hello! How can I help with your café order today? ☕\n" in out
+    assert "\\n" not in out
+
+
+def test_replay_stream_table_names_each_stream_and_its_provider(capsys):
+    assert main(["replay", str(ROOT / "captures")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[lines.index("== streams (132 rows) ==") + 1].split()
+    assert header[:4] == ["stream_id", "provider", "model", "serving_provider"]
+    assert not any("NaN" in line or "None" in line for line in lines)  # missing is "-"
 
 
 def test_replay_with_a_bad_config_file_is_one_clear_line(tmp_path, capsys):
