@@ -402,7 +402,7 @@ def _slug(text: str | None) -> str:
 
 
 def default_name(request: RecordedRequest, result: StreamResult | None = None) -> str:
-    """``<model>-<backend>-<last 6 of stream id>`` (``spill-novita-b225392``)."""
+    """``<model>-<backend>-<last 6 of stream id>`` (``spill-novita-225392``)."""
     model = (request.model or "stream").split("/")[-1]
     backend = (result.serving_provider if result else None) or request.provider
     return f"{_slug(model)}-{_slug(backend)}-{request.stream_id[-6:]}"
