@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,7 +59,21 @@ def _table(df: pd.DataFrame, limit: int = 200) -> str:
     if df.empty:
         return "<p class='note'>(none)</p>"
     more = f"<p class='note'>{len(df) - limit} more rows not shown</p>" if len(df) > limit else ""
-    return df.head(limit).to_html(index=False, na_rep="", escape=True, border=0) + more
+    # pandas' default prints 6 decimals: a $3.6e-06 cost would show as 0.000004
+    formatters = {c: _cost for c in df.columns if c == "cost" or c.endswith("_cost")}
+    html = df.head(limit).to_html(
+        index=False, na_rep="", escape=True, border=0, formatters=formatters
+    )
+    return html + more
+
+
+def _cost(value: float) -> str:
+    """USD with 3 significant digits of a small cost (``$0.0000405``), at least 4 decimals;
+    empty when unknown."""
+    if pd.isna(value):
+        return ""
+    digits = 4 if value <= 0 else max(4, 2 - math.floor(math.log10(value)))
+    return f"${value:.{digits}f}"
 
 
 def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab report") -> str:

@@ -74,3 +74,24 @@ def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path)
     assert attrs["data-images"] == "4"
     assert attrs["data-images-ok"] == "4"
     assert attrs["data-errors"] == "0"
+
+
+def test_report_shows_small_costs_with_three_significant_digits(report):
+    page = report.read_text(encoding="utf-8")
+    costs = re.findall(r"<td>\$(0\.\d+)</td>", page)
+    assert costs, "no cost cell in the report"
+    # pandas' default would print 0.000041 for 4.05e-05: 3 significant digits are kept
+    significant = [c.split(".")[1].lstrip("0") for c in costs if float(c) > 0]
+    assert significant and all(len(d) >= 3 for d in significant)
+
+
+def test_cost_cell_format():
+    from lab.report import _cost
+
+    assert [_cost(v) for v in (4.05e-05, 3.6e-06, 0.0123, 0.0, float("nan"))] == [
+        "$0.0000405",
+        "$0.00000360",
+        "$0.0123",
+        "$0.0000",
+        "",
+    ]
