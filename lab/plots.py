@@ -17,7 +17,7 @@ if not matplotlib.get_backend() or matplotlib.get_backend().lower().startswith("
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from lab.result import StreamResult  # noqa: E402
+from lab.result import StreamResult, counted_thoughts  # noqa: E402
 
 __all__ = [
     "LabFigure",
@@ -124,7 +124,7 @@ def stream_timeline(result: StreamResult) -> Figure:
             n_text += len(chunk.content)
             t_text.append(t_ms)
             y_text.append(n_text)
-        r = sum(len(th.content) for th in chunk.thoughts)
+        r = sum(len(th.content) for th in counted_thoughts(chunk))
         if r:
             n_reason += r
             t_reason.append(t_ms)

@@ -12,9 +12,10 @@ State machine of one :meth:`Processor.process` call (one step)::
                                          ├─ "error" chunk / iterator raised ─► halt
                                          └─ (everything else: build parts)
     finish-step: settle usage + cost, write a step-finish part, overflow check
-    halt:        no step-finish (unless the provider already reported usage: then one with
-                 reason "error", so billed tokens are never dropped); context-length errors
-                 ask for compaction, other errors set ``message.error``
+    halt:        no step-finish (unless the provider reported usage in the step, before the
+                 error or after it: then one with reason "error", so billed tokens are
+                 never dropped); context-length errors ask for compaction, other errors
+                 set ``message.error``
     cleanup:     close the open text/reasoning part, mark unfinished tools aborted
     outcome:     doom loop -> "stop"; overflow or context-length error -> "compact";
                  other error -> "stop"; otherwise "continue"
@@ -39,7 +40,8 @@ How chunks become parts:
   the step reported none, AI SDK 5's default) are read from any chunk of the step.
 - A ``done`` chunk does not end the step; the end of the iterable does (§3, finish-step when
   the step's stream closes), so the usage chunk an OpenAI-format stream sends after its
-  finish chunk is settled with the step. An ``error`` chunk ends it.
+  finish chunk is settled with the step. An ``error`` chunk ends it; of the chunks after it,
+  only their usage is read (billed tokens are never dropped).
 
 A text or reasoning part's ``text`` is filled in when the part closes (deltas are buffered
 meanwhile); every part is closed before ``process()`` returns.
@@ -466,6 +468,24 @@ def _canonical_args(args: Any) -> str:
         return json.dumps(args, sort_keys=True, separators=(",", ":"), default=repr)
 
 
+def _trailing_usage(iterator: Any, usage: Usage | None) -> Usage | None:
+    """The usage reported after an error chunk, in the rest of the step's stream.
+
+    Nothing else after the error counts (the step halts there), but billed tokens are
+    never dropped: OpenRouter's mid-stream 502 comes as an error chunk, a
+    ``finish_reason: "error"`` chunk, then the usage (reference wire-formats, "Mid-stream
+    errors"). A stream that raises while it is drained keeps what was found so far.
+    """
+    try:
+        for chunk in iterator:
+            raw = chunk.metadata.get("usage") if chunk.metadata else None
+            if raw is not None:
+                usage = _coerce_usage(raw) or usage
+    except Exception:  # the error chunk already ended the step
+        pass
+    return usage
+
+
 def _coerce_usage(value: Any) -> Usage | None:
     if isinstance(value, Usage):
         return value
@@ -561,6 +581,7 @@ class Processor:
                     message=chunk.content or "error chunk without an error",
                     retryable=False,
                 )
+                usage = _trailing_usage(iterator, usage)
                 break
             # a "done" chunk does not end the step: the step's stream does. The usage of an
             # OpenAI-format stream arrives in a chunk of its own after the finish chunk

@@ -19,7 +19,7 @@ from lab.model import (
     Usage,
 )
 
-__all__ = ["CUT_END_REASONS", "AttemptInfo", "ChunkOrigin", "StreamResult"]
+__all__ = ["CUT_END_REASONS", "AttemptInfo", "ChunkOrigin", "StreamResult", "counted_thoughts"]
 
 CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
 """Recorded end reasons that say the *recorder's* side stopped, not the provider's:
@@ -27,6 +27,17 @@ CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
 ``cancelled`` (the client stopped reading: interrupted, or a guard stopped the stream). A
 replay that reads past the last read of such an exchange ends the attempt with that reason
 (:class:`lab.http.transports.RecordingCut`)."""
+
+
+def counted_thoughts(chunk: ProcessedChunk) -> list[ThoughtLogEntry]:
+    """The thoughts of ``chunk`` that count toward :attr:`StreamResult.reasoning`.
+
+    None when the chunk repeats the thoughts of the one before it (``metadata
+    ["repeated_thoughts"]``: OpenRouter's text/tool split keeps reasoning on both pieces).
+    """
+    if chunk.thoughts and not (chunk.metadata and chunk.metadata.get("repeated_thoughts")):
+        return chunk.thoughts
+    return []
 
 
 @dataclass(slots=True)

@@ -32,7 +32,7 @@ from lab.http.sse import SSEDecoder
 from lab.model import ProcessedChunk, ProviderError, Usage
 from lab.providers import get_adapter
 from lab.providers.base import RetryAttempt, StreamAdapter
-from lab.result import AttemptInfo, ChunkOrigin, StreamResult
+from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_thoughts
 
 __all__ = ["new_stream_id", "run_stream"]
 
@@ -235,12 +235,17 @@ def _run_attempt(
     try:
         if response.status_code >= 400:
             cut_reason = None
+            reads: list[bytes] = []
             try:
-                text = response.read().decode("utf-8", errors="replace")
+                for raw in response.iter_bytes():  # read by read, as the stream is: counted
+                    times.append(time.monotonic_ns() - t0)
+                    reads.append(raw)
+                text = b"".join(reads).decode("utf-8", errors="replace")
             except RecordingCut as exc:  # replay: the body was not recorded whole
                 text, cut_reason = "", exc.end_reason
             except httpx.HTTPError as exc:
                 text = f"{type(exc).__name__}: {exc}"
+            info.n_reads = len(reads)
             info.end_reason = cut_reason or "http_error"
             message = adapter.failure_message(response.status_code, text)
             info.error = message
@@ -379,12 +384,12 @@ def _assemble(
     for c in chunks:
         if c.content:
             text_parts.append(c.content)
-        if c.thoughts and not (c.metadata and c.metadata.get("repeated_thoughts")):
-            thoughts.extend(c.thoughts)
+        if c.thoughts:
+            thoughts.extend(counted_thoughts(c))
         if c.function_call is not None:
             calls.append(c.function_call)
-        if c.type == "error" and c.error is not None:
-            error = c.error
+        if c.type == "error" and c.error is not None and error is None:
+            error = c.error  # the first: it ended the step (processor), later ones follow it
         u = c.metadata.get("usage") if c.metadata else None
         if isinstance(u, Usage):
             usage = u

@@ -121,7 +121,8 @@ def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
                 "output_tokens": out_tokens,
                 "reasoning_tokens": usage.reasoning_tokens if usage else None,
                 "cached_tokens": usage.cache_read_tokens if usage else None,
-                "cost": r.cost,
+                # a priced model's cost over no usage at all is 0.0: no usage, no cost known
+                "cost": r.cost if usage is not None else None,
                 "tokens_per_s": tps,
                 "outcome": r.outcome,
                 "anomalies": ",".join(_anomalies(r)),
@@ -229,7 +230,7 @@ def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
             "error_rate": g["errored"].mean(),
             "median_ttft_ms": g["ttft_ms"].median(),
             "median_tokens_per_s": g["tokens_per_s"].median(),
-            "output_tokens": g["output_tokens"].sum(),
+            "output_tokens": g["output_tokens"].sum(min_count=1),
             "cost": g["cost"].sum(min_count=1),
         }
     )

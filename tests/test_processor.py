@@ -714,3 +714,17 @@ def test_reference_overflow_patterns_compact_whatever_the_classifier_says(monkey
     assert proc.process([error("prompt is too long: 210345 tokens > 200000 maximum")]) == "compact"
     other = Processor(M200)
     assert other.process([error("Context window is exceeded, sorry")]) == "stop"
+
+
+def test_usage_reported_after_an_error_chunk_is_settled_and_nothing_else_is():
+    """OpenRouter's mid-stream 502: error chunk, finish_reason "error" chunk, then usage."""
+    proc = Processor(M200)
+    usage = Usage(input_tokens=7, output_tokens=3, cost=0.001)
+    chunks = [text("Hello"), error("provider_unavailable"), text(" more"), text("", usage=usage)]
+    assert proc.process(chunks) == "stop"
+    assert proc.message.error.message == "provider_unavailable"
+    assert proc.message.cost == 0.001
+    assert proc.message.tokens["input"] == 7 and proc.message.tokens["output"] == 3
+    assert [p.text for p in proc.message.parts if p.type == "text"] == ["Hello"]
+    assert proc.message.parts[-1].type == "step-finish"
+    assert proc.message.parts[-1].reason == "error"

@@ -209,6 +209,60 @@ def test_mid_stream_error_after_content_is_yielded_with_the_reference_mapping():
     assert r.finish_reason == "error"
 
 
+USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10, "cost": 0.001}
+ERROR_502 = {
+    "code": 502,
+    "message": "Upstream down",
+    "metadata": {"error_type": "provider_unavailable"},
+}
+
+
+def test_usage_on_the_error_chunk_is_settled_and_the_backend_it_names_kept():
+    """§2.4 rule 3 keeps only the error; its envelope's usage and provider are evidence."""
+    r = replay_sse(
+        "openrouter",
+        body(
+            chunk({"content": "Hello"}, provider="Chutes"),
+            chunk(finish="error", provider="Chutes", error=ERROR_502, usage=USAGE),
+        ),
+        model="fake/clean",
+    )
+    assert r.error.type == "provider_overloaded"
+    assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.cost) == (7, 3, 0.001)
+    assert r.cost == 0.001
+    assert r.serving_provider == "Chutes"
+
+
+def test_usage_after_the_error_chunks_is_settled_as_the_captured_502_sends_it():
+    """error chunk with choices [], a finish_reason "error" chunk, then usage (luca test)."""
+    r = replay_sse(
+        "openrouter",
+        body(
+            chunk({"content": "Hello"}, provider="Chutes"),
+            "data: "
+            + json.dumps({**ENV, "provider": "Chutes", "choices": [], "error": ERROR_502})
+            + "\n\n",
+            chunk(finish="error", provider="Chutes"),
+            usage_chunk(**USAGE),
+        ),
+        model="fake/clean",
+    )
+    assert r.error.type == "provider_overloaded"
+    assert r.cost == 0.001 and r.usage.cost == 0.001
+
+
+def test_a_precommit_error_chunk_names_the_backend_that_failed():
+    err = {
+        "id": "gen-1",
+        "provider": "Targon",
+        "choices": [],
+        "error": {"code": 429, "message": "slow down"},
+    }
+    r = replay_sse("openrouter", body("data: " + json.dumps(err) + "\n\n"), model="fake/clean")
+    assert r.error.type == "rate_limit"
+    assert r.serving_provider == "Targon"
+
+
 def test_http_500_code_maps_to_unknown_not_retryable_as_the_reference_does():
     err = {"error": {"code": 500, "message": "Internal Server Error"}}
     r = replay_sse("openrouter", body(chunk({"content": "x"}), "data: " + json.dumps(err) + "\n\n"))

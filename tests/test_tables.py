@@ -377,6 +377,26 @@ def test_stream_timeline_marks_guard_events(results):
     assert any(label.startswith("think_stripper") for label in labels[2:])
 
 
+def test_stream_timeline_counts_reasoning_repeated_by_the_text_tool_split_once():
+    """OpenRouter's text/tool split keeps reasoning on both pieces; the result counts it
+    once (``reasoning_chars``), and so does the plot."""
+    env = {"id": "gen-1", "model": "m", "object": "chat.completion.chunk", "created": 1}
+    call = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "f", "arguments": "{}"},
+    }
+    delta = {"content": "Let me look.", "reasoning": "I should call f.", "tool_calls": [call]}
+    chunk = {**env, "choices": [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]}
+    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+    result = replay_sse("openrouter", body)
+    assert result.reasoning == "I should call f." and len(result.function_calls) == 1
+    ax = plots.stream_timeline(result).axes[0]
+    reasoning = next(line for line in ax.lines if line.get_label() == "reasoning")
+    assert reasoning.get_ydata()[-1] == len(result.reasoning)
+
+
 def test_ttft_plot_uses_no_deprecated_matplotlib_api(results):
     st = tables.streams(results)
     with warnings.catch_warnings():

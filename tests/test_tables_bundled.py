@@ -88,3 +88,34 @@ def test_a_provider_reported_cost_is_the_stream_cost_on_the_bundled_capture(bund
     ]
     st = tables.streams(results).set_index("stream_id")
     assert [st.at[r.stream_id, "cost"] for r in reported] == [r.usage.cost for r in reported]
+
+
+def test_a_stream_that_reported_no_usage_has_no_cost_not_a_free_one(bundled):
+    _capture, results = bundled
+    st = tables.streams(results)
+    no_usage = st[st["output_tokens"].isna() & st["input_tokens"].isna()]
+    assert len(no_usage) > 5 and no_usage["cost"].isna().all()
+    by = tables.by_backend(st).set_index("serving_provider")
+    labels = tables.backend_labels(st)
+    silent = [b for b in by.index if st.loc[labels == b, "output_tokens"].isna().all()]
+    assert silent  # backends none of whose streams reported usage
+    assert by.loc[silent, "output_tokens"].isna().all() and by.loc[silent, "cost"].isna().all()
+
+
+def test_an_http_error_attempt_counts_the_reads_of_its_error_body(bundled):
+    capture, results = bundled
+    att = tables.attempts(results)
+    errors = att[att["end_reason"] == "http_error"]
+    assert len(errors) > 10
+    recorded = capture.streams.set_index(["stream_id", "attempt"])["n_reads"]
+    assert [recorded[(r.stream_id, r.attempt)] for r in errors.itertuples()] == list(
+        errors["n_reads"]
+    )
+    assert (errors["n_reads"] >= 1).all()
+
+
+def test_an_error_chunk_that_names_its_backend_attributes_the_stream(bundled):
+    _capture, results = bundled
+    st = tables.streams(results)
+    pre = st[st["model"] == "fake/sse-error-precommit"]
+    assert len(pre) == 3 and pre["serving_provider"].notna().all()

@@ -167,6 +167,24 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
     return out
 
 
+def _keep_error_envelope(raw: dict, chunk: dict) -> None:
+    """The evidence an error chunk's envelope carries, which §2.4 rule 3 drops.
+
+    The normalizer returns ``{error}`` alone; the envelope can still name the backend
+    (``provider``) and carry usage (wire-formats, "Mid-stream errors": ``"usage":
+    {"prompt_tokens":7,...,"cost":0.001}``). Both are put back on the chunk, so the result
+    knows which backend failed and the billed tokens are settled. The error chunk itself
+    (its type and error) is unchanged.
+    """
+    provider = raw.get("provider")
+    if isinstance(provider, str) and provider.strip():
+        chunk["provider"] = provider
+    u = raw.get("usage")
+    usage = openrouter_usage(u) if u is not None else None
+    if usage is not None:
+        chunk["usage"] = usage
+
+
 def openrouter_usage(u: Any) -> Usage | None:
     """OpenAI/OpenRouter usage (snake or camel case) -> :class:`Usage`; None when empty."""
     if not isinstance(u, dict):
@@ -284,6 +302,8 @@ class OpenRouterAdapter(StreamAdapter):
         if chunk is None:
             return
         err = chunk.get("error")
+        if err is not None and isinstance(raw, dict):
+            _keep_error_envelope(raw, chunk)
         if err is not None and not self.committed:
             status = _status_from_code(err.get("code"))
             message = err.get("message") or "OpenRouter API error"
@@ -381,11 +401,14 @@ class OpenRouterAdapter(StreamAdapter):
 
         err = chunk.get("error")
         if err is not None:
+            usage = chunk.get("usage")  # from the envelope (_keep_error_envelope)
+            evidence = {"usage": usage} if usage is not None else {}
             if _is_provider_error(err):
                 return new_chunk(
                     type="error",
                     error=ProviderError(**_provider_error_fields(err)),
                     serving_provider=sp,
+                    metadata=evidence,
                 )
             message = err.get("message") or "OpenRouter API error"
             code = err.get("code")
@@ -401,7 +424,7 @@ class OpenRouterAdapter(StreamAdapter):
                 self.rd_acc = []
                 return new_chunk(
                     type="done",
-                    metadata={"malformedToolCall": True, "originalError": message},
+                    metadata={"malformedToolCall": True, "originalError": message, **evidence},
                     serving_provider=sp,
                 )
             code_s = "unknown" if code is None else str(code)
@@ -416,7 +439,7 @@ class OpenRouterAdapter(StreamAdapter):
                 original_error=err,
             )
             self._record_finish("error")
-            return new_chunk(type="error", error=error, serving_provider=sp)
+            return new_chunk(type="error", error=error, serving_provider=sp, metadata=evidence)
 
         choices = chunk.get("choices")
         metadata: dict[str, Any] = {}
