@@ -82,6 +82,21 @@ def _anomalies(r: StreamResult) -> list[str]:
     return detect(r)
 
 
+def _call_first(r: StreamResult) -> bool:
+    """Is the first output chunk (the one ``ttft_ms`` times) a tool call?
+
+    Adapters emit a call once its argument deltas are assembled, so its time is the call's
+    completion, not the first generated token: ``duration - ttft`` would be the last few ms
+    of the stream and ``tokens_per_s`` thousands.
+    """
+    for c in r.chunks:
+        if c.content or c.thoughts:
+            return False
+        if c.function_call is not None:
+            return True
+    return False
+
+
 def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
     """One row per logical request (columns: :data:`STREAM_COLUMNS`)."""
     rows = []
@@ -92,7 +107,13 @@ def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
         duration = _duration_ms(r)
         out_tokens = usage.output_tokens if usage else None
         tps = None
-        if out_tokens and duration and ttft is not None and duration > ttft:
+        if (
+            out_tokens
+            and duration
+            and ttft is not None
+            and duration > ttft
+            and not _call_first(r)  # an assembled call arrives last: no generation interval
+        ):
             tps = out_tokens / ((duration - ttft) / 1000.0)
         rows.append(
             {

@@ -119,3 +119,15 @@ def test_an_error_chunk_that_names_its_backend_attributes_the_stream(bundled):
     st = tables.streams(results)
     pre = st[st["model"] == "fake/sse-error-precommit"]
     assert len(pre) == 3 and pre["serving_provider"].notna().all()
+
+
+def test_a_stream_whose_first_output_is_a_tool_call_has_no_generation_speed(bundled):
+    _capture, results = bundled
+    st = tables.streams(results)
+    calls = st[(st["model"] == "fake/tool-call") & (st["provider"] == "openai")]
+    assert len(calls) == 3
+    assert (calls["text_chars"] == 0).all() and (calls["reasoning_chars"] == 0).all()
+    assert calls["tokens_per_s"].isna().all()  # was 279, NaN and 4332 "tokens/s"
+    # OpenRouter's tool-call streams reason first: their speed is measured from that
+    routed = st[(st["model"] == "fake/tool-call") & (st["provider"] == "openrouter")]
+    assert (routed["reasoning_chars"] > 0).all() and routed["tokens_per_s"].notna().all()
