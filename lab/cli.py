@@ -84,6 +84,17 @@ def _check_base_url(url: str) -> None:
         )
 
 
+_ROUNDING = {  # decimals shown for the tables' float columns (the data keep every digit)
+    "ttft_ms": 1,
+    "median_ttft_ms": 1,
+    "duration_ms": 1,
+    "tokens_per_s": 1,
+    "median_tokens_per_s": 1,
+    "leak_rate": 3,
+    "error_rate": 3,
+}
+
+
 def _print_table(title: str, df: Any, columns: list[str] | None = None, limit: int = 40) -> None:
     import pandas as pd
 
@@ -92,7 +103,7 @@ def _print_table(title: str, df: Any, columns: list[str] | None = None, limit: i
         print("(none)")
         return
     view = df[[c for c in columns if c in df.columns]] if columns else df
-    view = view.head(limit).round({c: 1 for c in ("ttft_ms", "median_ttft_ms") if c in view})
+    view = view.head(limit).round({c: d for c, d in _ROUNDING.items() if c in view})
     with pd.option_context(
         "display.max_columns", 30, "display.width", 160, "display.max_colwidth", 40
     ):
