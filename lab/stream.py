@@ -55,7 +55,7 @@ class _SinglePlan:
 
 
 def _make_plan(adapter: StreamAdapter, body: dict, degrade: bool) -> Any:
-    if not degrade:
+    if not degrade or not adapter.degrades:
         return _SinglePlan(body)
     from lab.degrade import DegradationPlan
 

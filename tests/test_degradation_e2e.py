@@ -119,3 +119,56 @@ def test_no_attempt_leaves_the_api_key_in_the_capture(ladder_run):
     for f in path.rglob("*"):
         if f.is_file():
             assert CANARY.encode() not in f.read_bytes(), f
+
+
+def _mock_run(provider: str, body: dict, responses: list):
+    import httpx
+
+    from lab.stream import run_stream
+
+    sent: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return responses.pop(0)
+
+    result = run_stream(
+        provider, body, transport=httpx.MockTransport(handler), base_url="http://x/v1"
+    )
+    return result, sent
+
+
+def test_a_gemini_failure_is_its_error_chunk_not_a_degradation_ladder():
+    """Reference §11: Gemini errors go to createProviderErrorChunk; seed 02 gives the
+    degradation queue to OpenRouter and the OpenAI-compatible adapters only."""
+    import httpx
+
+    body = {
+        "model": "gemini-2.5-flash",
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": {"temperature": 1},
+    }
+    ok = "data: " + json.dumps({"candidates": [{"content": {"parts": [{"text": "hello"}]}}]})
+    bad = {"error": {"code": 400, "message": "Bad Request", "status": "INVALID_ARGUMENT"}}
+    result, sent = _mock_run(
+        "google", body, [httpx.Response(400, json=bad), httpx.Response(200, text=ok)]
+    )
+    assert [a.label for a in result.attempts] == ["default"]
+    assert len(sent) == 1 and "generationConfig" in sent[0]
+    assert result.error is not None and result.error.status == 400
+
+
+def test_an_anthropic_rejected_parameter_is_the_error_not_a_targeted_drop():
+    import httpx
+
+    body = {"model": "claude-x", "messages": [], "max_tokens": 64, "min_p": 0.1}
+    bad = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "min_p: Extra inputs are not permitted",
+        },
+    }
+    result, sent = _mock_run("anthropic", body, [httpx.Response(400, json=bad)])
+    assert [a.label for a in result.attempts] == ["default"] and len(sent) == 1
+    assert result.error is not None and "min_p" in result.error.message

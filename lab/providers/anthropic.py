@@ -19,11 +19,12 @@ The reference pipeline has no Anthropic stream adapter; this one follows the wir
     error                lab.errors.anthropic_stream_error (overloaded_error ->
                          provider_overloaded, retryable); the stream ends
 
-Lab choices: the attempt commits at the first content (not at ``message_start``, which every
-stream opens with), so a pre-content ``event: error`` can still ask the degradation plan; a
-stream cut inside a ``tool_use`` block at EOF yields the repaired call (truncated), while on
-the error path the partial calls go into the error chunk's ``metadata["incomplete_tool_calls"]``
-so the error stays the outcome; ``Usage.input_tokens`` is input + cache read + cache write
+Lab choices: no parameter-degradation ladder (seed 02 gives it to OpenRouter and the
+OpenAI-compatible adapters only; the Gemini adapter has none either), so a failure is the
+stream's error; the attempt commits at the first content (not at ``message_start``, which
+every stream opens with); a stream cut inside a ``tool_use`` block at EOF yields the
+repaired call (truncated), while on the error path the partial calls go into the error
+chunk's ``metadata["incomplete_tool_calls"]`` so the error stays the outcome; ``Usage.input_tokens`` is input + cache read + cache write
 (the contract: input includes cached tokens).
 """
 
@@ -65,6 +66,7 @@ class AnthropicAdapter(StreamAdapter):
     """Anthropic Messages API streaming."""
 
     provider = "anthropic"
+    degrades = False  # seed 02 names OpenRouter and the OpenAI-compatible family only
     default_base_url = "https://api.anthropic.com/v1"
     api_key_env = "ANTHROPIC_API_KEY"
     mandatory_keys = ("model", "messages", "stream", "max_tokens")

@@ -88,6 +88,10 @@ class StreamAdapter:
     api_key_env: ClassVar[str] = ""
     mandatory_keys: ClassVar[tuple[str, ...]] = ("model", "messages", "stream")
     priority_keys: ClassVar[tuple[str, ...]] = ()
+    degrades: ClassVar[bool] = True
+    """Does a failure of this family run the parameter-degradation ladder? Seed 02: OpenRouter
+    and the OpenAI-compatible adapters share one degradation queue; the Gemini adapter
+    (reference §11) turns every failure into its error chunk."""
     degrade_on_502: ClassVar[bool] = False
     degrade_on_opaque_5xx: ClassVar[bool] = False
     api_key_envs: ClassVar[tuple[str, ...]] = ()

@@ -163,6 +163,7 @@ class GoogleAdapter(StreamAdapter):
     """Gemini API (``generativelanguage.googleapis.com``), reproduced per reference §11."""
 
     provider = "google"
+    degrades = False  # §11: errors go to createProviderErrorChunk; there is no ladder
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     api_key_env = "GEMINI_API_KEY"
     api_key_envs = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
