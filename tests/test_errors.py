@@ -1349,3 +1349,42 @@ def test_collect_error_messages_trims_collapses_and_dedups():
     assert collect_error_messages(error) == ["Insufficient Balance"]
     assert provider_error_detail(error) == "Insufficient Balance"
     assert provider_error_detail("   ") == ""
+
+
+@pytest.mark.parametrize(
+    ("provider", "exc", "expected"),
+    [
+        # §10.3 step 3: "connection refused" -> api_error ECONNREFUSED, not retryable
+        ("openai", "refused", ("api_error", "ECONNREFUSED", False)),
+        ("deepseek", "refused", ("api_error", "ECONNREFUSED", False)),
+        # §10.3 step 4: a message with "timeout" (ReadTimeout: ...) -> timeout, retryable
+        ("openai", "timeout", ("timeout", "unknown", True)),
+        # §2.2 outer catch -> handleProviderError: no code -> "unknown", not retryable (§2.9)
+        ("openrouter", "refused", ("unknown", "unknown", False)),
+        ("openrouter", "timeout", ("unknown", "unknown", False)),
+        # §11.3: no code, no heuristic -> api_error, not retryable
+        ("google", "refused", ("api_error", "unknown", False)),
+        # no reference adapter: the lab's own mapping
+        ("anthropic", "refused", ("api_error", "network_error", True)),
+    ],
+)
+def test_a_connection_failure_goes_through_the_familys_error_mapping(provider, exc, expected):
+    import httpx
+
+    from lab.stream import run_stream
+
+    errors = {
+        "refused": httpx.ConnectError("[Errno 111] Connection refused"),
+        "timeout": httpx.ReadTimeout("The read operation timed out"),
+    }
+
+    def fail(request):
+        raise errors[exc]
+
+    body = {"model": "m", "messages": [], "contents": [], "max_tokens": 8}
+    result = run_stream(provider, body, transport=httpx.MockTransport(fail), base_url="http://x/v1")
+    assert (result.error.type, result.error.code, result.error.retryable) == expected
+    if provider == "openrouter" and exc == "timeout":
+        assert result.error.message == (
+            "OpenRouter API error (unknown): OpenRouter stream timed out while waiting for data"
+        )

@@ -179,7 +179,17 @@ class StreamAdapter:
 
         return normalize_http_error(self.provider, status, body_text)
 
+    def transport_message(self, exc: BaseException) -> str:
+        """The message of the error a connection failure throws (``<Exception>: <text>``);
+        the family's ``handleProviderError`` reads it (:meth:`transport_error`)."""
+        return f"{type(exc).__name__}: {exc}"
+
     def transport_error(self, exc: BaseException) -> ProviderError:
+        """A connection failure or timeout (no HTTP status) as this family's ProviderError.
+
+        Families with a reference ``handleProviderError`` override this to run it over
+        :meth:`transport_message`; this default (the Anthropic adapter's, which has no
+        reference) says timeout or network error, retryable."""
         import httpx
 
         if isinstance(exc, httpx.TimeoutException):

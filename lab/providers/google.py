@@ -196,6 +196,11 @@ class GoogleAdapter(StreamAdapter):
 
     # http_error: the base class calls lab.errors.normalize_http_error (-> google_provider_error)
 
+    def transport_error(self, exc: BaseException) -> ProviderError:
+        """§11.1 errors: ``handleProviderError`` over the thrown message (no code: the text
+        heuristics of §11.3 decide, api_error not retryable when none matches)."""
+        return google_provider_error(self.transport_message(exc))
+
     # -- per-attempt state --------------------------------------------------------------
 
     def reset(self) -> None:

@@ -128,6 +128,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
             )
         return join_url(base, "/chat/completions")
 
+    def transport_error(self, exc: BaseException) -> ProviderError:
+        """``normalizeOpenAICompatibleProviderError`` over the thrown message (§10.3):
+        "connection refused" -> api_error ECONNREFUSED, not retryable; a message with
+        "timeout" -> timeout, retryable; otherwise no status: unknown, not retryable."""
+        return openai_compatible_provider_error(self.provider, self.transport_message(exc))
+
     def request_headers(self, api_key: str | None) -> dict[str, str]:
         if self.placeholder_api_key is not None and api_key == self.placeholder_api_key:
             api_key = None

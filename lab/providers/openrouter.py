@@ -271,6 +271,18 @@ class OpenRouterAdapter(StreamAdapter):
         thrown = openrouter_http_failure_message(status, body_text, body, label)
         return openrouter_provider_error(str(status), thrown, original=body_text, status=status)
 
+    def transport_message(self, exc: BaseException) -> str:
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):  # §2.3: the read raced a timer and lost
+            return "OpenRouter stream timed out while waiting for data"
+        return super().transport_message(exc)
+
+    def transport_error(self, exc: BaseException) -> ProviderError:
+        """§2.2 outer catch: ``handleProviderError`` over the thrown message. It holds no
+        code, so the code is "unknown": type unknown, not retryable (§2.9)."""
+        return openrouter_provider_error(None, self.transport_message(exc))
+
     # -- stage 02 -----------------------------------------------------------------------
 
     def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
