@@ -375,3 +375,40 @@ def test_text_reasoning_and_tool_call_in_one_chunk_split_text_first_reasoning_on
     assert r.chunks[0].content == "Let me check."
     assert r.function_calls[0].args == {"city": "Rome"}
     assert r.reasoning == "Weather needs a tool."  # on both pieces, counted once
+
+
+def test_a_repaired_tool_call_reports_the_same_event_as_every_adapter():
+    """The json_repair note of parse_tool_arguments: the dropped tail, its offset and the
+    §9.2 metric fields (tool_name, recovered_keys count, argument_chars)."""
+    args = '{"a": 1, "b": "hel'
+    call = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "gen", "arguments": args},
+    }
+    routed = replay_sse(
+        "openrouter", body(chunk({"tool_calls": [call]}), chunk(finish="tool_calls"))
+    )
+    openai_chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    direct_body = "".join(
+        "data: " + json.dumps({**openai_chunk, "choices": [c]}) + "\n\n"
+        for c in (
+            {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": "tool_calls"},
+        )
+    )
+    direct = replay_sse("openai", direct_body + "data: [DONE]\n\n")
+    [event] = [e for e in routed.guard_events if e.guard == "json_repair"]
+    [same] = [e for e in direct.guard_events if e.guard == "json_repair"]
+    assert (event.offset, event.moved) == (7, ', "b": "hel')
+    assert event.detail == {
+        "rule": "truncated_arguments",
+        "tool_name": "gen",
+        "recovered_keys": 1,
+        "argument_chars": 18,
+    }
+    assert (event.offset, event.moved, event.detail) == (same.offset, same.moved, same.detail)
+    assert (
+        routed.function_calls[0].args == {"a": 1} and routed.function_calls[0].arguments_truncated
+    )

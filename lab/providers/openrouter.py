@@ -40,7 +40,13 @@ from lab.model import (
     new_chunk,
     new_thought,
 )
-from lab.providers.base import RetryAttempt, StreamAdapter, is_number, split_text_and_tool
+from lab.providers.base import (
+    NoteList,
+    RetryAttempt,
+    StreamAdapter,
+    is_number,
+    split_text_and_tool,
+)
 
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
 
@@ -565,9 +571,10 @@ class OpenRouterAdapter(StreamAdapter):
         self.rd_acc = []
         if not acc or not acc["name"]:
             return None
-        parsed = parse_tool_arguments(acc["arguments"])
-        if parsed.truncated:
-            self.guard_events.append(self._repair_event(acc["name"], acc["arguments"], parsed.args))
+        notes = NoteList()  # the repair's own event, as every adapter reports it
+        parsed = parse_tool_arguments(acc["arguments"], tool_name=acc["name"], notes=notes.notes)
+        if notes.notes:
+            self._drain(notes)
         provider_fields: dict[str, Any] = {}
         if rd:
             provider_fields["reasoning_details"] = rd
@@ -581,19 +588,6 @@ class OpenRouterAdapter(StreamAdapter):
             thought_signature=acc.get("thought_signature"),
             arguments_truncated=parsed.truncated,
             provider_fields=provider_fields,
-        )
-
-    def _repair_event(self, name: str, raw: str, args: dict):
-        from lab.model import GuardEvent
-
-        return GuardEvent(
-            guard="json_repair",
-            stream_id=self.stream_id,
-            attempt=self.attempt,
-            seq=self.seq,
-            offset=0,
-            moved=raw,
-            detail={"rule": "truncated_arguments", "tool": name, "recovered_keys": sorted(args)},
         )
 
     # -- end of stream ------------------------------------------------------------------
