@@ -412,3 +412,18 @@ def test_a_repaired_tool_call_reports_the_same_event_as_every_adapter():
     assert (
         routed.function_calls[0].args == {"a": 1} and routed.function_calls[0].arguments_truncated
     )
+
+
+def test_think_text_is_discarded_on_the_error_path_too_when_thoughts_are_not_captured():
+    """§5.2: captureThoughts false: thought text is discarded (finish and fail alike)."""
+    from lab.config import LabConfig
+
+    err = {**ENV, "provider": "DeepInfra", "choices": [], "error": {"code": 502, "message": "down"}}
+    stream = body(chunk({"content": "Hi <think>secret</thi"}), "data: " + json.dumps(err) + "\n\n")
+    kept = replay_sse("openrouter", stream)
+    dropped = replay_sse(
+        "openrouter", stream, config=LabConfig(capture_think_blocks_as_thoughts=False)
+    )
+    assert (kept.text, kept.reasoning) == ("Hi ", "secret</thi")
+    assert (dropped.text, dropped.reasoning) == ("Hi ", "")
+    assert dropped.error.type == kept.error.type == "provider_overloaded"

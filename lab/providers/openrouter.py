@@ -246,7 +246,11 @@ class OpenRouterAdapter(StreamAdapter):
     def reset(self) -> None:
         cfg = self.config
         self.think = (
-            ThinkBlockStripper(persona_name=cfg.persona_name) if cfg.strip_think_blocks else None
+            ThinkBlockStripper(
+                persona_name=cfg.persona_name, capture_thoughts=cfg.capture_think_blocks_as_thoughts
+            )
+            if cfg.strip_think_blocks
+            else None
         )
         self.spill = SpillGuard(cfg.spill)
         self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
@@ -350,7 +354,7 @@ class OpenRouterAdapter(StreamAdapter):
             if content and self.think is not None:
                 g = self.think.feed(content)
                 content = g.content
-                if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
                     delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
                 if self.think.notes:
                     self._drain(self.think)
@@ -607,8 +611,7 @@ class OpenRouterAdapter(StreamAdapter):
             if self.think.notes:
                 self._drain(self.think)
             if g.content or g.reasoning:
-                reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
-                out.append(self._flush_chunk(g.content, reasoning))
+                out.append(self._flush_chunk(g.content, g.reasoning))
         if self.speaker is not None:
             tail = self.speaker.flush()
             if tail:
