@@ -51,6 +51,11 @@ class LabConfig(BaseModel):
     """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
     inactivity_timeout_s: float = Field(120.0, gt=0)
     """Live streams: give up when no data arrives for this long (OpenRouter default 120 s)."""
+    body_error_codes: bool = False
+    """Lab addition, off as in the reference (which reads an OpenAI-compatible HTTP error's
+    message only): let the body's ``error.code`` decide too, so OpenAI's 404
+    ``model_not_found`` is a ``model_error`` and Z.ai's business codes under HTTP 429
+    (1113 balance, 1309/1311 plan) re-code as billing whatever the text's language."""
     degrade: bool = True
     """Run the parameter-degradation ladder on degradable failures."""
     empty_response_is_error: bool = True
@@ -103,10 +108,15 @@ class LabConfig(BaseModel):
         return p
 
     def fingerprint(self) -> str:
-        """A short stable id of this config (for tables comparing configs)."""
+        """A short stable id of this config (for tables comparing configs).
+
+        It hashes the fields set away from their defaults only, so a field added later (at
+        its reference default) leaves every earlier fingerprint as it was.
+        """
         import hashlib
 
-        return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:10]
+        chosen = self.model_dump_json(exclude_defaults=True)
+        return hashlib.sha1(chosen.encode()).hexdigest()[:10]
 
 
 def _describe(exc: ValidationError) -> str:

@@ -91,11 +91,12 @@ Lab choices where the reference is silent, or goes further than it:
 
 * the OpenAI-compatible message parser also takes a string ``error`` and an RFC-7807
   ``title`` (NVIDIA problem JSON) before falling back to the raw text;
-* the OpenAI-compatible model-error check also runs on the body's ``error.code``
-  (OpenAI's 404 ``model_not_found``, whose message alone matches no pattern);
-* Z.ai business codes under HTTP 429 re-code as billing even when the text is not English
+* behind ``LabConfig.body_error_codes`` (off by default: the reference reads the message
+  only), the OpenAI-compatible model-error check also runs on the body's ``error.code``
+  (OpenAI's 404 ``model_not_found``, whose message alone matches no pattern), and Z.ai
+  business codes under HTTP 429 re-code as billing even when the text is not English
   (:data:`OPENAI_COMPATIBLE_ERROR_OPTIONS`); :func:`classify_error` stays text-only, so a
-  Chinese-only 1113 message is ``429_balance`` but classifies as None;
+  Chinese-only 1113 message is then ``429_balance`` but classifies as None;
 * an OpenRouter ``metadata.raw`` that is an object is used as compact JSON;
 * :func:`normalize_http_error` has no request context, so its OpenRouter message is
   "OpenRouter API error (<status>): <message>"; an adapter that wants the reference's
@@ -850,8 +851,15 @@ def anthropic_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
 # --------------------------------------------------------------------------- HTTP entry point
 
 
-def normalize_http_error(provider: str, status: int, body_text: str) -> ProviderError:
+def normalize_http_error(
+    provider: str, status: int, body_text: str, *, body_error_codes: bool = False
+) -> ProviderError:
     """A non-OK HTTP response as a :class:`ProviderError`, by the provider's family rules.
+
+    **body_error_codes** (``LabConfig.body_error_codes``, off: the reference reads the message
+    only) lets an OpenAI-compatible body's ``error.code`` decide too: OpenAI's 404
+    ``model_not_found`` is a model_error, and Z.ai's business codes under HTTP 429 re-code as
+    billing whatever the text's language.
 
     ``original_error`` is ``{"provider", "status", "body"}`` (the raw body text), so the
     classifiers can read the provider's own message out of it.
@@ -872,7 +880,7 @@ def normalize_http_error(provider: str, status: int, body_text: str) -> Provider
             provider,
             f"HTTP {status}: {message}",
             status=status,
-            error_code=_code_string(_get(parsed, "error", "code")),
+            error_code=_code_string(_get(parsed, "error", "code")) if body_error_codes else None,
             user_message=message,
             original_error=original,
         )

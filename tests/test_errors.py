@@ -235,8 +235,10 @@ HTTP_TABLE = [
                 }
             }
         ),
-        "model_error",
-        "404_model",
+        # §10.3: the message decides, and it matches no model-error pattern
+        # (LabConfig.body_error_codes reads the code too: BODY_CODE_CASES)
+        "api_error",
+        "404",
         False,
         "OpenAI: HTTP 404: The model `gpt-9` does not exist or you do not have access to it.",
     ),
@@ -343,18 +345,19 @@ HTTP_TABLE = [
         "zai",
         429,
         j({"error": {"code": "1113", "message": "余额不足或无可用资源包,请充值。"}}),
-        "api_error",
-        "429_balance",
-        False,
+        # §10.3 re-codes a 429 on English phrases only (body_error_codes: BODY_CODE_CASES)
+        "rate_limit",
+        "429",
+        True,
         "Z.ai: HTTP 429: 余额不足或无可用资源包,请充值。",
     ),
     (
         "zai",
         429,
         j({"error": {"code": "1311", "message": "当前订阅套餐暂未开放GLM-5权限"}}),
-        "api_error",
-        "429_plan_access",
-        False,
+        "rate_limit",
+        "429",
+        True,
         "Z.ai: HTTP 429: 当前订阅套餐暂未开放GLM-5权限",
     ),
     (
@@ -655,6 +658,38 @@ def test_normalize_http_error_table(provider, status, body, type_, code, retryab
     )
     assert error.status == status
     assert error.original_error == {"provider": provider, "status": status, "body": body}
+
+
+BODY_CODE_CASES = [
+    (
+        "openai",
+        404,
+        j({"error": {"message": "The model `gpt-9` does not exist.", "code": "model_not_found"}}),
+        ("model_error", "404_model", False),
+    ),
+    (
+        "zai",
+        429,
+        j({"error": {"code": "1113", "message": "余额不足"}}),
+        ("api_error", "429_balance", False),
+    ),
+    (
+        "zai",
+        429,
+        j({"error": {"code": "1309", "message": "套餐已到期"}}),
+        ("api_error", "429_plan_access", False),
+    ),
+]
+
+
+@pytest.mark.parametrize(("provider", "status", "body", "expected"), BODY_CODE_CASES)
+def test_body_error_codes_let_the_error_code_decide_as_a_lab_addition(
+    provider, status, body, expected
+):
+    on = normalize_http_error(provider, status, body, body_error_codes=True)
+    off = normalize_http_error(provider, status, body)
+    assert (on.type, on.code, on.retryable) == expected
+    assert (off.type, off.code) != (on.type, on.code)  # the reference reads the message only
 
 
 def test_normalize_http_error_rejects_an_unknown_provider():

@@ -459,14 +459,17 @@ def test_mid_stream_error_with_status_code_is_classified():
     assert r.error.code == "429"
 
 
-def test_zai_http_429_billing_code_is_not_a_rate_limit():
+def test_zai_http_429_billing_code_is_a_rate_limit_unless_body_error_codes_is_on():
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(
             429,
             json={"error": {"code": "1113", "message": "余额不足或无可用资源包,请充值。"}},
         )
 
-    r = run_http("zai", {"model": "glm-4.6", "messages": [], "stream": True}, handler)
+    body = {"model": "glm-4.6", "messages": [], "stream": True}
+    reference = run_http("zai", body, handler)
+    assert (reference.error.type, reference.error.code) == ("rate_limit", "429")
+    r = run_http("zai", body, handler, config=LabConfig(body_error_codes=True))
     assert r.error.type == "api_error"
     assert r.error.code == "429_balance"
     assert r.error.retryable is False

@@ -177,7 +177,9 @@ class StreamAdapter:
     def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
         from lab.errors import normalize_http_error
 
-        return normalize_http_error(self.provider, status, body_text)
+        return normalize_http_error(
+            self.provider, status, body_text, body_error_codes=self.config.body_error_codes
+        )
 
     def transport_message(self, exc: BaseException) -> str:
         """The message of the error a connection failure throws (``<Exception>: <text>``);
