@@ -111,6 +111,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -145,6 +146,7 @@ __all__ = [
     "is_credit_affordability_error",
     "is_model_error_message",
     "is_openrouter_malformed_tool_call_error",
+    "is_provider_error_shape",
     "is_openrouter_privacy_error",
     "is_provider_model_error",
     "normalize_http_error",
@@ -348,6 +350,8 @@ def parse_status_code(code: Any) -> int | None:
         return None
     if isinstance(code, int):
         return code
+    if isinstance(code, float) and code.is_integer():  # a JSON number: 502.0 is 502
+        return int(code)
     if isinstance(code, str) and code.strip().isdigit():
         return int(code.strip())
     return None
@@ -539,44 +543,68 @@ def _inner_error(error_obj: Any) -> Any:
     return inner if isinstance(inner, Mapping) else error_obj
 
 
+def is_provider_error_shape(err: Mapping[str, Any]) -> bool:
+    """§2.4 rule 3: an error object that is already a ProviderError (string ``type``,
+    string ``message``, boolean ``retryable``) is passed on unchanged."""
+    return (
+        isinstance(err.get("type"), str)
+        and isinstance(err.get("message"), str)
+        and isinstance(err.get("retryable"), bool)
+    )
+
+
+def _from_provider_error_shape(err: Mapping[str, Any]) -> ProviderError:
+    """The ProviderError such an object describes; a type outside the known set is
+    ``unknown`` (the object came off the wire), ``userMessage`` is ``user_message``."""
+    fields: dict[str, Any] = {k: err[k] for k in ("type", "message", "retryable")}
+    if fields["type"] not in typing.get_args(ErrorType):
+        fields["type"] = "unknown"
+    for key in ("code", "user_message"):
+        if isinstance(err.get(key), str):
+            fields[key] = err[key]
+    if isinstance(err.get("userMessage"), str):
+        fields["user_message"] = err["userMessage"]
+    return ProviderError(**fields)
+
+
 def openrouter_stream_error(error_obj: Mapping[str, Any] | ProviderError) -> ProviderError:
     """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
 
-    A pre-formed ProviderError (string ``type``, boolean ``retryable``) passes through.
-    Otherwise message = ``metadata.raw`` (a string) or ``message`` or "OpenRouter API
-    error", code = the code as a string or "unknown"; type from
+    A pre-formed ProviderError (:func:`is_provider_error_shape`) passes through. Otherwise
+    message = ``metadata.raw`` (a string) or ``message`` or "OpenRouter API error", code =
+    the code as a string ("unknown" when there is none); type from
     :func:`openrouter_error_type`; the message is not prefixed.
     """
     if isinstance(error_obj, ProviderError):
         return error_obj
     err = _inner_error(error_obj)
-    if isinstance(err.get("type"), str) and isinstance(err.get("retryable"), bool):
-        return ProviderError.model_validate(
-            {k: v for k, v in err.items() if k in ProviderError.model_fields}
-        )
+    if is_provider_error_shape(err):
+        return _from_provider_error_shape(err)
     message = _first_text(_get(err, "metadata", "raw"), err.get("message")) or (
         OPENROUTER_DEFAULT_MESSAGE
     )
-    code = _code_string(err.get("code")) or "unknown"
+    raw_code = err.get("code")
+    code = "unknown" if raw_code is None or isinstance(raw_code, bool) else str(raw_code)
     error_type, retryable = openrouter_error_type(code, message)
     return ProviderError(
         type=error_type,
         message=message,
         retryable=retryable,
         code=code,
-        status=parse_status_code(err.get("code")),
+        status=parse_status_code(raw_code),
         original_error=dict(err),
     )
 
 
 def is_openrouter_malformed_tool_call_error(error_obj: Mapping[str, Any]) -> bool:
-    """Code exactly "invalid_type" and a schema-validation message (any case): with a non-empty
-    tool-call accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
+    """Code exactly "invalid_type" and a message containing one of the markers (§2.8 step 2,
+    case-sensitive as in the reference, so zod's capitalised "Expected string, received
+    null" matches only through "invalid_type" in its text): with a non-empty tool-call
+    accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
     err = _inner_error(error_obj)
     message = err.get("message") if isinstance(err.get("message"), str) else ""
-    lowered = message.lower()  # zod says "Expected string, received null"
     return err.get("code") == OPENROUTER_MALFORMED_TOOL_CALL_CODE and any(
-        marker in lowered for marker in OPENROUTER_MALFORMED_TOOL_CALL_MARKERS
+        marker in message for marker in OPENROUTER_MALFORMED_TOOL_CALL_MARKERS
     )
 
 

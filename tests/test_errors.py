@@ -843,6 +843,10 @@ def test_openrouter_stream_error_passes_a_preformed_provider_error_through():
 
 def test_openrouter_malformed_tool_call_error_needs_the_exact_code():
     assert is_openrouter_malformed_tool_call_error(
+        {"code": "invalid_type", "message": "expected string, received null"}
+    )
+    # §2.8 step 2 is a case-sensitive "contains", as the adapter applies it
+    assert not is_openrouter_malformed_tool_call_error(
         {"code": "invalid_type", "message": "Expected string, received null"}
     )
     assert is_openrouter_malformed_tool_call_error(
@@ -854,6 +858,17 @@ def test_openrouter_malformed_tool_call_error_needs_the_exact_code():
     assert not is_openrouter_malformed_tool_call_error(
         {"code": "invalid_type", "message": "bad tool"}
     )
+
+
+def test_an_error_object_shaped_like_a_provider_error_passes_with_an_unknown_type_as_unknown():
+    from lab.errors import is_provider_error_shape
+
+    shaped = {"type": "weird", "message": "x", "retryable": True, "userMessage": "hi"}
+    assert is_provider_error_shape(shaped)
+    assert openrouter_stream_error(shaped) == ProviderError(
+        type="unknown", message="x", retryable=True, user_message="hi"
+    )
+    assert not is_provider_error_shape({"type": "api_error", "retryable": True})  # no message
 
 
 # --------------------------------------------------------------------------- OpenAI-compatible

@@ -19,10 +19,14 @@ from typing import Any
 
 from lab import _json
 from lab.errors import (
-    openrouter_error_type,
+    OPENROUTER_DEFAULT_MESSAGE,
+    is_openrouter_malformed_tool_call_error,
+    is_provider_error_shape,
     openrouter_http_failure_message,
     openrouter_provider_error,
+    openrouter_stream_error,
     parse_error_message,
+    parse_status_code,
 )
 from lab.guards import (
     RecentTextDedup,
@@ -51,14 +55,6 @@ from lab.providers.base import (
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
 
 _MISSING = object()
-
-
-def _is_provider_error(err: dict) -> bool:
-    return (
-        isinstance(err.get("type"), str)
-        and isinstance(err.get("message"), str)
-        and isinstance(err.get("retryable"), bool)
-    )
 
 
 def _norm_tool_call(tc: Any) -> dict | None:
@@ -99,7 +95,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
             return normalize_openrouter_chunk(inner)
     err = raw.get("error")
     if isinstance(err, dict):
-        if _is_provider_error(err):
+        if is_provider_error_shape(err):
             return {"error": err}
         meta = err.get("metadata")
         message = None
@@ -227,14 +223,6 @@ def openrouter_usage(u: Any) -> Usage | None:
     )
 
 
-def _status_from_code(code: Any) -> int | None:
-    if is_number(code):
-        return int(code)
-    if isinstance(code, str) and code.strip().isdigit():
-        return int(code.strip())
-    return None
-
-
 class OpenRouterAdapter(StreamAdapter):
     """OpenRouter's chat-completions stream, reproduced literally (quirks included)."""
 
@@ -327,7 +315,7 @@ class OpenRouterAdapter(StreamAdapter):
         if err is not None and isinstance(raw, dict):
             _keep_error_envelope(raw, chunk)
         if err is not None and not self.committed:
-            status = _status_from_code(err.get("code"))
+            status = parse_status_code(err.get("code"))
             message = err.get("message") or "OpenRouter API error"
             if self.on_precommit_error(status, message):
                 raise RetryAttempt(status, message)
@@ -425,42 +413,24 @@ class OpenRouterAdapter(StreamAdapter):
         if err is not None:
             usage = chunk.get("usage")  # from the envelope (_keep_error_envelope)
             evidence = {"usage": usage} if usage is not None else {}
-            if _is_provider_error(err):
+            if is_provider_error_shape(err):  # passed on as it came (§2.4 rule 3)
                 return new_chunk(
                     type="error",
-                    error=ProviderError(**_provider_error_fields(err)),
+                    error=openrouter_stream_error(err),
                     serving_provider=sp,
                     metadata=evidence,
                 )
-            message = err.get("message") or "OpenRouter API error"
-            code = err.get("code")
-            if (
-                code == "invalid_type"
-                and any(
-                    s in message
-                    for s in ("expected string, received null", "expected string", "invalid_type")
-                )
-                and self.tool_acc
-            ):
+            if self.tool_acc and is_openrouter_malformed_tool_call_error(err):
                 self.tool_acc = {}
                 self.rd_acc = []
+                message = err.get("message") or OPENROUTER_DEFAULT_MESSAGE
                 return new_chunk(
                     type="done",
                     metadata={"malformedToolCall": True, "originalError": message, **evidence},
                     serving_provider=sp,
                 )
-            code_s = "unknown" if code is None else str(code)
-            etype, retryable = openrouter_error_type(code_s, message)
-            status = _status_from_code(code)
-            error = ProviderError(
-                type=etype,
-                message=message,
-                code=code_s,
-                retryable=retryable,
-                status=status,
-                original_error=err,
-            )
             self._record_finish("error")
+            error = openrouter_stream_error(err)
             return new_chunk(type="error", error=error, serving_provider=sp, metadata=evidence)
 
         choices = chunk.get("choices")
@@ -645,23 +615,3 @@ class OpenRouterAdapter(StreamAdapter):
         self._record_finish("error")
         out.append(new_chunk(type="error", error=error, serving_provider=self.serving_provider))
         return out
-
-
-def _provider_error_fields(err: dict) -> dict:
-    fields = {k: err[k] for k in ("type", "message", "retryable") if k in err}
-    if fields.get("type") not in (
-        "api_error",
-        "rate_limit",
-        "content_blocked",
-        "timeout",
-        "provider_overloaded",
-        "model_error",
-        "unknown",
-    ):
-        fields["type"] = "unknown"
-    for key in ("code", "user_message"):
-        if isinstance(err.get(key), str):
-            fields[key] = err[key]
-    if isinstance(err.get("userMessage"), str):
-        fields["user_message"] = err["userMessage"]
-    return fields
