@@ -51,6 +51,10 @@ class LabConfig(BaseModel):
     """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
     inactivity_timeout_s: float = Field(120.0, gt=0)
     """Live streams: give up when no data arrives for this long (OpenRouter default 120 s)."""
+    repair_cut_number_prefixes: bool = False
+    """Lab addition, off as in the reference (§9.1 calls ``{"n": 12.`` malformed and refuses
+    it): tool arguments cut inside a number (``12.``, ``1e+``) are repaired by dropping that
+    entry, like a cut string."""
     body_error_codes: bool = False
     """Lab addition, off as in the reference (which reads an OpenAI-compatible HTTP error's
     message only): let the body's ``error.code`` decide too, so OpenAI's 404

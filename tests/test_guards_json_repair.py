@@ -15,7 +15,6 @@ from lab.guards.json_repair import JSON_REPAIR_MIN_CAP, ParsedArguments
 REPAIR_CASES = [
     # the ecosystem-notes probe table: every cut atom is dropped, never completed
     ('{"a": 12', {}),
-    ('{"a": 12.', {}),
     ('{"a": 1, "b": 3', {"a": 1}),
     ('{"a": -', {}),
     ('{"a":', {}),
@@ -31,7 +30,6 @@ REPAIR_CASES = [
     ('{"a": [1, 2, {"b": "c"}, 3', {"a": [1, 2, {"b": "c"}]}),
     ('{"k": {"a": "b"}, "z": 1', {"k": {"a": "b"}}),
     ('{"x": 0, "a": {"b": 1', {"x": 0, "a": {}}),
-    ('{"a": 1.5e+', {}),
     ('{"a": "x\\"y", "b": "q', {"a": 'x"y'}),
     ('{"a": null, "b": false, "c": t', {"a": None, "b": False}),
     ('{"a": 12 ', {}),  # whitespace does not prove a number complete
@@ -42,6 +40,49 @@ REPAIR_CASES = [
     ("{", {}),
     ('  {"a": "b", "c": [true, false', {"a": "b", "c": [True, False]}),  # a literal is complete
 ]
+
+
+CUT_NUMBER_PREFIXES = ['{"a": 12.', '{"a": 1.5e+', '{"a": 1, "b": 1e', '{"a": 1, "b": 12.']
+
+
+@pytest.mark.parametrize("text", CUT_NUMBER_PREFIXES)
+def test_a_number_prefix_at_the_end_is_refused_as_the_reference_does(text):
+    """§9.1: the number grammar matches "12", then "." (or "e") cannot follow: malformed."""
+    assert repair_truncated_json(text) is None
+
+
+@pytest.mark.parametrize("text", CUT_NUMBER_PREFIXES)
+def test_cut_number_prefixes_drops_the_cut_number_with_its_entry(text):
+    expected = {"a": 1} if text.startswith('{"a": 1,') else {}
+    assert repair_truncated_json(text, cut_number_prefixes=True) == expected
+
+
+def test_the_lab_config_switch_reaches_the_adapters_repair():
+    import json
+
+    from lab.config import LabConfig
+    from lab.replay import replay_sse
+
+    call = {
+        "index": 0,
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"a": 1, "b": 12.'},
+    }
+    env = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body = "".join(
+        "data: " + json.dumps({**env, "choices": [c]}) + "\n\n"
+        for c in (
+            {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": "tool_calls"},
+        )
+    )
+    reference = replay_sse("openai", body)
+    repaired = replay_sse("openai", body, config=LabConfig(repair_cut_number_prefixes=True))
+    assert reference.function_calls[0].args == {}
+    assert reference.function_calls[0].provider_fields["raw_arguments"] == '{"a": 1, "b": 12.'
+    assert repaired.function_calls[0].args == {"a": 1}
+    assert repaired.function_calls[0].arguments_truncated
 
 
 @pytest.mark.parametrize("text, expected", REPAIR_CASES)
@@ -144,10 +185,10 @@ def cut_objects(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(cut_objects())
-def test_repair_never_fabricates(case):
+@given(cut_objects(), st.booleans())
+def test_repair_never_fabricates(case, cut_number_prefixes):
     obj, _, cut = case
-    got = repair_truncated_json(cut)
+    got = repair_truncated_json(cut, cut_number_prefixes=cut_number_prefixes)
     if got is not None:
         assert is_prefix_subset(got, obj), (cut, got)
 

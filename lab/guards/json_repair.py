@@ -12,11 +12,12 @@ It returns None (refuses) for empty input, input longer than the cap, valid or
 malformed-but-not-truncated JSON (``json.loads`` owns those), top-level arrays and
 primitives, and a payload whose only content is a number inside a nested container.
 
-Scan rules, refusal rules and the closing algorithm follow pipeline reference §9.1. Choices
-where the reference is silent:
+Scan rules, refusal rules and the closing algorithm follow pipeline reference §9.1: a lone
+``-`` at the end is a cut token, while ``12.``, ``1e`` and ``1e+`` at the end are malformed
+(the number matches ``12``, then ``.`` cannot follow) and refused. A lab addition behind
+``cut_number_prefixes`` (``LabConfig.repair_cut_number_prefixes``, off) drops those like a
+cut string instead. Choices where the reference is silent:
 
-- a number prefix that runs into the end of input (``12.``, ``1e``, ``1e+``, a lone ``-``) is
-  a cut token, dropped like a cut string (the reference spells out only the lone ``-``);
 - when a closed candidate does not parse (the scan is looser than JSON: bad escapes, raw
   control characters in strings, ``{"a"}``), the next pass re-runs the repair on the input
   cut one character before the previous candidate's end, which drops at least the last
@@ -93,7 +94,7 @@ def _complete(f: _Frame | None, end: int) -> None:
         f.has_complete_entry = True
 
 
-def _scan(text: str) -> _Scan:
+def _scan(text: str, cut_number_prefixes: bool = False) -> _Scan:
     stack: list[_Frame] = []
     n = len(text)
     last = len(text.rstrip(_WS))  # everything from here on is whitespace
@@ -149,7 +150,7 @@ def _scan(text: str) -> _Scan:
             k = j
             while k < n and text[k] in _NUMBER_CHARS:
                 k += 1
-            if k == n and (m is None or j < n):
+            if cut_number_prefixes and k == n and (m is None or j < n):
                 # a number prefix running into the end ("12.", "1e+", "-"): a cut token
                 return cut(i) if _NUMBER_PREFIX_RE.fullmatch(text, i) else bad(i)
             if m is None:
@@ -175,9 +176,9 @@ def _scan(text: str) -> _Scan:
     return _Scan(stack, n, False, False, False)
 
 
-def _close_once(text: str) -> tuple[str, int] | None:
+def _close_once(text: str, cut_number_prefixes: bool = False) -> tuple[str, int] | None:
     """One repair pass: the closed candidate text and the cut offset, or None (refuse)."""
-    s = _scan(text)
+    s = _scan(text, cut_number_prefixes)
     if s.malformed or not s.frames:
         return None  # malformed, valid/complete, or a bare top-level fragment
     frames = s.frames
@@ -219,11 +220,13 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant)
 
 
-def _repair(text: str, max_chars: int) -> tuple[dict[str, Any], int] | None:
+def _repair(
+    text: str, max_chars: int, cut_number_prefixes: bool = False
+) -> tuple[dict[str, Any], int] | None:
     if not text or len(text) > max(JSON_REPAIR_MIN_CAP, max_chars):
         return None
     for _ in range(JSON_REPAIR_MAX_PASSES):
-        closed = _close_once(text)
+        closed = _close_once(text, cut_number_prefixes)
         if closed is None:
             return None
         candidate, end = closed
@@ -239,12 +242,14 @@ def _repair(text: str, max_chars: int) -> tuple[dict[str, Any], int] | None:
 
 
 def repair_truncated_json(
-    text: str, *, max_chars: int = JSON_REPAIR_MAX_CHARS
+    text: str, *, max_chars: int = JSON_REPAIR_MAX_CHARS, cut_number_prefixes: bool = False
 ) -> dict[str, Any] | None:
     """Recover the complete part of a truncated JSON object, or None to refuse.
 
     **text** the cut payload. **max_chars** the input cap (at least
-    :data:`JSON_REPAIR_MIN_CAP`).
+    :data:`JSON_REPAIR_MIN_CAP`). **cut_number_prefixes** (lab addition, off as in the
+    reference): a number prefix that runs into the end (``12.``, ``1e+``) is a cut token
+    dropped with its entry, where the reference calls the payload malformed and refuses it.
 
     >>> repair_truncated_json('{"a": 1, "b": "hel')
     {'a': 1}
@@ -253,7 +258,7 @@ def repair_truncated_json(
     >>> repair_truncated_json('{"a": 1}') is None   # not truncated: json.loads owns it
     True
     """
-    got = _repair(text, max_chars)
+    got = _repair(text, max_chars, cut_number_prefixes)
     return None if got is None else got[0]
 
 
@@ -277,6 +282,7 @@ def parse_tool_arguments(
     tool_name: str | None = None,
     notes: list[GuardNote] | None = None,
     max_chars: int = JSON_REPAIR_MAX_CHARS,
+    cut_number_prefixes: bool = False,
 ) -> ParsedArguments:
     """Parse streamed tool-call arguments, repairing a truncated payload (§9.2).
 
@@ -300,7 +306,7 @@ def parse_tool_arguments(
         return ParsedArguments(
             {}, error=f"arguments are JSON {type(value).__name__}, not an object", parsed=True
         )
-    got = _repair(raw, max_chars)
+    got = _repair(raw, max_chars, cut_number_prefixes)
     if got is None:
         return ParsedArguments({}, error=error)
     args, end = got

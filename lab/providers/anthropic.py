@@ -345,7 +345,12 @@ class AnthropicAdapter(StreamAdapter):
         raw = "".join(block["parts"])
         notes = NoteList()
         if raw:
-            parsed = parse_tool_arguments(raw, tool_name=block["name"], notes=notes.notes)
+            parsed = parse_tool_arguments(
+                raw,
+                tool_name=block["name"],
+                notes=notes.notes,
+                cut_number_prefixes=self.config.repair_cut_number_prefixes,
+            )
             args, truncated, error = parsed.args, parsed.truncated, parsed.error
         else:  # no input_json_delta (or only ""): the start event's input, normally {}
             args, truncated, error = dict(block.get("input") or {}), False, None

@@ -472,7 +472,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if not acc or not acc["name"]:
             return None, ignored
         notes = NoteList()
-        parsed = parse_tool_arguments(acc["arguments"], tool_name=acc["name"], notes=notes.notes)
+        parsed = parse_tool_arguments(
+            acc["arguments"],
+            tool_name=acc["name"],
+            notes=notes.notes,
+            cut_number_prefixes=self.config.repair_cut_number_prefixes,
+        )
         if notes.notes:
             self._drain(notes)
         provider_fields: dict[str, Any] = {}

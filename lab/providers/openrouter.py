@@ -546,7 +546,12 @@ class OpenRouterAdapter(StreamAdapter):
         if not acc or not acc["name"]:
             return None
         notes = NoteList()  # the repair's own event, as every adapter reports it
-        parsed = parse_tool_arguments(acc["arguments"], tool_name=acc["name"], notes=notes.notes)
+        parsed = parse_tool_arguments(
+            acc["arguments"],
+            tool_name=acc["name"],
+            notes=notes.notes,
+            cut_number_prefixes=self.config.repair_cut_number_prefixes,
+        )
         if notes.notes:
             self._drain(notes)
         provider_fields: dict[str, Any] = {}
