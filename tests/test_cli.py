@@ -360,21 +360,26 @@ def test_record_exits_1_when_every_request_failed_and_says_how_many(tmp_path, ca
     assert len(lab.capture.open(path).requests()) == 3  # the failures are in the capture
 
 
-def test_record_exits_3_when_some_requests_failed_and_says_how_many(
-    fake_server, tmp_path, capsys, monkeypatch
-):
+def _on_the_second_record(monkeypatch, change) -> None:
+    """Wrap ``Recorder.record`` so that ``change(kw)`` runs before its second call."""
     from lab.recorder import Recorder
 
     record = Recorder.record
     calls = []
 
-    def second_one_refused(self, provider, body, **kw):
+    def wrapped(self, provider, body, **kw):
         calls.append(1)
         if len(calls) == 2:
-            kw["base_url"] = REFUSED
+            change(kw)
         return record(self, provider, body, **kw)
 
-    monkeypatch.setattr(Recorder, "record", second_one_refused)
+    monkeypatch.setattr(Recorder, "record", wrapped)
+
+
+def test_record_exits_3_when_some_requests_failed_and_says_how_many(
+    fake_server, tmp_path, capsys, monkeypatch
+):
+    _on_the_second_record(monkeypatch, lambda kw: kw.update(base_url=REFUSED))
     base = fake_server.base_url + "/api/v1"
     code = main(_record("--base-url", base, "--out", str(tmp_path), "--n", "3"))
     err = capsys.readouterr().err.strip().splitlines()
@@ -421,21 +426,14 @@ def test_record_custom_without_a_base_url_is_refused_before_creating_a_capture(
     assert not out.exists()
 
 
+def _interrupt(kw) -> None:
+    raise KeyboardInterrupt
+
+
 def test_record_interrupted_says_where_the_partial_capture_is_and_exits_130(
     fake_server, tmp_path, capsys, monkeypatch
 ):
-    from lab.recorder import Recorder
-
-    record = Recorder.record
-    calls = []
-
-    def ctrl_c_on_the_second(self, provider, body, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return record(self, provider, body, **kw)
-
-    monkeypatch.setattr(Recorder, "record", ctrl_c_on_the_second)
+    _on_the_second_record(monkeypatch, _interrupt)
     base = fake_server.base_url + "/api/v1"
     code = main(_record("--base-url", base, "--out", str(tmp_path), "--n", "3"))
     out, err = capsys.readouterr()

@@ -419,22 +419,32 @@ def test_replay_strict_checks_the_request_body(server, tmp_path):
             client.post("http://replay.test/", content=b'{"different": true}')
 
 
+def _exchange(**fields) -> RecordedExchange:
+    """A recorded 200 exchange of two SSE reads; ``fields`` override any of its values."""
+    values = {
+        "stream_id": "t",
+        "attempt": 0,
+        "attempt_label": "default",
+        "provider": "p",
+        "model": None,
+        "method": "POST",
+        "url": "http://x",
+        "request_headers": {},
+        "request_body": b"",
+        "status": 200,
+        "http_version": "HTTP/1.1",
+        "response_headers": {},
+        "reads": [b"data: a\n\n", b"data: b"],
+        "read_t_ns": [10, 20],
+        "end_reason": "eof",
+        "error": None,
+    }
+    return RecordedExchange(**(values | fields))
+
+
 def test_replay_reraises_recorded_timeout_after_the_last_read():
-    ex = RecordedExchange(
-        stream_id="t",
-        attempt=0,
-        attempt_label="default",
-        provider="p",
-        model=None,
-        method="POST",
-        url="http://x",
-        request_headers={},
-        request_body=b"",
-        status=200,
-        http_version="HTTP/1.1",
+    ex = _exchange(
         response_headers={"content-type": "text/event-stream"},
-        reads=[b"data: a\n\n", b"data: b"],
-        read_t_ns=[10, 20],
         end_reason="timeout",
         error="ReadTimeout: timed out",
     )
@@ -465,24 +475,7 @@ def test_replay_of_an_exchange_cut_by_the_recorder_raises_recording_cut_after_th
 ):
     """Not an EOF: the recording, not the provider, stopped there (replay would otherwise
     report a provider that cut its stream short)."""
-    ex = RecordedExchange(
-        stream_id="cut",
-        attempt=0,
-        attempt_label="default",
-        provider="p",
-        model=None,
-        method="POST",
-        url="http://x",
-        request_headers={},
-        request_body=b"{}",
-        status=200,
-        http_version="HTTP/1.1",
-        response_headers={},
-        reads=[b"data: a\n\n", b"data: b"],
-        read_t_ns=[1, 2],
-        end_reason=end_reason,
-        error=None,
-    )
+    ex = _exchange(stream_id="cut", end_reason=end_reason)
     got: list[bytes] = []
     with httpx.Client(transport=ReplayTransport([ex])) as client:
         with pytest.raises(RecordingCut, match="the recording ends here") as info:
@@ -496,23 +489,10 @@ def test_replay_of_an_exchange_cut_by_the_recorder_raises_recording_cut_after_th
 
 def test_replay_realtime_reproduces_timing():
     reads = [b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"]
-    ex = RecordedExchange(
+    ex = _exchange(
         stream_id="rt",
-        attempt=0,
-        attempt_label="default",
-        provider="p",
-        model=None,
-        method="POST",
-        url="http://x",
-        request_headers={},
-        request_body=b"",
-        status=200,
-        http_version="HTTP/1.1",
-        response_headers={},
         reads=reads,
         read_t_ns=[50_000_000, 100_000_000, 150_000_000],
-        end_reason="eof",
-        error=None,
         t_headers_ns=40_000_000,
     )
     with httpx.Client(transport=ReplayTransport([ex], realtime=True)) as client:

@@ -34,7 +34,7 @@ from typing import Any
 
 from lab import _json
 from lab.errors import anthropic_stream_error, parse_error_message, parse_status_code
-from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper, parse_tool_arguments
+from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
 from lab.http.sse import SSEEvent
 from lab.model import (
     FunctionCall,
@@ -45,7 +45,7 @@ from lab.model import (
     new_chunk,
     new_thought,
 )
-from lab.providers.base import NoteList, RetryAttempt, StreamAdapter, is_number, join_url
+from lab.providers.base import RetryAttempt, StreamAdapter, is_number, join_url
 
 __all__ = ["STOP_REASON_MAP", "AnthropicAdapter"]
 
@@ -343,19 +343,11 @@ class AnthropicAdapter(StreamAdapter):
 
     def _build_call(self, block: dict) -> FunctionCall:
         raw = "".join(block["parts"])
-        notes = NoteList()
         if raw:
-            parsed = parse_tool_arguments(
-                raw,
-                tool_name=block["name"],
-                notes=notes.notes,
-                cut_number_prefixes=self.config.repair_cut_number_prefixes,
-            )
+            parsed = self._parse_arguments(raw, block["name"])
             args, truncated, error = parsed.args, parsed.truncated, parsed.error
         else:  # no input_json_delta (or only ""): the start event's input, normally {}
             args, truncated, error = dict(block.get("input") or {}), False, None
-        if notes.notes:
-            self._drain(notes)
         provider_fields: dict[str, Any] = {}
         if self.thinking_blocks:
             provider_fields["thinking_blocks"] = list(self.thinking_blocks)

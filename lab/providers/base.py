@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from lab.config import LabConfig
 from lab.guards.base import GuardNote, NoteSink
+from lab.guards.json_repair import parse_tool_arguments
 from lab.http.sse import SSEEvent
 from lab.model import GuardEvent, ProcessedChunk, ProviderError
 
@@ -281,6 +282,20 @@ class StreamAdapter:
                     detail=detail,
                 )
             )
+
+    def _parse_arguments(self, raw: str, tool_name: str) -> Any:
+        """A call's streamed arguments through the parse step (§9.2), its json_repair event
+        (if it was repaired) in ``guard_events``: one definition for every adapter."""
+        notes = NoteList()
+        parsed = parse_tool_arguments(
+            raw,
+            tool_name=tool_name,
+            notes=notes.notes,
+            cut_number_prefixes=self.config.repair_cut_number_prefixes,
+        )
+        if notes.notes:
+            self._drain(notes)
+        return parsed
 
     def _drain_all(self, guards: Iterable[Any]) -> None:
         for g in guards:

@@ -49,7 +49,6 @@ from lab.guards import (
     SpillGuard,
     ThinkBlockStripper,
     VerbatimToolCallParser,
-    parse_tool_arguments,
 )
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -62,7 +61,6 @@ from lab.model import (
     new_thought,
 )
 from lab.providers.base import (
-    NoteList,
     RetryAttempt,
     StreamAdapter,
     is_number,
@@ -471,15 +469,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self.reasoning_acc = []
         if not acc or not acc["name"]:
             return None, ignored
-        notes = NoteList()
-        parsed = parse_tool_arguments(
-            acc["arguments"],
-            tool_name=acc["name"],
-            notes=notes.notes,
-            cut_number_prefixes=self.config.repair_cut_number_prefixes,
-        )
-        if notes.notes:
-            self._drain(notes)
+        parsed = self._parse_arguments(acc["arguments"], acc["name"])
         provider_fields: dict[str, Any] = {}
         if self.preserve_reasoning_content and reasoning:
             provider_fields["reasoning_content"] = reasoning

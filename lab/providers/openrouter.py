@@ -33,7 +33,6 @@ from lab.guards import (
     SpeakerBoundaryGuard,
     SpillGuard,
     ThinkBlockStripper,
-    parse_tool_arguments,
 )
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -45,7 +44,6 @@ from lab.model import (
     new_thought,
 )
 from lab.providers.base import (
-    NoteList,
     RetryAttempt,
     StreamAdapter,
     is_number,
@@ -545,15 +543,7 @@ class OpenRouterAdapter(StreamAdapter):
         self.rd_acc = []
         if not acc or not acc["name"]:
             return None
-        notes = NoteList()  # the repair's own event, as every adapter reports it
-        parsed = parse_tool_arguments(
-            acc["arguments"],
-            tool_name=acc["name"],
-            notes=notes.notes,
-            cut_number_prefixes=self.config.repair_cut_number_prefixes,
-        )
-        if notes.notes:
-            self._drain(notes)
+        parsed = self._parse_arguments(acc["arguments"], acc["name"])
         provider_fields: dict[str, Any] = {}
         if rd:
             provider_fields["reasoning_details"] = rd
