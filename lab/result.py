@@ -154,14 +154,19 @@ class StreamResult:
         times = self.read_t_ns.get(origin.attempt) or []
         return times[origin.read_seq] if origin.read_seq < len(times) else None
 
+    def first_output(self) -> int | None:
+        """Index of the first chunk with visible text, reasoning or a tool call, if any."""
+        for i, chunk in enumerate(self.chunks):
+            if chunk.content or chunk.thoughts or chunk.function_call:
+                return i
+        return None
+
     @property
     def ttft_ms(self) -> float | None:
         """Time to the first chunk with visible text, reasoning or a tool call (ms)."""
-        for i, chunk in enumerate(self.chunks):
-            if chunk.content or chunk.thoughts or chunk.function_call:
-                t = self.chunk_time_ns(i)
-                return None if t is None else t / 1e6
-        return None
+        i = self.first_output()
+        t = None if i is None else self.chunk_time_ns(i)
+        return None if t is None else t / 1e6
 
     def to_dict(self) -> dict[str, Any]:
         """The deterministic part of the result as JSON-ready data (golden fixtures use it).

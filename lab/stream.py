@@ -385,7 +385,7 @@ def _assemble(
         if c.content:
             text_parts.append(c.content)
         if c.thoughts:
-            thoughts.extend(counted_thoughts(c) if c.metadata else c.thoughts)
+            thoughts.extend(counted_thoughts(c))
         if c.function_call is not None:
             calls.append(c.function_call)
         if c.type == "error" and c.error is not None and error is None:

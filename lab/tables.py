@@ -82,19 +82,17 @@ def _anomalies(r: StreamResult) -> list[str]:
     return detect(r)
 
 
-def _call_first(r: StreamResult) -> bool:
-    """Is the first output chunk (the one ``ttft_ms`` times) a tool call?
+def _call_first(r: StreamResult, first: int | None) -> bool:
+    """Is the first output chunk (``first``, the one ``ttft_ms`` times) a tool call alone?
 
     Adapters emit a call once its argument deltas are assembled, so its time is the call's
     completion, not the first generated token: ``duration - ttft`` would be the last few ms
     of the stream and ``tokens_per_s`` thousands.
     """
-    for c in r.chunks:
-        if c.content or c.thoughts:
-            return False
-        if c.function_call is not None:
-            return True
-    return False
+    if first is None:
+        return False
+    chunk = r.chunks[first]
+    return not (chunk.content or chunk.thoughts)
 
 
 def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
@@ -103,6 +101,7 @@ def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
     for r in results:
         leak_events = [e for e in r.guard_events if e.guard in LEAK_GUARDS and e.moved]
         usage = r.usage
+        first = r.first_output()
         ttft = r.ttft_ms
         duration = _duration_ms(r)
         out_tokens = usage.output_tokens if usage else None
@@ -112,7 +111,7 @@ def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
             and duration
             and ttft is not None
             and duration > ttft
-            and not _call_first(r)  # an assembled call arrives last: no generation interval
+            and not _call_first(r, first)  # an assembled call arrives last: no generation time
         ):
             tps = out_tokens / ((duration - ttft) / 1000.0)
         rows.append(

@@ -24,8 +24,9 @@ OpenAI-compatible adapters only; the Gemini adapter has none either), so a failu
 stream's error; the attempt commits at the first content (not at ``message_start``, which
 every stream opens with); a stream cut inside a ``tool_use`` block at EOF yields the
 repaired call (truncated), while on the error path the partial calls go into the error
-chunk's ``metadata["incomplete_tool_calls"]`` so the error stays the outcome; ``Usage.input_tokens`` is input + cache read + cache write
-(the contract: input includes cached tokens).
+chunk's ``metadata["incomplete_tool_calls"]`` so the error stays the outcome;
+``Usage.input_tokens`` is input + cache read + cache write (the contract: input includes
+cached tokens).
 """
 
 from __future__ import annotations
