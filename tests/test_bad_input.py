@@ -107,3 +107,18 @@ def test_a_bad_config_is_one_line_naming_each_field(value, message):
     with pytest.raises(ConfigError) as info:
         LabConfig.coerce(value)
     assert str(info.value) == message
+
+
+def test_a_config_fingerprint_names_the_choices_away_from_the_defaults_only():
+    """A field added later at its default leaves every earlier fingerprint as it was."""
+    import hashlib
+
+    from lab.config import LabConfig
+    from lab.guards import SpillGuardConfig
+
+    default = LabConfig().fingerprint()
+    assert default == hashlib.sha1(b"{}").hexdigest()[:10]
+    assert LabConfig(degrade=True, spill=SpillGuardConfig()).fingerprint() == default
+    tuned = LabConfig(spill=SpillGuardConfig(min_clause_words=3))
+    assert tuned.fingerprint() == hashlib.sha1(b'{"spill":{"min_clause_words":3}}').hexdigest()[:10]
+    assert len({default, tuned.fingerprint(), LabConfig(degrade=False).fingerprint()}) == 3
