@@ -111,6 +111,16 @@ class LabConfig(BaseModel):
         p.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
         return p
 
+    @classmethod
+    def complete(cls) -> LabConfig:
+        """The config with every switch that goes beyond the reference turned on.
+
+        Replaying a capture under ``LabConfig()`` and under ``LabConfig.complete()``
+        (``lab replay --compare``) shows what the reference pipeline loses on it. The switches
+        are listed in :data:`COMPLETE_SWITCHES`.
+        """
+        return cls(**{name: True for name in COMPLETE_SWITCHES})
+
     def fingerprint(self) -> str:
         """A short stable id of this config (for tables comparing configs).
 
@@ -138,3 +148,11 @@ def _describe(exc: ValidationError) -> str:
             msg += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
         out.append(f"{loc}: {msg}")
     return "; ".join(out)
+
+
+COMPLETE_SWITCHES: tuple[str, ...] = (
+    "repair_cut_number_prefixes",
+    "body_error_codes",
+)
+"""Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
+(default False); :meth:`LabConfig.complete` turns all of them on."""
