@@ -18,6 +18,7 @@ raw chunk (SSE event) that triggered it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
@@ -25,7 +26,7 @@ from lab.config import LabConfig
 from lab.guards.base import GuardNote, NoteSink
 from lab.guards.json_repair import parse_tool_arguments
 from lab.http.sse import SSEEvent
-from lab.model import GuardEvent, ProcessedChunk, ProviderError
+from lab.model import GuardEvent, ProcessedChunk, ProviderError, Usage
 
 __all__ = [
     "NoteList",
@@ -34,13 +35,56 @@ __all__ = [
     "StreamStopped",
     "is_number",
     "join_url",
+    "openai_usage",
+    "wire_float",
+    "wire_int",
     "split_text_and_tool",
 ]
 
 
 def is_number(v: Any) -> bool:
-    """A JSON number (int or float, not bool): what every wire field check means by numeric."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite JSON number (int or float, not bool, not NaN/inf): what every wire field
+    check means by numeric. ``1e999`` parses to ``inf`` and the stdlib parser accepts
+    ``NaN``/``Infinity``; neither is a number here."""
+    if isinstance(v, int):
+        return not isinstance(v, bool)
+    return isinstance(v, float) and math.isfinite(v)
+
+
+MAX_WIRE_INT = 2**53
+"""The largest count or index taken from the wire (JSON's exact-integer range)."""
+
+
+def wire_int(v: Any, path: str = "", bad: list[str] | None = None) -> int | None:
+    """The one checked conversion of a count or index read from the wire.
+
+    A non-negative finite number up to :data:`MAX_WIRE_INT` becomes an ``int`` (floats
+    truncate, as ``int()`` does); anything else (bool, string, NaN, inf, negative, huge, a
+    container) is None, and **path** is appended to **bad** when given, so the caller can
+    raise an anomaly for that stream instead of an exception escaping it.
+
+    >>> wire_int(12), wire_int(3.0), wire_int(float("inf")), wire_int(-1), wire_int("7")
+    (12, 3, None, None, None)
+    """
+    if v is None:
+        return None
+    if is_number(v) and 0 <= v <= MAX_WIRE_INT:
+        return int(v)
+    if bad is not None:
+        bad.append(path or "?")
+    return None
+
+
+def wire_float(v: Any, path: str = "", bad: list[str] | None = None) -> float | None:
+    """A cost or other amount from the wire: a finite non-negative float, else None (and
+    **path** appended to **bad**), as :func:`wire_int`."""
+    if v is None:
+        return None
+    if is_number(v) and v >= 0:
+        return float(v)
+    if bad is not None:
+        bad.append(path or "?")
+    return None
 
 
 def join_url(base: str, path: str, query: str = "") -> str:
@@ -301,6 +345,46 @@ class StreamAdapter:
         for g in guards:
             if g is not None and g.notes:
                 self._drain(g)
+
+
+def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
+    """OpenAI-shaped usage (snake or camel case) -> :class:`Usage`; None when empty.
+
+    Every count goes through :func:`wire_int`: a hostile value (``1e999``, ``NaN``, ``-1``,
+    a string) is left out and its path appended to **bad**.
+    """
+    if not isinstance(u, dict):
+        return None
+
+    def pick(d: Any, where: str, *names: str) -> Any:
+        if not isinstance(d, dict):
+            return None
+        for n in names:
+            v = d.get(n)
+            if v is not None:
+                return wire_int(v, f"usage.{where}{n}", bad)
+        return None
+
+    prompt = pick(u, "", "prompt_tokens", "promptTokens", "input_tokens")
+    completion = pick(u, "", "completion_tokens", "completionTokens", "output_tokens")
+    total = pick(u, "", "total_tokens", "totalTokens")
+    cdet = u.get("completion_tokens_details", u.get("completionTokensDetails"))
+    pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
+    reasoning = pick(cdet, "completion_tokens_details.", "reasoning_tokens", "reasoningTokens")
+    cached = pick(pdet, "prompt_tokens_details.", "cached_tokens", "cachedTokens")
+    cache_write = pick(pdet, "prompt_tokens_details.", "cache_write_tokens", "cacheWriteTokens")
+    cost = wire_float(u.get("cost"), "usage.cost", bad)
+    if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
+        return None
+    return Usage(
+        input_tokens=prompt or 0,
+        output_tokens=completion or 0,
+        reasoning_tokens=reasoning or 0,
+        cache_read_tokens=cached or 0,
+        cache_write_tokens=cache_write or 0,
+        total_tokens=total,
+        cost=cost,
+    )
 
 
 def split_text_and_tool(

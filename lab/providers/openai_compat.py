@@ -65,9 +65,9 @@ from lab.providers.base import (
     StreamAdapter,
     is_number,
     join_url,
+    openai_usage,
     split_text_and_tool,
 )
-from lab.providers.openrouter import openrouter_usage
 
 __all__ = [
     "CustomAdapter",
@@ -377,8 +377,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return [new_thought(kind="raw", content=text)] if text else []
 
     def _map_usage(self, raw: dict) -> Usage | None:
-        """OpenAI-shaped usage -> :class:`Usage` (one definition: ``openrouter_usage``)."""
-        return openrouter_usage(raw)
+        """OpenAI-shaped usage -> :class:`Usage` (one definition: ``openai_usage``)."""
+        return openai_usage(raw)
 
     def process_chunk(self, chunk: dict) -> ProcessedChunk:
         """§3 ``processChunk``, in decision order."""

@@ -39,7 +39,6 @@ from lab.model import (
     FunctionCall,
     ProcessedChunk,
     ProviderError,
-    Usage,
     new_chunk,
     new_thought,
 )
@@ -47,6 +46,7 @@ from lab.providers.base import (
     RetryAttempt,
     StreamAdapter,
     is_number,
+    openai_usage,
     split_text_and_tool,
 )
 
@@ -185,40 +185,9 @@ def _keep_error_envelope(raw: dict, chunk: dict) -> None:
         chunk["usage"] = usage
 
 
-def openrouter_usage(u: Any) -> Usage | None:
-    """OpenAI/OpenRouter usage (snake or camel case) -> :class:`Usage`; None when empty."""
-    if not isinstance(u, dict):
-        return None
-
-    def pick(d: Any, *names: str) -> Any:
-        if not isinstance(d, dict):
-            return None
-        for n in names:
-            v = d.get(n)
-            if is_number(v):
-                return v
-        return None
-
-    prompt = pick(u, "prompt_tokens", "promptTokens", "input_tokens")
-    completion = pick(u, "completion_tokens", "completionTokens", "output_tokens")
-    total = pick(u, "total_tokens", "totalTokens")
-    cdet = u.get("completion_tokens_details", u.get("completionTokensDetails"))
-    pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
-    reasoning = pick(cdet, "reasoning_tokens", "reasoningTokens")
-    cached = pick(pdet, "cached_tokens", "cachedTokens")
-    cache_write = pick(pdet, "cache_write_tokens", "cacheWriteTokens")
-    cost = pick(u, "cost")
-    if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
-        return None
-    return Usage(
-        input_tokens=int(prompt or 0),
-        output_tokens=int(completion or 0),
-        reasoning_tokens=int(reasoning or 0),
-        cache_read_tokens=int(cached or 0),
-        cache_write_tokens=int(cache_write or 0),
-        total_tokens=None if total is None else int(total),
-        cost=None if cost is None else float(cost),
-    )
+openrouter_usage = openai_usage
+"""OpenAI/OpenRouter usage -> :class:`Usage` (the one definition is
+:func:`lab.providers.base.openai_usage`)."""
 
 
 class OpenRouterAdapter(StreamAdapter):
