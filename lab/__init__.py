@@ -3,7 +3,8 @@
 The names most sessions need are here; each lives in its own module::
 
     lab.Recorder            live streams -> Parquet capture (lab.recorder)
-    lab.replay(path)        captures -> full stack -> StreamResults (lab.replay)
+    lab.replay(path)        captures -> full stack -> Results, a list of StreamResult
+                            that shows as the summary table (lab.replay, lab.result)
     lab.replay_sse(p, body) one response body -> StreamResult (lab.replay)
     lab.compare(cap, a, b)  A/B replay under two configs (lab.replay)
     lab.run_stream(...)     the one code path live and replay share (lab.stream)
@@ -28,12 +29,13 @@ if TYPE_CHECKING:
     from lab.guards import SpillGuardConfig
     from lab.recorder import Recorder
     from lab.replay import compare, replay, replay_sse
-    from lab.result import StreamResult
+    from lab.result import Results, StreamResult
     from lab.stream import run_stream
 
 __all__ = [
     "LabConfig",
     "Recorder",
+    "Results",
     "SpillGuardConfig",
     "StreamResult",
     "compare",
@@ -46,6 +48,7 @@ __all__ = [
 _HOME = {
     "LabConfig": ("lab.config", "LabConfig"),
     "Recorder": ("lab.recorder", "Recorder"),
+    "Results": ("lab.result", "Results"),
     "SpillGuardConfig": ("lab.guards", "SpillGuardConfig"),
     "StreamResult": ("lab.result", "StreamResult"),
     "compare": ("lab.replay", "compare"),

@@ -33,7 +33,7 @@ from typing import Any
 
 from lab._json import loads as json_loads
 from lab.config import LabConfig
-from lab.result import StreamResult
+from lab.result import Results, StreamResult
 from lab.stream import run_stream
 
 __all__ = ["StreamResult", "compare", "replay", "replay_request", "replay_sse"]
@@ -221,8 +221,11 @@ def replay(
     config: Any = None,
     workers: int | None = None,
     progress: bool = False,
-) -> list[StreamResult]:
+) -> Results:
     """Replay every logical request of a capture (path, directory, glob or Capture).
+
+    Returns a :class:`~lab.result.Results`: a ``list`` of :class:`StreamResult` in capture
+    order that a notebook shows as the summary table.
 
     **workers** > 1 replays on that many processes — this one and ``workers - 1`` children —
     each taking the next share of requests until none is left; results keep capture order
@@ -241,14 +244,14 @@ def replay(
         # a Capture's plan holds row numbers only: each process builds its own records
         plan = source if isinstance(source, list) else source.request_plan()
         if len(plan) > 1:
-            return _replay_parallel(source, plan, cfg, workers, progress)
+            return Results(_replay_parallel(source, plan, cfg, workers, progress))
     if isinstance(source, list):
         requests = source
     else:  # thousands of long-lived records: the collector would only rescan them
         with _gc_paused():
             requests = source.requests()
     bar = _progress_bar(len(requests)) if progress else None
-    results: list[StreamResult] = []
+    results = Results()
     try:
         for r in requests:
             results.append(replay_request(r, config=cfg))

@@ -19,7 +19,14 @@ from lab.model import (
     Usage,
 )
 
-__all__ = ["CUT_END_REASONS", "AttemptInfo", "ChunkOrigin", "StreamResult", "counted_thoughts"]
+__all__ = [
+    "CUT_END_REASONS",
+    "AttemptInfo",
+    "ChunkOrigin",
+    "Results",
+    "StreamResult",
+    "counted_thoughts",
+]
 
 CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
 """Recorded end reasons that say the *recorder's* side stopped, not the provider's:
@@ -103,13 +110,16 @@ class ChunkOrigin(NamedTuple):
         return ChunkOrigin, tuple(self)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StreamResult:
     """Everything one logical request produced, live or replayed.
 
     ``chunks`` are the ProcessedChunks in order; ``text`` their visible text; ``reasoning`` all
     reasoning in stream order (each piece once); ``guard_events`` what the guards moved;
     ``attempts`` one row per HTTP exchange; ``outcome`` the processor's continue/stop/compact.
+
+    In a notebook a result shows as HTML (:func:`lab.view.stream_html`: the answer beside the
+    reasoning, guard events, attempts, usage, anomalies); ``repr()`` is one short line.
     """
 
     stream_id: str
@@ -140,6 +150,22 @@ class StreamResult:
     """Fingerprint of the LabConfig that produced this result."""
     divergence: list[str] = field(default_factory=list)
     """Replay only: where re-running the ladder asked for something the capture did not hold."""
+
+    def __repr__(self) -> str:
+        error = f"{self.error.type}: {_clip(self.error.message, 60)!r}" if self.error else None
+        return (
+            f"StreamResult(stream_id={self.stream_id!r}, provider={self.provider!r}, "
+            f"model={self.model!r}, serving_provider={self.serving_provider!r}, "
+            f"text={_clip(self.text, 60)!r} ({len(self.text)} chars), "
+            f"reasoning={len(self.reasoning)} chars, guard_events={len(self.guard_events)}, "
+            f"attempts={self.degradation_path!r}, finish_reason={self.finish_reason!r}, "
+            f"error={error})"
+        )
+
+    def _repr_html_(self) -> str:
+        from lab.view import stream_html
+
+        return stream_html(self)
 
     @property
     def degradation_path(self) -> str:
@@ -195,3 +221,41 @@ class StreamResult:
             "n_chunks": len(self.chunks),
             "chunk_types": [c.type for c in self.chunks],
         }
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Results(list):
+    """The results of a replay: a plain ``list`` of :class:`StreamResult` (indexing, ``len``,
+    iteration, ``==`` and pickling are the list's) that shows as the summary table.
+
+    ``repr()`` and a notebook's HTML view are one line (streams, backends, leaks, errors)
+    and the first rows of :func:`lab.tables.streams` (:data:`lab.view.SUMMARY_COLUMNS`).
+    Every ``lab.tables`` function accepts it. A slice is a ``Results`` too.
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, index: Any) -> Any:
+        item = super().__getitem__(index)
+        return Results(item) if isinstance(index, slice) else item
+
+    def get(self, stream_id: str) -> StreamResult:
+        """The result of stream ``stream_id`` (KeyError, naming a few ids, when absent)."""
+        for r in self:
+            if r.stream_id == stream_id:
+                return r
+        known = ", ".join(r.stream_id for r in list.__getitem__(self, slice(0, 3)))
+        raise KeyError(f"no stream {stream_id!r} among {len(self)} results (e.g. {known})")
+
+    def __repr__(self) -> str:
+        from lab.view import results_text
+
+        return results_text(self)
+
+    def _repr_html_(self) -> str:
+        from lab.view import results_html
+
+        return results_html(self)

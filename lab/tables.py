@@ -8,6 +8,13 @@ meaning of each and its OpenTelemetry GenAI equivalent where one exists.
 - :func:`by_backend` – one row per serving backend.
 - :func:`classifiers` – error classifier counts.
 - :func:`attempts` – one row per degradation attempt (HTTP exchange).
+
+What each takes: :func:`streams`, :func:`by_backend`, :func:`classifiers` and
+:func:`backend_labels` take the results (a ``list`` of ``StreamResult`` or the
+:class:`~lab.result.Results` ``replay()`` returns) **or** the streams table, so a filtered
+table works too (``by_backend(st[st.model == m])``). :func:`leaks` and :func:`attempts` need
+the results themselves (guard events and attempts are not in the streams table); given a
+DataFrame or anything else that is not results, they raise a ``TypeError`` saying so.
 """
 
 from __future__ import annotations
@@ -66,6 +73,45 @@ STREAM_COLUMNS = [
 ]
 
 
+def _need_results(results: object, fn: str) -> Iterable[StreamResult]:
+    """``results`` checked to be StreamResults (a clear TypeError instead of an
+    AttributeError deep inside when a table, a path or a single result is passed)."""
+    if isinstance(results, StreamResult):
+        raise TypeError(f"tables.{fn}() takes a list of results; for one result: {fn}([result])")
+    if isinstance(results, pd.DataFrame):
+        raise TypeError(
+            f"tables.{fn}() needs the replay results (a list of StreamResult, e.g. "
+            f"replay(...)), not a table: the streams table holds no "
+            f"{'guard events' if fn == 'leaks' else 'per-attempt rows'}"
+        )
+    if isinstance(results, (str, bytes)) or not isinstance(results, Iterable):
+        raise TypeError(
+            f"tables.{fn}() needs a list of StreamResult (e.g. replay(...)), "
+            f"not {type(results).__name__}"
+        )
+    items = results if isinstance(results, list) else list(results)
+    for item in items:
+        if not isinstance(item, StreamResult):
+            raise TypeError(
+                f"tables.{fn}() needs a list of StreamResult (e.g. replay(...)); "
+                f"it got a list holding {type(item).__name__}"
+            )
+    return items
+
+
+def _stream_table(data: object, fn: str) -> pd.DataFrame:
+    """The streams table: ``data`` itself, or :func:`streams` of results."""
+    if isinstance(data, pd.DataFrame):
+        missing = [c for c in ("stream_id", "provider", "serving_provider") if c not in data]
+        if missing:
+            raise TypeError(
+                f"tables.{fn}() takes the streams table (tables.streams(results)) or the "
+                f"results; this DataFrame has no {', '.join(missing)} column"
+            )
+        return data
+    return streams(_need_results(data, fn))
+
+
 def _duration_ms(r: StreamResult) -> float | None:
     """Last read of the final attempt (read offsets are per attempt, like ``ttft_ms``)."""
     if not r.attempts:
@@ -95,10 +141,15 @@ def _call_first(r: StreamResult, first: int | None) -> bool:
     return not (chunk.content or chunk.thoughts)
 
 
-def streams(results: Iterable[StreamResult]) -> pd.DataFrame:
-    """One row per logical request (columns: :data:`STREAM_COLUMNS`)."""
+def streams(results: Iterable[StreamResult] | pd.DataFrame) -> pd.DataFrame:
+    """One row per logical request (columns: :data:`STREAM_COLUMNS`).
+
+    Given the streams table itself (a DataFrame with these columns), returns it unchanged.
+    """
+    if isinstance(results, pd.DataFrame):
+        return _stream_table(results, "streams")
     rows = []
-    for r in results:
+    for r in _need_results(results, "streams"):
         leak_events = [e for e in r.guard_events if e.guard in LEAK_GUARDS and e.moved]
         usage = r.usage
         first = r.first_output()
@@ -173,9 +224,12 @@ LEAK_COLUMNS = [
 
 
 def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
-    """One row per guard event that moved or dropped text (where reasoning leaked, etc.)."""
+    """One row per guard event that moved or dropped text (where reasoning leaked, etc.).
+
+    Needs the results (guard events are not in the streams table).
+    """
     rows = []
-    for r in results:
+    for r in _need_results(results, "leaks"):
         for e in r.guard_events:
             if not e.moved:
                 continue
@@ -222,12 +276,15 @@ def _unnamed_backend(provider: object) -> str | None:
     return f"{provider} (direct)"
 
 
-def backend_labels(stream_table: pd.DataFrame) -> pd.Series:
+def backend_labels(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.Series:
     """The serving backend of each stream row, labelled where the stream named none.
+
+    Takes the streams table or the results.
 
     Direct providers have no separate backend: the provider itself served the stream
     (``"openai (direct)"``). Used by :func:`by_backend` and the per-backend plots alike.
     """
+    stream_table = _stream_table(stream_table, "backend_labels")
     return (
         stream_table["serving_provider"]
         .fillna(stream_table["provider"].astype("object").map(_unnamed_backend))
@@ -235,9 +292,12 @@ def backend_labels(stream_table: pd.DataFrame) -> pd.Series:
     )
 
 
-def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
-    """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed."""
-    df = stream_table.copy()
+def by_backend(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.DataFrame:
+    """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed.
+
+    Takes the streams table (filter it first to narrow the view) or the results.
+    """
+    df = _stream_table(stream_table, "by_backend").copy()
     df["serving_provider"] = backend_labels(df)
     df["errored"] = df["error_type"].notna()
     g = df.groupby("serving_provider", sort=True)
@@ -264,8 +324,12 @@ def by_backend(stream_table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def classifiers(stream_table: pd.DataFrame) -> pd.DataFrame:
-    """Counts of each error classifier (and error type) over the streams."""
+def classifiers(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.DataFrame:
+    """Counts of each error classifier (and error type) over the streams.
+
+    Takes the streams table or the results.
+    """
+    stream_table = _stream_table(stream_table, "classifiers")
     df = stream_table[stream_table["error_type"].notna()]
     if df.empty:
         return pd.DataFrame(columns=["classifier", "error_type", "streams"])
@@ -298,9 +362,12 @@ ATTEMPT_COLUMNS = [
 
 
 def attempts(results: Iterable[StreamResult]) -> pd.DataFrame:
-    """One row per degradation attempt (HTTP exchange) of every logical request."""
+    """One row per degradation attempt (HTTP exchange) of every logical request.
+
+    Needs the results (the streams table has one row per request, not per attempt).
+    """
     rows = []
-    for r in results:
+    for r in _need_results(results, "attempts"):
         for a in r.attempts:
             rows.append(
                 {

@@ -1,0 +1,297 @@
+"""How results look in a notebook: :class:`~lab.result.StreamResult` and
+:class:`~lab.result.Results` as escaped HTML and as short text.
+
+Model text is data, never markup: every string that came from a stream (answer, reasoning,
+moved text, error messages, backend names) goes through :func:`html.escape` before it is
+placed in a tag, so a ``<script>`` or a ``<think>`` in an answer shows as those characters.
+The page pieces here use inline styles only (a notebook output has no stylesheet of ours)
+and no script.
+
+- :func:`stream_html` – one stream: a header line, the answer beside the reasoning with the
+  text the guards moved highlighted, the guard events, the attempts (label, status, how it
+  ended), usage and cost, the anomalies and what each means, replay divergence.
+- :func:`results_html` / :func:`results_text` – the summary table of many streams.
+- :func:`shown_before_close` – the text a guard could no longer take back (a closing
+  reasoning tag that arrived after the text before it was already shown as the answer).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lab.result import StreamResult
+
+__all__ = [
+    "MISSING",
+    "SUMMARY_COLUMNS",
+    "results_html",
+    "results_text",
+    "shown_before_close",
+    "stream_html",
+]
+
+MISSING = "—"
+"""How every table and view of the lab shows a missing value (no usage, no error, ...)."""
+
+SUMMARY_COLUMNS = [
+    "stream_id",
+    "provider",
+    "model",
+    "serving_provider",
+    "leaked",
+    "leak_guards",
+    "error_type",
+    "classifier",
+    "degradation_path",
+    "finish_reason",
+    "ttft_ms",
+    "anomalies",
+]
+"""The columns of the summary table a :class:`~lab.result.Results` shows (the full table is
+``lab.tables.streams(results)``)."""
+
+SUMMARY_ROWS = 50
+"""Rows the summary table shows before it says how many more there are."""
+
+_BOX = (
+    "white-space: pre-wrap; word-break: break-word; font-family: monospace; "
+    "padding: 6px; border: 1px solid #ccc; max-height: 24em; overflow: auto; margin: 0"
+)
+_MARK = "background: #ffd27a; color: inherit"
+_WARN = "background: #fff1f0; border-left: 4px solid #d9363e; padding: 4px 8px; margin: 4px 0"
+_TABLE = "border-collapse: collapse; font-size: 0.85em; margin: 2px 0 8px 0"
+_CELL = "border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top"
+
+
+def _esc(value: Any) -> str:
+    return MISSING if value is None else html.escape(str(value))
+
+
+def shown_before_close(result: StreamResult) -> list[tuple[str, str]]:
+    """Leaks the think stripper cleaned only in part, as ``(shown, moved)`` pairs.
+
+    A closing reasoning tag with no opening tag (``orphan_close``) makes everything before it
+    reasoning, but only what the stripper still held: text it had already emitted as the
+    answer stays there. The event's ``offset`` counts the stripper's input, so
+    ``result.text[:offset]`` is what the user saw before the tag arrived (text moved
+    earlier is not in ``result.text``; each earlier move shifts that window by its length).
+    """
+    out: list[tuple[str, str]] = []
+    removed = 0  # characters of the stripper's input earlier events took out of the text
+    for e in result.guard_events:
+        if e.guard != "think_stripper":
+            continue
+        if e.detail.get("rule") == "orphan_close" and e.offset > removed:
+            shown = result.text[: e.offset - removed]
+            if shown.strip():
+                out.append((shown, e.moved))
+        removed += len(e.moved)
+    return out
+
+
+def _mark_moved(text: str, pieces: Sequence[str]) -> str:
+    """``text`` escaped, each moved piece (found in order) wrapped in ``<mark>``."""
+    out, pos = [], 0
+    for piece in pieces:
+        at = text.find(piece, pos) if piece else -1
+        if at < 0:
+            continue
+        out.append(html.escape(text[pos:at]))
+        out.append(
+            f"<mark style='{_MARK}' title='moved here by a guard'>{html.escape(piece)}</mark>"
+        )
+        pos = at + len(piece)
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def _mark_shown(text: str, shown: Sequence[str]) -> str:
+    """The answer escaped, with the prefix a guard could no longer take back underlined."""
+    if not shown:
+        return html.escape(text)
+    lead = shown[0]
+    if not text.startswith(lead):
+        return html.escape(text)
+    return (
+        f"<span style='text-decoration: underline wavy #d9363e' "
+        f"title='reasoning shown before its closing tag arrived'>{html.escape(lead)}</span>"
+        + html.escape(text[len(lead) :])
+    )
+
+
+def _rows(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(
+        f"<th style='{_CELL}; background: #f3f3f3'>{html.escape(h)}</th>" for h in header
+    )
+    body = "".join(
+        "<tr>" + "".join(f"<td style='{_CELL}'>{_esc(v)}</td>" for v in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table style='{_TABLE}'><tr>{head}</tr>{body}</table>"
+
+
+def _chars(n: int) -> str:
+    return "1 char" if n == 1 else f"{n:,} chars"
+
+
+def stream_html(result: StreamResult) -> str:
+    """One stream as a self-contained, escaped HTML fragment (``StreamResult._repr_html_``)."""
+    from lab.anomalies import detect, explain
+
+    r = result
+    backend = r.serving_provider or f"{r.provider} (direct)"
+    status = "error" if r.error is not None else (r.finish_reason or MISSING)
+    head = (
+        f"<b>{_esc(r.stream_id)}</b> · {_esc(r.provider)} · model {_esc(r.model)} · "
+        f"served by <b>{_esc(backend)}</b> · finish {_esc(status)} · outcome {_esc(r.outcome)}"
+    )
+    parts = [f"<div style='margin-bottom: 4px'>{head}</div>"]
+    if r.error is not None:
+        cls = f", classifier {_esc(r.classifier)}" if r.classifier else ""
+        parts.append(
+            f"<div style='{_WARN}'>error {_esc(r.error.type)} ({_esc(r.error.code)}"
+            f"{', retryable' if r.error.retryable else ''}{cls}): {_esc(r.error.message)}</div>"
+        )
+    partial = shown_before_close(r)
+    for shown, moved in partial:
+        parts.append(
+            f"<div style='{_WARN}'><b>cleaned only in part:</b> the closing reasoning tag "
+            f"arrived after {_chars(len(shown))} of reasoning had been shown as the answer "
+            f"(underlined); the guard moved only what followed ({_chars(len(moved))}).</div>"
+        )
+    moved = [e.moved for e in r.guard_events if e.moved]
+    parts.append(
+        "<table style='width: 100%; table-layout: fixed; border-collapse: collapse'><tr>"
+        f"<th style='text-align: left; width: 50%'>answer ({_chars(len(r.text))})</th>"
+        f"<th style='text-align: left'>reasoning ({_chars(len(r.reasoning))}; "
+        "<mark style='" + _MARK + "'>moved by a guard</mark>)</th></tr><tr>"
+        f"<td style='vertical-align: top'><pre style='{_BOX}'>"
+        f"{_mark_shown(r.text, [s for s, _ in partial])}</pre></td>"
+        f"<td style='vertical-align: top'><pre style='{_BOX}'>"
+        f"{_mark_moved(r.reasoning, moved)}</pre></td></tr></table>"
+    )
+    if r.function_calls:
+        calls = [
+            (f.name, f.id, _short(str(f.args)), f.arguments_truncated) for f in r.function_calls
+        ]
+        parts.append("<b>tool calls</b>" + _rows(["name", "id", "args", "truncated"], calls))
+    events = [
+        (e.guard, e.detail.get("rule"), e.attempt, e.seq, e.offset, _short(e.moved))
+        for e in r.guard_events
+    ]
+    parts.append(
+        f"<b>guard events ({len(events)})</b>"
+        + (
+            _rows(["guard", "rule", "attempt", "seq", "offset", "moved"], events)
+            if events
+            else " none"
+        )
+    )
+    attempts = [
+        (a.attempt, a.label, a.status, a.end_reason, a.degradable, a.error) for a in r.attempts
+    ]
+    parts.append(
+        f"<b>attempts ({len(attempts)})</b>"
+        + _rows(["attempt", "label", "status", "ended", "degradable", "error"], attempts)
+    )
+    if r.usage is not None:
+        u = r.usage
+        cost = MISSING if r.cost is None else f"${r.cost:.6g}"
+        parts.append(
+            "<b>usage</b>"
+            + _rows(
+                ["input", "output", "reasoning", "cache read", "cache write", "cost"],
+                [
+                    (
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.reasoning_tokens,
+                        u.cache_read_tokens,
+                        u.cache_write_tokens,
+                        cost,
+                    )
+                ],
+            )
+        )
+    else:
+        parts.append(f"<div><b>usage</b> {MISSING} (the stream reported none)</div>")
+    found = detect(r)
+    parts.append(
+        f"<b>anomalies ({len(found)})</b>"
+        + (
+            _rows(["anomaly", "what it means"], [(n, explain(n)) for n in found])
+            if found
+            else " none"
+        )
+    )
+    if r.divergence:
+        parts.append(
+            f"<div style='{_WARN}'><b>replay divergence:</b> "
+            + _esc("; ".join(r.divergence))
+            + "</div>"
+        )
+    return (
+        "<div style='font-family: system-ui, sans-serif; font-size: 0.9em'>"
+        + "".join(parts)
+        + "</div>"
+    )
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _summary(results: Sequence[StreamResult]) -> tuple[str, pd.DataFrame]:
+    """The one-line summary and the summary table of ``results``."""
+    from lab import tables
+
+    st = tables.streams(results)
+    n = len(st)
+    leaked = int(st["leaked"].sum()) if n else 0
+    errors = int(st["error_type"].notna().sum()) if n else 0
+    backends = tables.backend_labels(st).nunique() if n else 0
+    line = (
+        f"{n} stream{'' if n == 1 else 's'} · {backends} serving backend"
+        f"{'' if backends == 1 else 's'} · {leaked} leaked reasoning · {errors} ended in an error"
+    )
+    view = st[SUMMARY_COLUMNS].copy()
+    view["ttft_ms"] = view["ttft_ms"].round(1)
+    return line, view
+
+
+def results_text(results: Sequence[StreamResult], limit: int = 20) -> str:
+    """The summary as text (``repr(Results)``): one line, then the first ``limit`` rows."""
+    import pandas as pd
+
+    line, view = _summary(results)
+    if view.empty:
+        return f"Results: {line}"
+    more = len(view) - limit
+    with pd.option_context("display.width", 200, "display.max_colwidth", 28):
+        table = view.head(limit).to_string(index=False, na_rep=MISSING)
+    tail = f"\n... {more} more (lab.tables.streams(results) has every row)" if more > 0 else ""
+    return f"Results: {line}\n{table}{tail}"
+
+
+def results_html(results: Sequence[StreamResult], limit: int = SUMMARY_ROWS) -> str:
+    """The summary as escaped HTML (``Results._repr_html_``), its table in a scrolling box."""
+    line, view = _summary(results)
+    if view.empty:
+        return f"<p>{_esc(line)}</p>"
+    more = len(view) - limit
+    table = view.head(limit).to_html(index=False, na_rep=MISSING, escape=True, border=0)
+    tail = (
+        f"<p style='color: #666'>{more:,} more rows: <code>lab.tables.streams(results)</code> "
+        "has them all; <code>results[i]</code> shows one stream.</p>"
+        if more > 0
+        else "<p style='color: #666'><code>results[i]</code> shows one stream.</p>"
+    )
+    return (
+        f"<p><b>{_esc(line)}</b></p>"
+        f"<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"
+    )

@@ -1,0 +1,163 @@
+"""How results look in a notebook: escaped HTML for one stream, a summary table for many,
+and every ``lab.tables`` function saying clearly what it takes."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lab import tables
+from lab.replay import replay, replay_sse
+from lab.result import AttemptInfo, Results, StreamResult
+from lab.view import MISSING, results_html, shown_before_close, stream_html
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _event(delta: dict) -> bytes:
+    return f"data: {json.dumps({'choices': [{'delta': delta}]})}\n\n".encode()
+
+
+def partly_cleaned() -> StreamResult:
+    """The closing tag arrives after 'The user asks. Keep it' was already shown."""
+    body = [
+        _event({"content": "The user asks. Keep it"}),
+        _event({"content": " short.</think>Hello <script>alert(1)</script> & <b>bye</b>!"}),
+        b"data: [DONE]\n\n",
+    ]
+    return replay_sse("openrouter", body, stream_id="s-partial")
+
+
+@pytest.fixture(scope="module")
+def sample() -> Results:
+    return replay(ROOT / "captures")
+
+
+def test_stream_html_escapes_model_text_and_never_renders_it_as_markup():
+    page = stream_html(partly_cleaned())
+    assert "<script" not in page and "<b>bye" not in page
+    assert "Hello &lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bye&lt;/b&gt;!" in page
+
+
+def test_stream_html_marks_moved_text_in_the_reasoning_and_flags_a_partial_clean():
+    r = partly_cleaned()
+    page = r._repr_html_()
+    assert re.search(r"<mark [^>]*title='moved here by a guard'> short\.</mark>", page)
+    assert "cleaned only in part" in page
+    assert "after 22 chars of reasoning had been shown as the answer" in page
+    assert re.search(r"<span [^>]*>The user asks\. Keep it</span>Hello", page)
+
+
+def test_shown_before_close_returns_what_the_stripper_could_not_take_back():
+    assert shown_before_close(partly_cleaned()) == [("The user asks. Keep it", " short.")]
+    clean = replay_sse("openrouter", _event({"content": "<think>plan</think>Hi"}))
+    assert clean.guard_events and shown_before_close(clean) == []
+
+
+def test_stream_html_lists_attempts_with_labels_statuses_and_how_they_ended():
+    r = partly_cleaned()
+    r.attempts = [
+        AttemptInfo(
+            attempt=0,
+            label="default",
+            status=400,
+            error="min_p unsupported",
+            degradable="generic_400",
+            end_reason="http_error",
+        ),
+        AttemptInfo(attempt=1, label="targeted_drop_min_p", status=200, end_reason="eof"),
+    ]
+    page = stream_html(r)
+    assert "<b>attempts (2)</b>" in page
+    cells = re.findall(r"<td [^>]*>([^<]*)</td>", page)
+    assert ["0", "default", "400", "http_error", "generic_400", "min_p unsupported"] == cells[
+        cells.index("default") - 1 : cells.index("default") + 5
+    ]
+    i = cells.index("targeted_drop_min_p")
+    assert cells[i - 1 : i + 5] == ["1", "targeted_drop_min_p", "200", "eof", MISSING, MISSING]
+
+
+def test_stream_html_shows_guard_events_usage_backend_and_anomalies():
+    r = partly_cleaned()
+    r.serving_provider = "SiliconFlow"
+    page = stream_html(r)
+    assert "served by <b>SiliconFlow</b>" in page
+    assert "<b>guard events (1)</b>" in page and "orphan_close" in page
+    assert "<b>usage</b> — (the stream reported none)" in page
+    assert "<b>anomalies (0)</b> none" in page
+    r.text = "<think>x</think>hi"
+    assert "think_tags_after_guards" in stream_html(r)
+
+
+def test_stream_result_repr_is_one_short_line():
+    text = repr(partly_cleaned())
+    assert "\n" not in text and len(text) < 400
+    assert text.startswith("StreamResult(stream_id='s-partial', provider='openrouter'")
+
+
+def test_replay_returns_results_a_list_whose_repr_is_the_summary_table(sample):
+    assert isinstance(sample, Results) and isinstance(sample, list)
+    assert sample == list(sample) and len(sample) == 132
+    first = repr(sample).splitlines()
+    assert first[0] == (
+        "Results: 132 streams · 14 serving backends · 7 leaked reasoning · 54 ended in an error"
+    )
+    assert first[1].split() == [
+        "stream_id",
+        "provider",
+        "model",
+        "serving_provider",
+        "leaked",
+        "leak_guards",
+        "error_type",
+        "classifier",
+        "degradation_path",
+        "finish_reason",
+        "ttft_ms",
+        "anomalies",
+    ]
+    assert first[-1] == "... 112 more (lab.tables.streams(results) has every row)"
+    assert isinstance(sample[:3], Results) and isinstance(sample[0], StreamResult)
+    assert type(pickle.loads(pickle.dumps(sample))) is Results
+
+
+def test_results_html_is_a_scrolling_summary_table_of_the_first_rows(sample):
+    page = results_html(sample)
+    assert page.count("</tr>") == 51  # header + 50 rows
+    assert "82 more rows" in page and "overflow: auto" in page
+    assert sample.get(sample[5].stream_id) is sample[5]
+    with pytest.raises(KeyError, match="no stream 'nope' among 132 results"):
+        sample.get("nope")
+
+
+def test_every_table_takes_results_or_the_streams_table_where_it_can(sample):
+    st = tables.streams(sample)
+    assert tables.streams(st) is st
+    pd.testing.assert_frame_equal(tables.by_backend(sample), tables.by_backend(st))
+    pd.testing.assert_frame_equal(tables.classifiers(sample), tables.classifiers(st))
+    pd.testing.assert_series_equal(tables.backend_labels(sample), tables.backend_labels(st))
+
+
+@pytest.mark.parametrize("fn", ["leaks", "attempts"])
+def test_tables_that_need_results_say_so_when_given_the_streams_table(sample, fn):
+    st = tables.streams(sample)
+    with pytest.raises(
+        TypeError, match=rf"tables\.{fn}\(\) needs the replay results .* not a table"
+    ):
+        getattr(tables, fn)(st)
+    with pytest.raises(
+        TypeError, match=rf"tables\.{fn}\(\) needs a list of StreamResult .* not str"
+    ):
+        getattr(tables, fn)("captures/")
+    with pytest.raises(TypeError, match=rf"for one result: {fn}\(\[result\]\)"):
+        getattr(tables, fn)(sample[0])
+
+
+def test_tables_that_take_a_streams_table_refuse_another_frame():
+    with pytest.raises(TypeError, match=r"tables\.by_backend\(\) takes the streams table"):
+        tables.by_backend(pd.DataFrame({"x": [1]}))
