@@ -290,6 +290,7 @@ def test_every_vendor_tool_markup_dialect_in_content_is_flagged(markup):
 
 
 def test_tool_markup_pattern_is_built_from_the_marker_list():
+    assert TOOL_MARKUP_MARKERS
     for marker in TOOL_MARKUP_MARKERS:
         assert TOOL_MARKUP_RE.search(f"text {marker} more")
     assert TOOL_MARKUP_RE.search("a <tool> tag, a call_tool() and <toolcall>") is None

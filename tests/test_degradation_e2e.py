@@ -89,6 +89,7 @@ def test_image_strip_leaves_the_reference_notice(ladder_run):
 def test_capture_holds_every_attempt_with_its_label(ladder_run):
     path, results, _ = ladder_run
     cap = lab.capture.open(path)
+    assert results
     for r in results:
         rows = cap.streams[cap.streams["stream_id"] == r.stream_id].sort_values("attempt")
         assert list(rows["attempt_label"]) == [a.label for a in r.attempts]
@@ -98,6 +99,7 @@ def test_capture_holds_every_attempt_with_its_label(ladder_run):
 def test_replay_reproduces_every_ladder(ladder_run):
     path, results, _ = ladder_run
     replayed = replay(path)
+    assert results
     for a, b in zip(results, replayed, strict=True):
         assert b.to_dict() == a.to_dict()
         assert b.divergence == []
@@ -111,14 +113,16 @@ def test_replay_with_the_ladder_switched_off_reports_divergence(ladder_run):
     assert diverged.divergence == ["replay used 1 of 2 recorded attempts"]
     assert diverged.error is not None
     clean = [r for r in replayed if len(r.attempts) == 1 and r.model == "fake/sse-error-precommit"]
+    assert clean
     assert all(r.divergence == [] for r in clean)
 
 
 def test_no_attempt_leaves_the_api_key_in_the_capture(ladder_run):
     path, _, _ = ladder_run
-    for f in path.rglob("*"):
-        if f.is_file():
-            assert CANARY.encode() not in f.read_bytes(), f
+    files = [f for f in path.rglob("*") if f.is_file()]
+    assert files
+    for f in files:
+        assert CANARY.encode() not in f.read_bytes(), f
 
 
 def _mock_run(provider: str, body: dict, responses: list):

@@ -50,6 +50,7 @@ CONTRACT = {
 
 def test_lab_all_is_sorted_and_every_name_resolves():
     assert lab.__all__ == sorted(lab.__all__)
+    assert lab.__all__
     for name in lab.__all__:
         assert getattr(lab, name) is not None
 

@@ -224,9 +224,9 @@ def test_spill_guard_disabled_passes_through():
 
 
 def test_spill_guard_and_find_spill_seam_share_one_decision():
-    for text, seam in SEAM_CASES:
-        if not text.strip():
-            continue
+    cases = [(text, seam) for text, seam in SEAM_CASES if text.strip()]
+    assert cases
+    for text, seam in cases:
         out, _ = run([text])
         if seam is None:
             assert out == GuardOutput(text, ""), text

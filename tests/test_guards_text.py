@@ -296,6 +296,7 @@ def test_guards_package_exports_a_sorted_all_of_public_names():
     import lab.guards as guards
 
     assert guards.__all__ == sorted(guards.__all__)
+    assert guards.__all__
     for name in guards.__all__:
         assert hasattr(guards, name), name
     required = {

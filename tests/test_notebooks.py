@@ -43,9 +43,10 @@ def test_the_investigation_and_fixture_notebooks_are_here():
 @pytest.mark.parametrize("path", HERE, ids=[p.name for p in HERE])
 def test_notebook_is_committed_without_outputs(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    assert code
+    for cell in code:
+        assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
 def _execute(path: Path, monkeypatch, captures: Path | None = None):

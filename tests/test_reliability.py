@@ -273,7 +273,9 @@ def test_canary_api_key_absent_from_executed_notebooks(tmp_path):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        for nb_path in sorted((root / "notebooks").glob("*.ipynb")):
+        notebooks = sorted((root / "notebooks").glob("*.ipynb"))
+        assert notebooks
+        for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
             nbclient.NotebookClient(
                 nb, timeout=600, resources={"metadata": {"path": str(nb_path.parent)}}

@@ -55,6 +55,7 @@ def test_every_scenario_is_recorded_twice(recorded):
 def test_replay_equals_live_for_every_scenario(recorded, field):
     path, live = recorded
     replayed = replay(path)
+    assert live
     assert [r.stream_id for r in replayed] == [r.stream_id for r in live]
     for a, b in zip(live, replayed, strict=True):
         assert getattr(b, field) == getattr(a, field), (a.model, field)
@@ -63,7 +64,9 @@ def test_replay_equals_live_for_every_scenario(recorded, field):
 
 def test_replay_reports_no_divergence_for_a_faithful_capture(recorded):
     path, _ = recorded
-    assert all(r.divergence == [] for r in replay(path))
+    replayed = replay(path)
+    assert replayed
+    assert all(r.divergence == [] for r in replayed)
 
 
 def test_canary_api_key_never_reaches_disk(recorded):
@@ -82,10 +85,11 @@ def test_fake_server_received_the_canary_so_the_redaction_test_means_something(f
 
 def test_think_leak_scenario_moves_tags_out_of_content(recorded):
     _, live = recorded
-    for r in live:
-        if r.model == "fake/think-leak":
-            assert "<think" not in r.text.lower()
-            assert "</think" not in r.text.lower()
+    leaks = [r for r in live if r.model == "fake/think-leak"]
+    assert leaks
+    for r in leaks:
+        assert "<think" not in r.text.lower()
+        assert "</think" not in r.text.lower()
 
 
 def test_spill_scenario_strips_glued_reasoning_on_leaky_backends(recorded):
@@ -98,6 +102,7 @@ def test_spill_scenario_strips_glued_reasoning_on_leaky_backends(recorded):
 
 def test_live_result_has_recorded_read_timings(recorded):
     _, live = recorded
+    assert live
     for r in live:
         times = r.read_t_ns[0]
         assert times == sorted(times)

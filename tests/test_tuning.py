@@ -234,6 +234,7 @@ def test_named_cases_get_the_reference_predictions(corpus):
 def test_score_predictions_are_find_spill_seam(corpus):
     cfg = SpillGuardConfig(min_clause_words=3, answer_start_emoji=False)
     s = score(cfg, corpus)
+    assert len(s.cases) == len(corpus) > 0
     for text, pred in zip(s.cases["text"], s.cases["pred_seam"], strict=True):
         expected = find_spill_seam(text, cfg)
         assert (None if pd.isna(pred) else int(pred)) == expected
@@ -375,6 +376,7 @@ def test_tuner_has_a_control_for_every_config_field():
     assert tuner.config == SpillGuardConfig()
     assert isinstance(tuner.widget, w.VBox)
     # the controls that only act on a live stream say so, in their tooltip and in the panel
+    assert STREAMING_ONLY_FIELDS
     for name in STREAMING_ONLY_FIELDS:
         assert "does not move the corpus score" in tuner.controls[name].tooltip
         assert name in tuner.streaming_note.value
@@ -529,9 +531,10 @@ def test_tuner_on_a_recorded_capture_compares_baseline_and_tuned(tmp_path, fake_
 
 def test_notebook_is_committed_without_outputs():
     nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    assert code
+    for cell in code:
+        assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
 def _execute_notebook(monkeypatch, captures: str | None) -> tuple[object, list, str]:
