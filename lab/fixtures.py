@@ -145,14 +145,22 @@ def golden_text(result: StreamResult) -> str:
 
 
 def compare_to_golden(path: str | Path, config: Any = None) -> list[str]:
-    """Replay the fixture and diff against its golden: unified diff lines, [] when equal."""
+    """Replay the fixture and diff against its golden: unified diff lines, [] when equal.
+
+    A replay that diverged from its recording (the ladder asked for other attempts or
+    bodies than were recorded, see ``StreamResult.divergence``) fails too, even when its
+    result equals the golden: one ``! <fixture>: replay diverged: ...`` line per divergence
+    comes before the diff.
+    """
     p = Path(path)
     expected_path = p / EXPECTED_FILE
     expected = expected_path.read_text(encoding="utf-8") if expected_path.is_file() else ""
-    actual = golden_text(replay_fixture(p, config))
+    result = replay_fixture(p, config)
+    diverged = [f"! {p.name}: replay diverged: {d}" for d in result.divergence]
+    actual = golden_text(result)
     if expected == actual:
-        return []
-    return list(
+        return diverged
+    return diverged + list(
         difflib.unified_diff(
             expected.splitlines(),
             actual.splitlines(),
@@ -167,12 +175,18 @@ def compare_to_golden(path: str | Path, config: Any = None) -> list[str]:
 def update_golden(path: str | Path) -> list[str]:
     """Rewrite ``expected.json`` (and ``stream.sse.txt``) from a fresh replay.
 
-    Returns the diff that was applied ([] when the golden was already current).
+    Returns the diff that was applied ([] when the golden was already current). A replay
+    that diverged from its recording is never made a golden: :class:`FixtureError`.
     """
     p = Path(path)
     fx = load_fixture(p)
-    diff = compare_to_golden(p)
     result = fx.replay()
+    if result.divergence:
+        raise FixtureError(
+            f"{p.name}: the replay diverged from its recording, not updating its golden: "
+            + "; ".join(result.divergence)
+        )
+    diff = compare_to_golden(p)
     (p / EXPECTED_FILE).write_text(golden_text(result), encoding="utf-8")
     (p / SSE_FILE).write_text(render_sse(fx.request, name=fx.name), encoding="utf-8")
     return diff
