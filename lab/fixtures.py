@@ -13,9 +13,15 @@ its own directory::
                             fingerprint, predicate and shrink stats when shrunk, created by
         config.json         only when the fixture was exported under a non-default LabConfig
 
+>>> import tempfile
+>>> import lab.capture
 >>> from lab import fixtures
->>> path = fixtures.export_fixture("captures", "s18ec9ce3a2aaea0d1df219")  # doctest: +SKIP
->>> fixtures.compare_to_golden(path)                                        # doctest: +SKIP
+>>> cap = lab.capture.open("captures")  # the bundled capture (run from the repository root)
+>>> spill = next(r for r in cap.requests() if r.model == "fake/spill")
+>>> path = fixtures.export_fixture(cap, spill.stream_id, tempfile.mkdtemp(), "spill")
+>>> sorted(p.name for p in path.iterdir())
+['capture', 'expected.json', 'fixture.json', 'stream.sse.txt']
+>>> fixtures.compare_to_golden(path)
 []
 
 :func:`shrink` reduces a misbehaving stream to the smallest one that still shows the
