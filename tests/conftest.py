@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 
+import netguard
 import pytest
+
+# no test reaches past loopback: a connection or name lookup elsewhere raises at once
+netguard.install()
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # every unvalidated chunk the adapters build is validated and compared as well
@@ -28,6 +32,17 @@ def slow_fake_server():
 
     with FakeServer(delay_scale=1.0) as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _no_network_beyond_loopback():
+    """Fail a test that tried to reach a non-loopback address even if it caught the error."""
+    before = len(netguard.BLOCKED)
+    yield
+    tried = netguard.BLOCKED[before:]
+    del netguard.BLOCKED[before:]
+    if tried:
+        pytest.fail("this test tried to reach the network: " + "; ".join(tried), pytrace=False)
 
 
 def pytest_addoption(parser):
