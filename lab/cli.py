@@ -366,7 +366,9 @@ def _providers() -> list[str]:
 
 def _key_names(adapter: Any) -> str:
     """The environment variable(s) an adapter reads its API key from (``A or B``)."""
-    return " or ".join(adapter.api_key_envs or (adapter.api_key_env,))
+    from lab.recorder import key_names
+
+    return key_names(adapter)
 
 
 def _key_help() -> str:
@@ -418,7 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the provider's public API; 'custom' needs one)",
     )
     r.add_argument("--n", type=_positive, default=1, help="how many times (default 1)")
-    r.add_argument("--out", default="captures", help="capture root directory (default: captures)")
+    r.add_argument(
+        "--out",
+        default="recordings",
+        help="capture root directory (default: recordings; captures/ holds the bundled sample)",
+    )
     r.add_argument(
         "--label", default=None, help="a label stored with the recording (default: none)"
     )

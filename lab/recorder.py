@@ -1,6 +1,6 @@
 """``Recorder``: live streams -> Parquet capture, through the full stack.
 
->>> with Recorder("captures/today", label="glm leak hunt") as rec:          # doctest: +SKIP
+>>> with Recorder("recordings", label="glm leak hunt") as rec:          # doctest: +SKIP
 ...     result = rec.record("openrouter", {"model": "z-ai/glm-4.6",
 ...                                        "messages": [{"role": "user", "content": "hi"}]})
 ...     result.text, result.serving_provider
@@ -8,6 +8,8 @@
 Every degradation attempt is its own exchange in the capture, tied to the others by the
 logical request's ``stream_id``. The API key is read from the provider's usual environment
 variable unless given; it is sent in a header and redacted before anything is written.
+With no key and no ``base_url`` (a server of your own that may need none), ``record``
+raises :class:`NoAPIKeyError` before anything is sent or written, as ``lab record`` does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,20 @@ from lab.providers import get_adapter
 from lab.result import StreamResult
 from lab.stream import new_stream_id, run_stream
 
-__all__ = ["Recorder"]
+__all__ = ["DEFAULT_OUT", "NoAPIKeyError", "Recorder"]
+
+DEFAULT_OUT = "recordings"
+"""Where recordings go by default (``Recorder()`` and ``lab record``): a folder of your own,
+never ``captures/``, which holds the bundled sample the notebooks read."""
+
+
+class NoAPIKeyError(ValueError):
+    """``Recorder.record`` was asked to call a provider's public API without a key."""
+
+
+def key_names(adapter: Any) -> str:
+    """The environment variable(s) an adapter reads its API key from (``A or B``)."""
+    return " or ".join(adapter.api_key_envs or (adapter.api_key_env,))
 
 
 class Recorder:
@@ -37,7 +52,7 @@ class Recorder:
 
     def __init__(
         self,
-        out: str | Path = "captures",
+        out: str | Path = DEFAULT_OUT,
         *,
         label: str | None = None,
         config: Any = None,
@@ -81,7 +96,13 @@ class Recorder:
             raise TypeError("body must be a dict (the provider's JSON request body)")
         body = {**body, "stream": True} if "stream" not in body else body
         if api_key is None:
-            api_key = get_adapter(provider).api_key_from_env()
+            adapter = get_adapter(provider)
+            api_key = adapter.api_key_from_env()
+            if not api_key and base_url is None and (adapter.api_key_envs or adapter.api_key_env):
+                raise NoAPIKeyError(
+                    f"no API key for {provider}: set {key_names(adapter)} or pass api_key=... "
+                    "(or base_url= a server that needs none); nothing was sent or recorded"
+                )
         result = run_stream(
             provider,
             body,

@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -14,13 +16,65 @@ def _code_blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
-def test_quick_start_has_two_commands_and_ci_runs_the_test_command():
+def test_quick_start_makes_a_venv_first_and_ci_runs_the_test_command():
     quick = _code_blocks("bash")[0]
     commands = [ln for ln in quick.splitlines() if ln.strip() and not ln.startswith("#")]
-    assert len(commands) == 2
-    assert commands[0].endswith("lab demo")
+    assert commands == [
+        "python3 -m venv .venv && . .venv/bin/activate",
+        "python -m pip install -e . && lab demo",
+        'python -m pip install -q -e ".[dev]" && python -m pytest -q',
+    ]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert commands[1] in ci.splitlines()
+    assert commands[-1] in ci.splitlines()
+    # every command says how long it takes
+    comments = [ln for ln in quick.splitlines() if ln.startswith("#")]
+    assert all(re.search(r"\d+ (s|minutes?)\b|seconds", c) for c in comments if c[2].isdigit())
+
+
+def _python_section() -> list[str]:
+    section = README[README.index("## In Python") : README.index("## Capture format")]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def test_readme_python_section_runs_verbatim_on_the_bundled_sample(monkeypatch):
+    import lab.result
+
+    replay_block = _python_section()[0]
+    monkeypatch.chdir(ROOT)
+    scope: dict = {}
+    exec(compile(replay_block, "README.md", "exec"), scope)  # noqa: S102 - our own README
+    assert isinstance(scope["results"], lab.result.Results) and len(scope["results"]) == 132
+    assert len(scope["streams"]) == 132
+    r, again = scope["r"], scope["again"]
+    assert r.guard_events and r.stream_id in set(scope["leaked"])
+    assert scope["body"].startswith((b":", b"data:", b"event:"))
+    # the raw bytes of the last attempt replay to the same answer
+    assert (again.text, again.reasoning) == (r.text, r.reasoning)
+
+
+def test_readme_recorder_block_refuses_to_send_without_a_key(monkeypatch, tmp_path):
+    import httpx
+
+    from lab.recorder import NoAPIKeyError
+
+    recorder_block = _python_section()[1]
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    sent: list = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:  # pragma: no cover - must not run
+        sent.append(request)
+        return httpx.Response(500)
+
+    monkeypatch.setattr(httpx, "HTTPTransport", lambda *a, **k: httpx.MockTransport(refuse))
+    with pytest.raises(NoAPIKeyError, match=r"^no API key for openrouter: set OPENROUTER_API_KEY"):
+        exec(compile(recorder_block, "README.md", "exec"), {})  # noqa: S102 - our own README
+    assert sent == []
+    import pyarrow.parquet as pq
+
+    # the recording folder the block opened holds no exchange: nothing to replay later
+    parts = list((tmp_path / "recordings").rglob("*.parquet"))
+    assert parts and sum(pq.read_metadata(p).num_rows for p in parts) == 0
 
 
 def test_readme_pandas_recipe_reads_a_capture_without_the_package(monkeypatch):
