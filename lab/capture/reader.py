@@ -438,6 +438,8 @@ def _recovered(contents: JournalContents) -> tuple[dict[str, Any], pa.Table]:
         row["end_reason"] = end.get("end_reason") or "incomplete"
         row["error"] = end.get("error")
         row["t_end_ns"] = end.get("t_end_ns")
+        if isinstance(end.get("meta"), str):  # meta the exchange ended with (lab.redacted)
+            row["meta"] = end["meta"]
     else:
         row["end_reason"] = "incomplete"
         row["error"] = _INCOMPLETE_ERROR

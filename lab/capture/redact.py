@@ -1,18 +1,27 @@
 """Redaction: secrets are removed before anything is written (journal or Parquet).
 
-- headers named in ``REDACTED_HEADERS`` (case-insensitive) keep their key and get the value
-  ``"[REDACTED]"``, so a reader sees that the header was sent; any other header whose value
-  is a ``Bearer``/``Basic`` credential is redacted too;
-- a header or URL query parameter whose name, split at ``-``, ``_`` and ``.``, has a part in
-  ``SECRET_NAME_PARTS`` (``x-auth-token``, ``openai-api-key``, ``?api-key=``, ``?token=``;
-  not ``x-ratelimit-remaining-tokens``), whatever its value;
-- URL query parameters named in ``REDACTED_QUERY_PARAMS`` and URL user-info passwords;
-- JSON request bodies: string values of fields named in ``REDACTED_BODY_FIELDS`` are
-  replaced in place at the byte level (the rest of the body keeps its exact bytes).
+One name policy (:func:`secret_name`) for headers, URL query parameters and JSON body fields:
+a name is secret when it is one of the named ones (``REDACTED_HEADERS``,
+``REDACTED_QUERY_PARAMS``, ``REDACTED_BODY_FIELDS``), or when one of its parts, split at
+``-``, ``_``, ``.`` and camelCase humps, is in ``SECRET_NAME_PARTS`` (``x-auth-token``,
+``openai_api_key``, ``client_secret``, ``accessToken``, Azure's ``?sig=``; not
+``x-ratelimit-remaining-tokens`` nor ``max_tokens``), or when it ends in one of
+``SECRET_NAME_SUFFIXES`` glued on (``accesstoken``, ``clientsecret``).
+
+- a secret header keeps its key and gets the value ``"[REDACTED]"``, so a reader sees that
+  the header was sent; any other header whose value is a ``Bearer``/``Basic`` credential is
+  redacted too;
+- a secret URL query parameter gets the value ``[REDACTED]``, and so does a URL user-info
+  password;
+- JSON request bodies: every string value of a secret field (at any depth, keys decoded, no
+  fast path) is replaced in place at the byte level (the rest of the body keeps its exact
+  bytes); a form-encoded body gets the query-parameter policy.
 
 ``Redactor`` does the same and remembers every secret value it removed, so free text that
 might echo one (exception messages, caller metadata, response headers) can be scrubbed with
-``Redactor.scrub``. Response *bodies* are recorded untouched: they are the evidence.
+``Redactor.scrub``, and response *bytes* with a :class:`ResponseScrubber`: a provider that
+echoes the key (in an error body, say) has each occurrence replaced by :func:`marker`, a
+run of the same length, so offsets and read lengths stay those of the wire.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 __all__ = [
     "REDACTED",
@@ -30,10 +39,14 @@ __all__ = [
     "REDACTED_QUERY_PARAMS",
     "REDACTION_POLICY",
     "SECRET_NAME_PARTS",
+    "SECRET_NAME_SUFFIXES",
     "Redactor",
+    "ResponseScrubber",
+    "marker",
     "redact_body",
     "redact_headers",
     "redact_url",
+    "secret_name",
 ]
 
 REDACTED = "[REDACTED]"
@@ -49,42 +62,84 @@ _ALSO_REDACTED_HEADERS = {"proxy-authorization"}
 REDACTED_QUERY_PARAMS = {"key", "api_key", "apikey", "access_token"}
 REDACTED_BODY_FIELDS = {"api_key", "apikey", "x_api_key", "authorization", "access_token"}
 SECRET_NAME_PARTS = frozenset(
-    {"key", "apikey", "token", "secret", "password", "passwd", "auth", "credential", "signature"}
+    {
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "auth",
+        "authorization",
+        "credential",
+        "credentials",
+        "signature",
+        "sig",
+        "cookie",
+    }
 )
-"""Name parts that make a header or query parameter secret. Only whole parts count, so
-``x-ratelimit-remaining-tokens`` and ``keep-alive`` stay readable."""
+"""Name parts that make a header, query parameter or body field secret. Only whole parts
+count, so ``x-ratelimit-remaining-tokens``, ``max_tokens`` and ``keep-alive`` stay readable."""
+SECRET_NAME_SUFFIXES = ("apikey", "token", "secret", "password", "passwd")
+"""Endings that make a name secret even glued on without a separator (``accesstoken``)."""
+
+SECRET_MIN_CHARS = 4
+"""A secret value shorter than this is still redacted where it was sent, but not searched
+for in free text and response bytes (where it would hit ordinary words)."""
 
 REDACTION_POLICY: dict[str, Any] = {
-    "policy_version": 2,
+    "policy_version": 3,
     "headers": sorted(REDACTED_HEADERS | _ALSO_REDACTED_HEADERS),
     "name_parts": sorted(SECRET_NAME_PARTS),
+    "name_suffixes": list(SECRET_NAME_SUFFIXES),
+    "name_split": "-, _, . and camelCase",
     "header_values": ["Bearer *", "Basic *"],
     "query_params": sorted(REDACTED_QUERY_PARAMS),
     "url_userinfo_password": True,
     "body_fields": sorted(REDACTED_BODY_FIELDS),
+    "body_field_policy": "the name policy, every JSON string value at any depth",
     "replacement": REDACTED,
-    "response_body": "recorded verbatim",
+    "response_body": "recorded verbatim except each secret value sent, replaced by a "
+    "same-length marker (counted in meta['lab.redacted'])",
 }
 
 _CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S", re.IGNORECASE)
-_BODY_HINTS = (b"api_key", b"apikey", b"authorization", b"access_token")
+_NAME_SPLIT = re.compile(r"[-_.\s]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-_NAME_SPLIT = re.compile(r"[-_.]")
-
-
-def _secret_name(lower: str) -> bool:
-    return any(part in SECRET_NAME_PARTS for part in _NAME_SPLIT.split(lower))
+def secret_name(name: str) -> bool:
+    """The one name policy: is a header, query parameter or body field named ``name``
+    secret? (``x-auth-token``, ``openai_api_key``, ``accessToken``, ``sig``: yes;
+    ``max_tokens``, ``x-ratelimit-remaining-tokens``: no.)"""
+    lower = name.lower()
+    if (
+        lower in REDACTED_HEADERS
+        or lower in _ALSO_REDACTED_HEADERS
+        or lower.replace("-", "_") in REDACTED_BODY_FIELDS
+        or lower in REDACTED_QUERY_PARAMS
+    ):
+        return True
+    for chunk in _NAME_SPLIT.split(name):
+        for part in _CAMEL.split(chunk):
+            if part.lower() in SECRET_NAME_PARTS:
+                return True
+    squashed = _NAME_SPLIT.sub("", lower)
+    return squashed.endswith(SECRET_NAME_SUFFIXES)
 
 
 def _secret_header(name: str, value: str) -> bool:
-    lower = name.lower()
-    return (
-        lower in REDACTED_HEADERS
-        or lower in _ALSO_REDACTED_HEADERS
-        or _secret_name(lower)
-        or bool(_CREDENTIAL_VALUE.match(value))
-    )
+    return secret_name(name) or bool(_CREDENTIAL_VALUE.match(value))
+
+
+def marker(n: int) -> str:
+    """The same-length stand-in for an ``n``-character secret found in response bytes:
+    ``[REDACTED]`` padded with ``*`` (``*`` alone below 10 characters)."""
+    if n < len(REDACTED):
+        return "*" * n
+    return "[REDACTED" + "*" * (n - len(REDACTED)) + "]"
 
 
 def _items(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Iterable[tuple[str, str]]:
@@ -96,6 +151,12 @@ def _items(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Iterable[t
     return headers
 
 
+# a JSON string token: the scanner walks a body's strings in order (nothing else in JSON
+# holds a quote), so the position of every key and string value is known exactly
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_COLON = re.compile(rb"\s*:\s*")
+
+
 class Redactor:
     """Redacts one exchange's request and remembers the secrets it removed."""
 
@@ -104,11 +165,11 @@ class Redactor:
 
     def _remember(self, value: str) -> None:
         value = value.strip()
-        if len(value) >= 4:
+        if len(value) >= SECRET_MIN_CHARS:
             self.secrets.add(value)
             # "Bearer sk-..." -> also the bare token
             parts = value.split(None, 1)
-            if len(parts) == 2 and len(parts[1]) >= 4:
+            if len(parts) == 2 and len(parts[1].strip()) >= SECRET_MIN_CHARS:
                 self.secrets.add(parts[1].strip())
 
     def headers(self, headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -132,17 +193,20 @@ class Redactor:
         base, q, query = head.partition("?")
         base = self._userinfo(base)
         if q:
-            params = []
-            for param in query.split("&"):
-                name, eq, value = param.partition("=")
-                lower = unquote(name).lower()
-                if eq and (lower in REDACTED_QUERY_PARAMS or _secret_name(lower)):
-                    self._remember(unquote(value))
-                    self._remember(value)
-                    param = f"{name}={REDACTED}"
-                params.append(param)
-            query = "&".join(params)
+            query = self._params(query)
         return base + q + query + sep + fragment
+
+    def _params(self, query: str) -> str:
+        """``a=1&key=s``: secret parameters' values redacted (a query or a form body)."""
+        params = []
+        for param in query.split("&"):
+            name, eq, value = param.partition("=")
+            if eq and secret_name(unquote(name.replace("+", " "))):
+                self._remember(unquote(value))
+                self._remember(value)
+                param = f"{name}={REDACTED}"
+            params.append(param)
+        return "&".join(params)
 
     def _userinfo(self, base: str) -> str:
         scheme, sep, rest = base.partition("://")
@@ -160,22 +224,41 @@ class Redactor:
         return f"{scheme}://{user}:{REDACTED}@{host}{slash}{path}"
 
     def body(self, body: bytes) -> bytes:
-        if not body or not any(h in body.lower() for h in _BODY_HINTS):
+        """The request body with every secret field's string value redacted (``body``
+        itself when nothing was). JSON: in place, at the byte level; a form-encoded body:
+        the query-parameter policy; anything else: unchanged."""
+        if not body:
             return body
         try:
             doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return body
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return self._form_body(body)
         found: list[str] = []
         _collect_secret_fields(doc, found)
+        if not found:
+            return body
         for value in found:
             self._remember(value)
+        out = _redact_json_values(body)
+        # every other occurrence of a secret (a key pasted into a message, say)
         for value in sorted(set(found), key=len, reverse=True):
-            if len(value) < 4:
+            if len(value) < SECRET_MIN_CHARS:
                 continue
             for form in {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
-                body = body.replace(form.encode("utf-8"), REDACTED.encode())
-        return body
+                out = out.replace(form.encode("utf-8"), REDACTED.encode())
+        if _still_secret(out):  # a layout the byte-level pass missed: give up exact bytes
+            out = json.dumps(_redacted_doc(doc), ensure_ascii=False).encode("utf-8")
+        return out if out != body else body
+
+    def _form_body(self, body: bytes) -> bytes:
+        try:
+            text = body.decode("ascii")
+        except UnicodeDecodeError:
+            return body
+        if "=" not in text or any(c.isspace() for c in text) or text.startswith(("{", "[")):
+            return body
+        out = self._params(text).encode("ascii")
+        return out if out != body else body
 
     def scrub(self, text: str) -> str:
         """Replace every remembered secret in free text."""
@@ -184,18 +267,167 @@ class Redactor:
                 text = text.replace(secret, REDACTED)
         return text
 
+    def count_in_headers(self, headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> int:
+        """How many remembered secrets the values of headers not redacted by name hold
+        (what :meth:`headers` will scrub)."""
+        count = 0
+        for name, value in _items(headers):
+            if isinstance(name, bytes):
+                name = name.decode("latin-1")
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")
+            if not _secret_header(name, value):
+                count += self.scrub_same_length(value)[1]
+        return count
+
+    def scrub_same_length(self, text: str) -> tuple[str, int]:
+        """Replace every remembered secret in ``text`` by its :func:`marker`; returns the
+        text and how many occurrences were replaced."""
+        count = 0
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            n = text.count(secret)
+            if n:
+                count += n
+                text = text.replace(secret, marker(len(secret)))
+        return text, count
+
+    def response_scrubber(self) -> ResponseScrubber | None:
+        """A scrubber for this exchange's response bytes, or None when nothing was sent that
+        could be echoed."""
+        return ResponseScrubber(self.secrets) if self.secrets else None
+
 
 def _collect_secret_fields(doc: Any, found: list[str]) -> None:
     if isinstance(doc, dict):
         for key, value in doc.items():
-            if isinstance(key, str) and key.lower().replace("-", "_") in REDACTED_BODY_FIELDS:
-                if isinstance(value, str):
-                    found.append(value)
+            if isinstance(key, str) and secret_name(key) and isinstance(value, str):
+                found.append(value)
             else:
                 _collect_secret_fields(value, found)
     elif isinstance(doc, list):
         for item in doc:
             _collect_secret_fields(item, found)
+
+
+def _still_secret(body: bytes) -> bool:
+    """Does a JSON body still hold a secret field's string value (not ``[REDACTED]``)?"""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return True
+    found: list[str] = []
+    _collect_secret_fields(doc, found)
+    return any(v != REDACTED for v in found)
+
+
+def _redacted_doc(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {
+            k: REDACTED
+            if isinstance(k, str) and secret_name(k) and isinstance(v, str)
+            else _redacted_doc(v)
+            for k, v in doc.items()
+        }
+    if isinstance(doc, list):
+        return [_redacted_doc(v) for v in doc]
+    return doc
+
+
+def _redact_json_values(body: bytes) -> bytes:
+    """Replace the string value of every secret-named key, where it stands in the bytes."""
+    out: list[bytes] = []
+    pos = 0
+    secret_key_end = -1  # where the value of the last secret key must start
+    for m in _JSON_STRING.finditer(body):
+        if m.start() == secret_key_end:  # this string is that key's value
+            out.append(body[pos : m.start()])
+            out.append(b'"' + REDACTED.encode() + b'"')
+            pos = m.end()
+            secret_key_end = -1
+            continue
+        colon = _COLON.match(body, m.end())
+        if colon is None:
+            continue
+        try:
+            name = json.loads(m.group())
+        except ValueError:
+            continue
+        secret_key_end = colon.end() if secret_name(name) else -1
+    out.append(body[pos:])
+    return b"".join(out)
+
+
+class ResponseScrubber:
+    """Replaces each occurrence of the secrets sent in one exchange by a same-length marker
+    in its response bytes, also when an occurrence is split across reads.
+
+    ``feed(data)`` takes one read and returns the reads that are final now, each with its
+    original length (boundaries kept): a read whose end could be the start of a secret is
+    held until the next read (or ``flush()``) settles it, so a held read reaches the client
+    one read late. ``count`` says how many occurrences were replaced. Each secret is looked
+    for as sent, JSON-escaped and percent-encoded.
+    """
+
+    __slots__ = ("_forms", "_markers", "_pattern", "_tail", "_window", "_held", "count")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms: set[bytes] = set()
+        for secret in secrets:
+            for text in (secret, json.dumps(secret)[1:-1], quote(secret, safe="")):
+                if len(text) >= SECRET_MIN_CHARS:
+                    forms.add(text.encode("utf-8"))
+        self._forms = sorted(forms, key=len, reverse=True)
+        self._markers = {f: marker(len(f)).encode("ascii") for f in self._forms}
+        self._pattern = re.compile(b"|".join(re.escape(f) for f in self._forms))
+        # a buffer's end that is the start of some form: held back
+        self._tail = re.compile(
+            b"(?:" + b"|".join(_prefix_pattern(f) for f in self._forms) + b")\\Z"
+        )
+        self._window = max(map(len, self._forms)) - 1
+        self._held: list[bytes] = []
+        self.count = 0
+
+    def _replace(self, m: re.Match) -> bytes:
+        self.count += 1
+        return self._markers[m.group()]
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """One read in; the reads that are final now out (possibly none, possibly several)."""
+        held = self._held
+        if not held and self._pattern.search(data) is None:
+            if self._tail.search(data, max(0, len(data) - self._window)) is None:
+                return [data]  # the common case: nothing to replace, nothing to hold
+        held.append(data)
+        buf = b"".join(held)
+        buf = self._pattern.sub(self._replace, buf)
+        m = self._tail.search(buf, max(0, len(buf) - self._window))
+        safe = len(buf) if m is None else m.start()
+        out: list[bytes] = []
+        pos = 0
+        for n in map(len, held):
+            if pos + n > safe:
+                break
+            out.append(buf[pos : pos + n])
+            pos += n
+        rest = []
+        for n in map(len, held[len(out) :]):
+            rest.append(buf[pos : pos + n])
+            pos += n
+        self._held = rest
+        return out
+
+    def flush(self) -> list[bytes]:
+        """The reads still held (the stream ended: what was held is no secret)."""
+        out, self._held = self._held, []
+        return out
+
+
+def _prefix_pattern(form: bytes) -> bytes:
+    """A regex matching any non-empty proper prefix of ``form``."""
+    pattern = b""
+    for byte in reversed(form[:-1]):
+        pattern = re.escape(bytes([byte])) + (b"(?:" + pattern + b")?" if pattern else b"")
+    return pattern
 
 
 def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -33,6 +33,7 @@ import os
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -83,6 +84,10 @@ class _Finished:
 
 _monotonic_ns = time.monotonic_ns
 
+REDACTED_META = "lab.redacted"
+"""The ``meta`` key under which an exchange says how many echoed secrets were replaced in its
+response (:attr:`ExchangeRecorder.redacted`); absent when none was."""
+
 ERROR_BODY_CHARS = 500
 """How much of an HTTP error body goes into the ``error`` column (all of it is in chunks)."""
 
@@ -104,6 +109,9 @@ class ExchangeRecorder:
         "_ended",
         "_lock",
         "_note",
+        "_scrubber",
+        "_held_ts",
+        "_header_scrubs",
         "exchange",
     )
 
@@ -117,6 +125,10 @@ class ExchangeRecorder:
         self._ended = False
         self._note: str | None = None
         self._lock = threading.Lock()
+        # the secrets this exchange sent, looked for in its response (None: none sent)
+        self._scrubber = redactor.response_scrubber()
+        self._held_ts: deque[int] = deque()  # arrival times of the reads it holds back
+        self._header_scrubs = 0
         journal = writer._journal
         self._append = journal.append
         self._sync_reads = journal.sync if not journal.interval else None
@@ -149,6 +161,8 @@ class ExchangeRecorder:
         row = self._row
         row["status"] = int(status)
         row["http_version"] = http_version
+        if self._scrubber is not None:  # echoed secrets in headers kept by name
+            self._header_scrubs += self._redactor.count_in_headers(headers)
         row["response_headers"] = json.dumps(self._redactor.headers(headers), ensure_ascii=False)
         row["t_headers_ns"] = t
         self._write(
@@ -176,8 +190,14 @@ class ExchangeRecorder:
             return
         if type(data) is not bytes:
             data = bytes(data)
-        self._reads.append(data)  # the read before its time: the journal relies on it
-        self._ts.append(t)
+        if self._scrubber is not None:
+            self._held_ts.append(t)
+            for piece in self._scrubber.feed(data):
+                self._reads.append(piece)
+                self._ts.append(self._held_ts.popleft())
+        else:
+            self._reads.append(data)  # the read before its time: the journal relies on it
+            self._ts.append(t)
         try:
             if self._sync_reads is not None:  # journal_interval=0: on disk before returning
                 self._sync_reads()
@@ -196,7 +216,18 @@ class ExchangeRecorder:
         been handed on, when the consumer asks for the next one. ``on_end("eof")`` when the
         chunks run out; ``on_error(exc)`` when iterating them raises (then the exception
         propagates).
+
+        When the request sent a secret, the reads go through the exchange's
+        :class:`~lab.capture.redact.ResponseScrubber` first (:meth:`_tee_scrubbed`): the
+        client and the capture get the same scrubbed bytes, with the wire's boundaries.
         """
+        if self._scrubber is not None:
+            return self._tee_scrubbed(chunks, on_error)
+        return self._tee(chunks, on_error)
+
+    def _tee(
+        self, chunks: Iterable[bytes], on_error: Callable[[BaseException], None]
+    ) -> Iterator[bytes]:
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
         journal, write = self._journal, self._write_due
         try:
@@ -223,10 +254,105 @@ class ExchangeRecorder:
             raise
         self.on_end("eof")
 
-    async def atee(
+    def _release(self, pieces: list[bytes]) -> None:
+        """Record reads the scrubber let go, each with its arrival time."""
+        held_ts = self._held_ts
+        if self._ended:
+            for _ in pieces:
+                held_ts.popleft()
+            return
+        reads, ts = self._reads, self._ts
+        for piece in pieces:
+            reads.append(piece)  # the read before its time: the journal relies on it
+            ts.append(held_ts.popleft())
+        if self._sync_reads is not None:
+            try:
+                self._sync_reads()
+            except (OSError, ValueError):  # disk trouble: Parquet still gets it
+                pass
+
+    def _tee_scrubbed(
+        self, chunks: Iterable[bytes], on_error: Callable[[BaseException], None]
+    ) -> Iterator[bytes]:
+        """:meth:`_tee` through the scrubber: a read that may end in the start of a secret
+        is handed on (and recorded) once the next read settles it."""
+        t0, scrubber, held_ts = self._t0, self._scrubber, self._held_ts
+        journal, write = self._journal, self._write_due
+        assert scrubber is not None
+        try:
+            for data in chunks:
+                t = _monotonic_ns() - t0
+                if not data:
+                    continue
+                held_ts.append(t)
+                pieces = scrubber.feed(data if type(data) is bytes else bytes(data))
+                self._release(pieces)
+                yield from pieces
+                if self._sync_reads is None and t + t0 >= journal.due_ns:
+                    try:
+                        write(t + t0)
+                    except (OSError, ValueError):  # disk trouble: Parquet still gets it
+                        pass
+        except GeneratorExit:  # the consumer stopped early: on_end records what is held
+            raise
+        except BaseException as exc:
+            pieces = scrubber.flush()  # what arrived before the failure, as replay serves it
+            self._release(pieces)
+            yield from pieces
+            on_error(exc)
+            raise
+        pieces = scrubber.flush()
+        self._release(pieces)
+        yield from pieces
+        self.on_end("eof")
+
+    def atee(
         self, chunks: AsyncIterable[bytes], on_error: Callable[[BaseException], None]
     ) -> AsyncIterator[bytes]:
         """:meth:`tee` for an async stream."""
+        if self._scrubber is not None:
+            return self._atee_scrubbed(chunks, on_error)
+        return self._atee(chunks, on_error)
+
+    async def _atee_scrubbed(
+        self, chunks: AsyncIterable[bytes], on_error: Callable[[BaseException], None]
+    ) -> AsyncIterator[bytes]:
+        t0, scrubber, held_ts = self._t0, self._scrubber, self._held_ts
+        journal, write = self._journal, self._write_due
+        assert scrubber is not None
+        try:
+            async for data in chunks:
+                t = _monotonic_ns() - t0
+                if not data:
+                    continue
+                held_ts.append(t)
+                pieces = scrubber.feed(data if type(data) is bytes else bytes(data))
+                self._release(pieces)
+                for piece in pieces:
+                    yield piece
+                if self._sync_reads is None and t + t0 >= journal.due_ns:
+                    try:
+                        write(t + t0)
+                    except (OSError, ValueError):
+                        pass
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            pieces = scrubber.flush()
+            self._release(pieces)
+            for piece in pieces:
+                yield piece
+            on_error(exc)
+            raise
+        pieces = scrubber.flush()
+        self._release(pieces)
+        for piece in pieces:
+            yield piece
+        self.on_end("eof")
+
+    async def _atee(
+        self, chunks: AsyncIterable[bytes], on_error: Callable[[BaseException], None]
+    ) -> AsyncIterator[bytes]:
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
         journal, write = self._journal, self._write_due
         try:
@@ -267,6 +393,8 @@ class ExchangeRecorder:
         with self._lock:
             if self._ended:
                 return
+            if self._scrubber is not None:  # reads still held: they did arrive
+                self._release(self._scrubber.flush())
             self._ended = True
         text = error_text(error)
         if text is None:
@@ -281,9 +409,13 @@ class ExchangeRecorder:
         row["end_reason"] = reason
         row["error"] = text
         row["t_end_ns"] = t
-        record = json_record(
-            b"E", self.exchange, {"end_reason": reason, "error": text, "t_end_ns": t}
-        )
+        end: dict[str, Any] = {"end_reason": reason, "error": text, "t_end_ns": t}
+        redacted = self.redacted
+        if redacted:  # say that the response was changed, and where
+            meta = json.loads(row["meta"])
+            meta[REDACTED_META] = redacted
+            row["meta"] = end["meta"] = json.dumps(meta, ensure_ascii=False, sort_keys=True)
+        record = json_record(b"E", self.exchange, end)
         try:  # the remaining reads, then this: the exchange is whole on disk from here on
             self._journal.end(self.exchange, record)
         except (OSError, ValueError):  # disk trouble: the in-memory copy still reaches Parquet
@@ -297,6 +429,27 @@ class ExchangeRecorder:
         row["n_bytes"] = sum(map(len, reads))
         item = _Finished(row, reads, ts, time.monotonic())
         self._writer._finished(self, item)
+
+    @property
+    def redacted(self) -> dict[str, int]:
+        """How many occurrences of a secret this exchange sent were replaced in its
+        response: ``{"response_body": n, "response_headers": m}``, zero counts left out."""
+        body = self._scrubber.count if self._scrubber is not None else 0
+        counts = {"response_body": body, "response_headers": self._header_scrubs}
+        return {k: v for k, v in counts.items() if v}
+
+    def client_headers(self, headers: Any) -> Any:
+        """Response headers as the client should see them: each secret this exchange sent
+        replaced by its same-length marker (``headers`` itself when none is there)."""
+        if self._scrubber is None:
+            return headers
+        items = list(headers.multi_items()) if hasattr(headers, "multi_items") else list(headers)
+        out, changed = [], False
+        for name, value in items:
+            new, n = self._redactor.scrub_same_length(value)
+            changed = changed or bool(n)
+            out.append((name, new))
+        return out if changed else headers
 
     def _write(self, record: bytes) -> None:
         try:

@@ -225,6 +225,12 @@ def a_http_529(ctx: Ctx) -> Script:
     return json_script(ctx, 529, body, hdrs, reason="Overloaded")
 
 
+@scenario(FAMILY, "fake/echo-key", "HTTP 401 whose error message quotes the x-api-key")
+def a_echo_key(ctx: Ctx) -> Script:
+    body = error_body(ctx, "authentication_error", f"invalid x-api-key: {ctx.credential}")
+    return json_script(ctx, 401, body, headers(ctx, stream=False))
+
+
 @unknown_model(FAMILY)
 def a_unknown_model(ctx: Ctx) -> Script:
     body = error_body(ctx, "not_found_error", f"model: {ctx.model}")

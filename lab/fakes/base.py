@@ -126,6 +126,7 @@ class Ctx:
     seed: int
     call_index: int = 0
     backends: tuple[str, ...] = ()
+    headers: dict[str, str] = field(default_factory=dict)  # request headers, names lower-case
     rng: random.Random = field(init=False)
     _tokens: int = field(init=False, default=0)
 
@@ -181,6 +182,15 @@ class Ctx:
     def prompt_tokens(self) -> int:
         return 24 + self.prompt_chars // 4 + self.stream("prompt").randint(0, 40)
 
+    @property
+    def credential(self) -> str:
+        """The API key the request sent (``Authorization: Bearer``, ``x-api-key``,
+        ``x-goog-api-key``), for scenarios that echo it the way careless providers do."""
+        auth = self.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        return self.headers.get("x-api-key") or self.headers.get("x-goog-api-key") or "(none)"
+
     def messages_have_images(self) -> bool:
         for msg in self.body.get("messages") or []:
             content = msg.get("content") if isinstance(msg, dict) else None
@@ -212,6 +222,22 @@ def split_reads(events: Sequence[bytes], rng: random.Random) -> list[bytes]:
             break
     edges = [0, *sorted(c for c in cuts if 0 < c < len(buf)), len(buf)]
     return [buf[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
+
+
+def split_inside(reads: Sequence[bytes], needle: bytes) -> tuple[bytes, ...]:
+    """``reads`` with a boundary inside every occurrence of ``needle`` (a third of the way
+    in), so a consumer sees it split across two reads."""
+    buf = b"".join(reads)
+    edges, pos = [], 0
+    for read in reads:
+        pos += len(read)
+        edges.append(pos)
+    at = buf.find(needle)
+    while at >= 0 and len(needle) > 1:
+        edges.append(at + max(1, len(needle) // 3))
+        at = buf.find(needle, at + 1)
+    cuts = [0, *sorted(set(edges))]
+    return tuple(buf[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a)
 
 
 def make_script(

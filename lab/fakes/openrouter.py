@@ -22,6 +22,7 @@ from .base import (
     make_script,
     pieces,
     scenario,
+    split_inside,
     sse_comment,
     sse_data,
     unknown_model,
@@ -549,6 +550,32 @@ def or_context_length(ctx: Ctx) -> Script:
 )
 def or_unknown_model_404(ctx: Ctx) -> Script:
     return error_script(ctx, 404, {"message": f"No endpoints found for {ctx.model}.", "code": 404})
+
+
+@scenario(
+    FAMILY,
+    "fake/echo-key",
+    "echoes the request's API key: in a response header, and in an error chunk where the "
+    "key is split across two reads",
+    backends=("DeepInfra",),
+)
+def or_echo_key(ctx: Ctx) -> Script:
+    key = ctx.credential
+    s = ORStream(ctx)
+    s.answer(ANSWER[:24])
+    s.error(401, f"Invalid credentials: {key} was rejected upstream", "auth_error", finish=True)
+    s.done()
+    plan = s.script()
+    headers = (*plan.headers, ("X-Debug-Echo", f"key={key}"))
+    reads = split_inside(plan.reads, key.encode())
+    delays = tuple(plan.delays[min(i, len(plan.delays) - 1)] for i in range(len(reads)))
+    return Script(plan.status, headers, reads, delays, backend=plan.backend)
+
+
+@scenario(FAMILY, "fake/echo-key-401", "HTTP 401 whose error message quotes the API key")
+def or_echo_key_401(ctx: Ctx) -> Script:
+    key = ctx.credential
+    return error_script(ctx, 401, {"message": f"Incorrect API key provided: {key}", "code": 401})
 
 
 @unknown_model(FAMILY)

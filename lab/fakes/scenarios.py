@@ -81,19 +81,29 @@ def script(
     seed: int = 0,
     *,
     call_index: int = 0,
+    headers: dict[str, str] | None = None,
 ) -> Script:
     """The response the fake server sends for this request.
 
     ``call_index`` is how many earlier requests for the same (family, model) the server has
-    seen; only stateful scenarios (``fake/overloaded-then-ok``) look at it. An unknown model
-    gives the family's real unknown-model error response.
+    seen; only stateful scenarios (``fake/overloaded-then-ok``) look at it. ``headers``
+    (names lower-case) are the request's; only ``fake/echo-key`` looks at them. An unknown
+    model gives the family's real unknown-model error response.
     """
     family = canonical_family(family)
     if body is None:
         body = default_body(family, model)
     sc = REGISTRY[family].get(model)
     backends = sc.backends if sc else ()
-    ctx = Ctx(family, model, body, int(seed), call_index=call_index, backends=backends)
+    ctx = Ctx(
+        family,
+        model,
+        body,
+        int(seed),
+        call_index=call_index,
+        backends=backends,
+        headers=dict(headers or {}),
+    )
     if sc is None:
         return UNKNOWN_MODEL[family](ctx)
     return sc.fn(ctx)

@@ -128,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
         record.model = model
         seed, call_index = self.server.fake.next_seed(family, model, body, headers)
         record.seed = seed
-        plan = script(family, model, body, seed, call_index=call_index)
+        plan = script(family, model, body, seed, call_index=call_index, headers=headers)
         record.status = plan.status
         if (
             family == "google"

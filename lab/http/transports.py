@@ -26,7 +26,13 @@ Which exchange is being recorded comes from ``request.extensions["lab"]``::
     {"stream_id": ..., "attempt": 0, "attempt_label": "default",
      "provider": "openrouter", "model": "...", "meta": {...}}
 
-When absent, a fresh stream_id, attempt 0 and label "default" are used.
+When absent, a fresh stream_id, attempt 0 and label "default" are used. Both transports
+hand the response the exchange's recorder as ``response.extensions["lab.exchange"]`` (so
+the client can say why an exchange failed: ``note_error``).
+
+A secret the request sent (its key, a password field) that the response echoes is replaced
+by a same-length marker before the client or the capture sees it (``ExchangeRecorder.tee``),
+so a live result and its replay are the same and neither holds the key.
 """
 
 from __future__ import annotations
@@ -162,7 +168,7 @@ class RecordingTransport(httpx.BaseTransport):
         assert isinstance(response.stream, httpx.SyncByteStream)
         return httpx.Response(
             response.status_code,
-            headers=response.headers,
+            headers=recorder.client_headers(response.headers),
             stream=_RecordingStream(response.stream, recorder),
             extensions={**response.extensions, "lab.exchange": recorder},
             request=request,
@@ -198,9 +204,9 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return httpx.Response(
             response.status_code,
-            headers=response.headers,
+            headers=recorder.client_headers(response.headers),
             stream=_AsyncRecordingStream(response.stream, recorder),
-            extensions=response.extensions,
+            extensions={**response.extensions, "lab.exchange": recorder},
             request=request,
         )
 
