@@ -1,7 +1,9 @@
 """matplotlib figures over results and tables. Every function returns a ``Figure``.
 
 Nothing here calls ``plt.show()``; notebooks display the returned figure, :func:`write_all`
-saves them as PNG files. The Agg backend is used when no display is configured.
+saves them as PNG files. Importing this module never chooses a matplotlib backend: the
+figures do not go through pyplot (``Figure.savefig`` renders PNG itself whatever backend
+is set), so the user's backend stays theirs; only the CLI and the tests pick one.
 """
 
 from __future__ import annotations
@@ -9,15 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
 
-if not matplotlib.get_backend() or matplotlib.get_backend().lower().startswith("qt"):
-    matplotlib.use("Agg")
-
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from lab.result import StreamResult, counted_thoughts  # noqa: E402
+from lab.result import StreamResult, counted_thoughts
 
 __all__ = [
     "LabFigure",
