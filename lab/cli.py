@@ -5,14 +5,20 @@
     lab demo [--out DIR] [--n N]       record every bundled fake scenario, replay, tables, plots
     lab fake-server [--port N]         the scripted fake providers on loopback
     lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
-    lab replay PATH [--config FILE] [--compare FILE] [--workers N]
+    lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
+    lab config example                 every config field at its default, commented
+    lab --version
+
+Commands that print tables take ``--columns N`` (default: the terminal's width, 100 when
+not a terminal), ``--all`` / ``--limit N`` (default 40 rows); rendering is ``lab.console``.
 
 Every command exits 0 on success, 2 on bad input with one line saying what was wrong
-(checked before any work is done), 130 on Ctrl-C; ``lab record`` exits 1 when every
-request failed and 3 when some did, ``lab demo`` 1 when a replay differs from the live run.
+(checked before any work is done), 130 on Ctrl-C (with one line saying so); ``lab record``
+exits 1 when every request failed and 3 when some did, ``lab demo`` 1 when a replay differs
+from the live run.
 ``lab COMMAND --help`` says what each option does, with its default.
 """
 
@@ -21,7 +27,9 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,71 +92,100 @@ def _check_base_url(url: str) -> None:
         )
 
 
-_ROUNDING = {  # decimals shown for the tables' float columns (the data keep every digit)
-    "ttft_ms": 1,
-    "median_ttft_ms": 1,
-    "duration_ms": 1,
-    "tokens_per_s": 1,
-    "median_tokens_per_s": 1,
-    "leak_rate": 3,
-    "error_rate": 3,
-}
+@dataclass(frozen=True)
+class TableView:
+    """How console tables are printed: ``--columns``, ``--all`` / ``--limit``, ``--format``."""
+
+    width: int = 100
+    limit: int | None = 40
+    fmt: str = "table"
 
 
-def _print_table(title: str, df: Any, columns: list[str] | None = None, limit: int = 40) -> None:
-    import pandas as pd
+def _table_view(args: argparse.Namespace) -> TableView:
+    width = getattr(args, "columns", None)
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    fmt = getattr(args, "format", "table")
+    limit = getattr(args, "limit", None)
+    if getattr(args, "all", False):
+        limit = None
+    elif limit is None and fmt in ("table", "markdown"):  # csv / json: every row by default
+        limit = TableView.limit
+    return TableView(width=max(width, 20), limit=limit, fmt=fmt)
 
-    print(f"\n== {title} ({len(df)} rows) ==")
+
+def _print_table(
+    title: str, df: Any, columns: list[str] | None = None, view: TableView | None = None
+) -> None:
+    from lab.console import render
+
+    view = view or TableView()
+    shown = df[[c for c in columns if c in df.columns]] if columns else df
+    if view.fmt in ("csv", "json"):  # for programs: every row, no title
+        print(render(shown if view.limit is None else shown.head(view.limit), fmt=view.fmt)[0])
+        return
+    limited = view.limit is not None and len(df) > view.limit
+    rows = f"{len(df)} rows" + (
+        f"; the first {view.limit} shown, --all for every row" if limited else ""
+    )
+    print(f"\n== {title} ({rows}) ==")
     if df.empty:
         print("(none)")
         return
-    view = df[[c for c in columns if c in df.columns]] if columns else df
-    view = view.head(limit).round({c: d for c, d in _ROUNDING.items() if c in view})
-    with pd.option_context(
-        "display.max_columns", 30, "display.width", 160, "display.max_colwidth", 40
-    ):
-        print(view.to_string(index=False, na_rep="-"))
-    if len(df) > limit:
-        print(f"... {len(df) - limit} more rows")
+    text, left_out = render(
+        shown.head(view.limit) if limited else shown, fmt=view.fmt, width=view.width
+    )
+    print(text)
+    if limited:
+        print(f"... {len(df) - view.limit} more rows (--all or --limit N shows them)")
+    if left_out:
+        print(
+            f"({len(left_out)} columns left out to fit {view.width} columns: "
+            f"{', '.join(left_out)}; --columns N widens, --format csv shows every column)"
+        )
 
 
-STREAM_VIEW = [
+STREAM_VIEW = [  # what matters first: columns that do not fit the width go from the right
     "stream_id",
-    "provider",
-    "model",
     "serving_provider",
-    "leaked",
+    "model",
     "leak_guards",
-    "classifier",
     "error_type",
+    "classifier",
     "degradation_path",
     "finish_reason",
     "ttft_ms",
-    "text_chars",
-    "reasoning_chars",
+    "anomalies",
     "output_tokens",
     "cost",
+    "provider",
+    "leaked",
+    "text_chars",
+    "reasoning_chars",
     "outcome",
-    "anomalies",
 ]
 
 
-def _report(results: list, out: Path | None) -> dict[str, Path]:
+def _report(results: list, out: Path | None, view: TableView | None = None) -> dict[str, Path]:
     from lab import tables
 
     st = tables.streams(results)
-    _print_table("streams", st, STREAM_VIEW)
-    _print_table("by backend", tables.by_backend(st))
+    _print_table("streams", st, STREAM_VIEW, view)
+    _print_table("by backend", tables.by_backend(st), None, view)
     _print_table(
-        "leaks", tables.leaks(results), ["stream_id", "serving_provider", "guard", "rule", "moved"]
+        "leaks",
+        tables.leaks(results),
+        ["stream_id", "serving_provider", "guard", "rule", "moved"],
+        view,
     )
-    _print_table("classifiers", tables.classifiers(st))
+    _print_table("classifiers", tables.classifiers(st), None, view)
     att = tables.attempts(results)
     degraded = att.groupby("stream_id")["attempt"].transform("max") > 0 if len(att) else []
     _print_table(
         "degradation attempts (streams that needed more than one)",
         att[degraded] if len(att) else att,
         ["stream_id", "model", "attempt", "label", "status", "end_reason", "error"],
+        view,
     )
     written: dict[str, Path] = {}
     if out is not None:
@@ -184,7 +221,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     replayed = replay(path, progress=not args.quiet)
     same = sum(1 for a, b in zip(live, replayed, strict=True) if a.to_dict() == b.to_dict())
     print(f"replay reproduces live: {same}/{len(live)} streams identical")
-    _report(replayed, out / "plots")
+    _report(replayed, out / "plots", _table_view(args))
     if same != len(live):
         print("error: some replays differ from the live run", file=sys.stderr)
         return 1
@@ -269,7 +306,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 130
     from lab import tables
 
-    _print_table("streams", tables.streams(results), STREAM_VIEW)
+    _print_table("streams", tables.streams(results), STREAM_VIEW, _table_view(args))
     failed = sum(1 for r in results if r.error is not None)
     if failed:
         severity = "error" if failed == len(results) else "warning"
@@ -299,21 +336,63 @@ def _requests(n: int) -> str:
     return f"{n} request" if n == 1 else f"{n} requests"
 
 
+def _config_name(path: str | None) -> str:
+    """How a config is named in a comparison: its file name, or ``defaults``."""
+    return Path(path).name if path else "defaults"
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from lab import tables
+    from lab.console import load_config
     from lab.replay import compare, replay
 
+    config = load_config(args.config)
     if args.compare:
-        df = compare(args.path, args.config, args.compare)
-        print(f"\n== streams whose output changed ({len(df)} rows) ==")
+        other = load_config(args.compare)
+        a, b = _config_name(args.config), _config_name(args.compare)
+        if a == b:  # same file name in two folders: say which is which
+            a, b = f"{a} (--config)", f"{b} (--compare)"
+        df = compare(_open_loaded(args.path), config, other, names=(a, b))
+        n_streams = df["stream_id"].nunique()
+        fields = ", ".join(f"{f} {n}" for f, n in df["field"].value_counts(sort=False).items())
+        print(
+            f"\n== {n_streams} stream{'' if n_streams == 1 else 's'} whose output changed "
+            f"under {b} against {a}"
+            + (f" ({len(df)} field{'' if len(df) == 1 else 's'}: {fields})" if len(df) else "")
+            + " =="
+        )
         if df.empty:
             print("(none)")
         for row in df.itertuples():  # a diff is lines: print them, not an escaped cell
-            print(f"\n--- {row.stream_id} ({row.serving_provider}): {row.field}")
-            print(row.diff.rstrip("\n"))
+            print(f"\n--- {row.stream_id} ({row.serving_provider or '-'}): {row.field}")
+            print(row.diff.rstrip("\n") if row.diff else f"{a}: {row.a}\n{b}: {row.b}")
         return 0
-    results = replay(args.path, config=args.config, workers=args.workers, progress=True)
-    _print_table("streams", tables.streams(results), STREAM_VIEW)
+    view = _table_view(args)
+    for_people = view.fmt not in ("csv", "json")
+    capture = _open_loaded(args.path, say=for_people)
+    results = replay(capture, config=config, workers=args.workers, progress=for_people)
+    _print_table("streams", tables.streams(results), STREAM_VIEW, view)
+    return 0
+
+
+def _open_loaded(path: str, say: bool = True) -> Any:
+    """Open the capture at ``path`` and say which recordings it holds (the bundled sample
+    or your own), unless ``say`` is False (csv/json output is for programs)."""
+    from lab.capture import open as open_capture
+
+    capture = open_capture(path)
+    if say:
+        ids = capture.metadata.get("capture_ids", [])
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        n = len(ids)
+        print(f"loaded {n} recording{'' if n == 1 else 's'} from {path}: {shown}", flush=True)
+    return capture
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from lab.console import config_example
+
+    print(config_example())
     return 0
 
 
@@ -324,9 +403,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = _check_out_dir("--out", args.out, children=("plots",))
     if (out / "report.html").is_dir():
         raise UsageError(f"--out {args.out}: {out / 'report.html'} is a directory")
-    results = replay(args.path, config=args.config, workers=args.workers, progress=True)
+    from lab.console import load_config
+
+    config = load_config(args.config)
+    capture = _open_loaded(args.path)
+    results = replay(capture, config=config, workers=args.workers, progress=True)
     _make_out_dir("--out", out)  # after the replay: a bad PATH leaves no empty --out behind
-    _report(results, out / "plots")
+    _report(results, out / "plots", _table_view(args))
     page = write_report(results, out, title=f"Stream Lab report: {args.path}")
     print(f"\nHTML report: {page}")
     return 0
@@ -377,14 +460,44 @@ def _key_help() -> str:
     return "; ".join(f"{name}: {_key_names(get_adapter(name))}" for name in _providers())
 
 
+def _table_options() -> argparse.ArgumentParser:
+    """The options every command that prints tables takes (a parent parser)."""
+    tv = argparse.ArgumentParser(add_help=False)
+    tv.add_argument(
+        "--columns",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="fit tables in N columns (default: the terminal's width, 100 when not a "
+        "terminal); columns that do not fit are left out from the right and named",
+    )
+    rows = tv.add_mutually_exclusive_group()
+    rows.add_argument("--all", action="store_true", help="print every row (default: 40)")
+    rows.add_argument(
+        "--limit",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="print N rows (default 40; --format csv / json: every row)",
+    )
+    return tv
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from lab import __version__
+    from lab.console import FORMATS
+
     p = argparse.ArgumentParser(
         prog="lab", description="Stream Lab: record, replay and tabulate LLM provider streams."
     )
+    p.add_argument("--version", action="version", version=f"lab (stream-lab) {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    tv = _table_options()
 
     d = sub.add_parser(
-        "demo", help="record every bundled fake scenario, replay, print tables, write plots"
+        "demo",
+        help="record every bundled fake scenario, replay, print tables, write plots",
+        parents=[tv],
     )
     d.add_argument("--out", default="lab-demo", help="output directory (default: lab-demo)")
     d.add_argument("--n", type=_positive, default=3, help="recordings per scenario (default 3)")
@@ -402,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "record",
+        parents=[tv],
         help="record live streams into a capture",
         description="Send one prompt to a provider, stream the answer and record it byte for "
         "byte (every read, its timing, every degradation attempt) into a new recording "
@@ -432,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser(
         "replay",
+        parents=[tv],
         help="replay captures through the full stack",
         description="Replay every logical request of a capture offline through "
         "normalization, guards, the degradation ladder and the processor (the code that "
@@ -443,14 +558,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare",
         default=None,
         metavar="CONFIG",
-        help="A/B: streams whose output changes under CONFIG against --config "
-        "(default: no comparison)",
+        help="A/B: the streams whose output changes under CONFIG against --config, each "
+        "side named by its file name ('lab config example' prints a commented config to "
+        "start from; default: no comparison)",
+    )
+    rp.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (fitted to --columns), markdown, or csv / json for programs: no progress, "
+        "no title, every row unless --limit (default: table)",
     )
     rp.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
     rp.set_defaults(func=cmd_replay)
 
     rep = sub.add_parser(
         "report",
+        parents=[tv],
         help="tables and plots for captures",
         description="Replay a capture and write its plots and an HTML report under --out.",
     )
@@ -459,6 +583,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--config", default=None, help=_CONFIG_HELP)
     rep.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
     rep.set_defaults(func=cmd_report)
+
+    cf = sub.add_parser("config", help="config files for --config and --compare")
+    cf_sub = cf.add_subparsers(dest="config_command", required=True)
+    cf_sub.add_parser(
+        "example",
+        help="print every config field at its default, each under a // comment "
+        "(lab config example > my-config.json, edit, then --config my-config.json)",
+    )
+    cf.set_defaults(func=cmd_config)
 
     fx = sub.add_parser("fixtures", help="regression fixtures from captured streams")
     fx_sub = fx.add_subparsers(dest="fixtures_command", required=True)
@@ -520,6 +653,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lab: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print(f"lab {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
     except Exception as exc:  # clear one-line errors for known bad input
         from lab.capture import CaptureError

@@ -475,11 +475,14 @@ def _join_reapers() -> None:
         reaper.join()
 
 
-def compare(captures: Any, config_a: Any, config_b: Any) -> Any:
+def compare(
+    captures: Any, config_a: Any, config_b: Any, *, names: tuple[str, str] = ("a", "b")
+) -> Any:
     """Replay ``captures`` under two configs; a DataFrame of the streams whose output changed.
 
     Columns: stream_id, serving_provider, field (text / reasoning / function_calls / error),
-    a, b, and a unified diff of the two.
+    a, b, and a unified diff of the two, its sides labelled with ``names``. One row per
+    changed field: count streams with ``df["stream_id"].nunique()``.
     """
     import difflib
 
@@ -494,9 +497,7 @@ def compare(captures: Any, config_a: Any, config_b: Any) -> Any:
             va, vb = getattr(a, field), getattr(b, field)
             if va != vb:
                 diff = "\n".join(
-                    difflib.unified_diff(
-                        va.splitlines(), vb.splitlines(), "a", "b", lineterm="", n=1
-                    )
+                    difflib.unified_diff(va.splitlines(), vb.splitlines(), *names, lineterm="", n=1)
                 )
                 rows.append(_row(a, field, va, vb, diff))
         fa = [f.model_dump(mode="json") for f in a.function_calls]

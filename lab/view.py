@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MISSING",
     "SUMMARY_COLUMNS",
+    "format_cost",
     "results_html",
     "results_text",
     "shown_before_close",
@@ -66,6 +67,17 @@ _MARK = "background: #ffd27a; color: inherit"
 _WARN = "background: #fff1f0; border-left: 4px solid #d9363e; padding: 4px 8px; margin: 4px 0"
 _TABLE = "border-collapse: collapse; font-size: 0.85em; margin: 2px 0 8px 0"
 _CELL = "border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top"
+
+
+def format_cost(value: float | None) -> str:
+    """USD with 3 significant digits of a small cost (``$0.0000405``), at least 4 decimals;
+    :data:`MISSING` when unknown. Every view of a cost (report, console) uses it."""
+    import math
+
+    if value is None or value != value:  # None or NaN
+        return MISSING
+    digits = 4 if value <= 0 else max(4, 2 - math.floor(math.log10(value)))
+    return f"${value:.{digits}f}"
 
 
 def _esc(value: Any) -> str:
@@ -201,7 +213,7 @@ def stream_html(result: StreamResult) -> str:
     )
     if r.usage is not None:
         u = r.usage
-        cost = MISSING if r.cost is None else f"${r.cost:.6g}"
+        cost = format_cost(r.cost)
         parts.append(
             "<b>usage</b>"
             + _rows(

@@ -91,24 +91,33 @@ def test_replay_of_a_missing_path_is_one_clear_line(tmp_path, capsys):
     assert len(err) == 1 and str(missing) in err[0]
 
 
-def test_replay_compare_lists_streams_whose_output_changes(tmp_path, capsys):
+def test_replay_compare_counts_streams_and_names_each_side_by_its_config_file(tmp_path, capsys):
     cfg = tmp_path / "no-spill.json"
     cfg.write_text(json.dumps({"spill": {"enabled": False}}))
     assert main(["replay", str(ROOT / "captures"), "--compare", str(cfg)]) == 0
     out = capsys.readouterr().out
-    assert "streams whose output changed (4 rows)" in out
+    assert (
+        "== 2 streams whose output changed under no-spill.json against defaults "
+        "(4 fields: text 2, reasoning 2) ==" in out
+    )
+    assert "\n--- defaults\n+++ no-spill.json\n" in out
     # each diff printed as lines, not as one escaped table cell
     assert "\n-Hello! How can I help with your café order today? ☕\n" in out
     assert "\n+must do.Hello! How can I help with your café order today? ☕\n" in out
     assert "\\n" not in out
 
 
-def test_replay_stream_table_names_each_stream_and_its_provider(capsys):
-    assert main(["replay", str(ROOT / "captures")]) == 0
+def test_replay_stream_table_fits_100_columns_with_one_missing_marker(capsys):
+    assert main(["replay", str(ROOT / "captures"), "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    header = lines[lines.index("== streams (132 rows) ==") + 1].split()
-    assert header[:4] == ["stream_id", "provider", "model", "serving_provider"]
-    assert not any("NaN" in line or "None" in line for line in lines)  # missing is "-"
+    at = lines.index("== streams (132 rows) ==")
+    header = lines[at + 1].split()
+    assert header[:3] == ["stream_id", "serving_provider", "model"]
+    table = lines[at + 1 : at + 134]
+    assert max(map(len, table)) <= 100
+    assert not any(m in line for line in lines for m in ("NaN", "None", "<NA>", " - "))
+    assert sum("—" in line for line in table) > 50  # missing values: the one marker
+    assert lines[at + 134].startswith("(") and "left out to fit 100 columns" in lines[at + 134]
 
 
 def test_replay_with_a_bad_config_file_is_one_clear_line(tmp_path, capsys):
@@ -327,7 +336,9 @@ def _options(parser):
             for name, sub in action.choices.items():
                 for where, opt in _options(sub):
                     yield f"{name} {where}".strip(), opt
-        elif action.option_strings and not action.required and action.dest != "help":
+        elif (
+            action.option_strings and not action.required and action.dest not in ("help", "version")
+        ):
             yield "", action
 
 
