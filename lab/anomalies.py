@@ -333,6 +333,8 @@ def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None 
     """A tool call built from cut-short argument JSON (repaired, or kept raw because unparsable)."""
     if result.facts.get("cut_tool_use"):  # Anthropic: the stream ended inside a tool_use block
         return True
+    if result.facts.get("cut_tool_calls"):  # chat: cut before the call's finish chunk
+        return True
     return any(
         fc.arguments_truncated or "raw_arguments" in fc.provider_fields
         for fc in result.function_calls
@@ -376,6 +378,36 @@ def error_swallowed_in_200(result: StreamResult, config: AnomalyConfig | None = 
     )
 
 
+def parallel_tool_calls_dropped(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Streamed tool calls the reference never builds (index other than 0, or no tool finish)."""
+    return bool(result.facts.get("dropped_tool_calls"))
+
+
+def reasoning_field_ignored(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Reasoning arrived in a field this provider's adapter does not read (it is lost)."""
+    return bool(result.facts.get("ignored_reasoning_chars"))
+
+
+def usage_excludes_reasoning(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The usage's completion tokens leave reasoning out (output_tokens is too low)."""
+    return bool(result.facts.get("usage_excludes_reasoning"))
+
+
+def unhandled_shape(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The stream carried field paths or event types the adapter does not read."""
+    return bool(result.facts.get("unhandled_shapes"))
+
+
+def hostile_value(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A number on the wire was not a usable count (NaN, inf, negative, huge, wrong type)."""
+    return bool(result.facts.get("hostile_values"))
+
+
+def unhandled_shapes(result: StreamResult) -> dict[str, int]:
+    """The field paths / event types behind ``unhandled_shape``, with how often each came."""
+    return dict(result.facts.get("unhandled_shapes") or {})
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -397,6 +429,11 @@ DETECTORS: dict[str, Detector] = {
     "think_tags_after_guards": think_tags_after_guards,
     "error_in_200_stream": error_in_200_stream,
     "error_swallowed_in_200": error_swallowed_in_200,
+    "parallel_tool_calls_dropped": parallel_tool_calls_dropped,
+    "reasoning_field_ignored": reasoning_field_ignored,
+    "usage_excludes_reasoning": usage_excludes_reasoning,
+    "unhandled_shape": unhandled_shape,
+    "hostile_value": hostile_value,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

@@ -60,6 +60,33 @@ class LabConfig(BaseModel):
     message only): let the body's ``error.code`` decide too, so OpenAI's 404
     ``model_not_found`` is a ``model_error`` and Z.ai's business codes under HTTP 429
     (1113 balance, 1309/1311 plan) re-code as billing whatever the text's language."""
+    all_tool_calls: bool = False
+    """Lab addition, off as in the reference (which builds only the tool call at index 0; the
+    others are listed in ``metadata["ignored_tool_calls"]`` and the anomaly
+    ``parallel_tool_calls_dropped`` names them): build every streamed call of a step in index
+    order, also when the first index is not 0 or the step ends with ``stop``."""
+    keep_cut_tool_calls: bool = False
+    """Lab addition, off as in the reference (a call whose stream is cut before its finish
+    chunk is never built; ``facts["cut_tool_calls"]`` names it and the anomaly
+    ``truncated_tool_arguments`` fires): build it anyway, ``arguments_truncated=True``."""
+    read_all_reasoning_fields: bool = False
+    """Lab addition, off as in the reference (whose OpenAI-compatible adapter reads only each
+    endpoint's declared reasoning field; other reasoning is counted and the anomaly
+    ``reasoning_field_ignored`` fires): read ``reasoning_content``, ``reasoning``,
+    ``reasoning_details`` (text and summary entries) and typed content lists (Mistral's
+    ``{"type": "thinking"}`` parts) wherever they appear."""
+    normalize_usage_reasoning: bool = False
+    """Lab addition, off as in the reference: when a usage block's completion tokens exclude
+    reasoning (``total = prompt + completion + reasoning``, as xAI reports), add the
+    reasoning so ``output_tokens`` includes it as everywhere else (the anomaly
+    ``usage_excludes_reasoning`` says so under the default). Endpoints known to report this
+    way (``xai``) always normalize."""
+    dedup_partial_overlaps_only: bool = False
+    """Lab addition, off as in the reference (whose dedup drops any delta of
+    ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
+    indentation deltas come out as one; the anomaly ``dedup_dropped_repeat`` flags a dropped
+    whitespace-only or whole-word repeat): drop only the overlap of a delta that resends the
+    tail's end *and continues*, never a delta that is a whole repeat."""
     degrade: bool = True
     """Run the parameter-degradation ladder on degradable failures."""
     empty_response_is_error: bool = True
@@ -153,6 +180,11 @@ def _describe(exc: ValidationError) -> str:
 COMPLETE_SWITCHES: tuple[str, ...] = (
     "repair_cut_number_prefixes",
     "body_error_codes",
+    "all_tool_calls",
+    "keep_cut_tool_calls",
+    "read_all_reasoning_fields",
+    "normalize_usage_reasoning",
+    "dedup_partial_overlaps_only",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

@@ -222,6 +222,11 @@ def test_registry_lists_every_detector_in_report_order():
         "think_tags_after_guards",
         "error_in_200_stream",
         "error_swallowed_in_200",
+        "parallel_tool_calls_dropped",
+        "reasoning_field_ignored",
+        "usage_excludes_reasoning",
+        "unhandled_shape",
+        "hostile_value",
     ]
 
 
@@ -773,3 +778,30 @@ def test_streams_table_anomalies_column_joins_detect_output():
     ]
     st = tables.streams(results)
     assert st["anomalies"].tolist() == ["", "tool_markup_in_reasoning,empty_answer_with_reasoning"]
+
+
+# --------------------------------------------------------------------------- wire-shape losses
+
+
+def _facts(**facts) -> StreamResult:
+    return StreamResult(stream_id="s", provider="custom", finish_reason="stop", facts=facts)
+
+
+def test_wire_shape_detectors_fire_on_their_fact_only():
+    cases = {
+        "parallel_tool_calls_dropped": {"dropped_tool_calls": ["read_file"]},
+        "reasoning_field_ignored": {"ignored_reasoning_chars": 12},
+        "usage_excludes_reasoning": {"usage_excludes_reasoning": True},
+        "unhandled_shape": {"unhandled_shapes": {"choices[].delta.audio": 2}},
+        "hostile_value": {"hostile_values": ["usage.prompt_tokens"]},
+    }
+    for name, facts in cases.items():
+        assert detect(_facts(**facts)) == [name], name
+    assert detect(_facts()) == []
+
+
+def test_unhandled_shapes_lists_the_paths_with_counts():
+    from lab.anomalies import unhandled_shapes
+
+    r = _facts(unhandled_shapes={"choices[].delta.audio": 2, "x": 1})
+    assert unhandled_shapes(r) == {"choices[].delta.audio": 2, "x": 1}

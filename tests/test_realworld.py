@@ -30,11 +30,6 @@ NAMES = sorted(EXPECTED)
 KNOWN_GAPS: frozenset[str] = frozenset(
     {
         "anthropic-json-tool-cut",
-        "custom-anthropic-openai-compat-tool-index1",
-        "custom-groq-qwen3-reasoning",
-        "custom-xai-grok-text",
-        "custom-xai-grok-tool-call",
-        "deepseek-reasoner-tool-call-cut",
         "google-gemini-tool-call",
         "google-gemini3-text-cut",
         "google-gemini3-tool-call",
@@ -47,8 +42,6 @@ KNOWN_GAPS: frozenset[str] = frozenset(
 
 KNOWN_REFERENCE_GAPS: frozenset[str] = KNOWN_GAPS - {
     "anthropic-json-tool-cut",
-    "custom-anthropic-openai-compat-tool-index1",
-    "deepseek-reasoner-tool-call-cut",
     "google-gemini3-text-cut",
 }
 

@@ -33,8 +33,11 @@ __all__ = [
     "RetryAttempt",
     "StreamAdapter",
     "StreamStopped",
+    "ToolCallAccumulator",
     "is_number",
     "join_url",
+    "note_shape",
+    "note_unknown_keys",
     "openai_usage",
     "wire_float",
     "wire_int",
@@ -385,6 +388,79 @@ def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
         total_tokens=total,
         cost=cost,
     )
+
+
+class ToolCallAccumulator:
+    """Streamed tool-call deltas gathered by index: one definition for the chat adapters.
+
+    Name and argument pieces are kept in lists and joined once when the call is built, so
+    a call streamed as 200,000 argument deltas costs the same per delta as one of 20,000
+    (``acc += piece`` would copy the growing string each time).
+    """
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def add(
+        self,
+        index: int,
+        *,
+        name: str | None = None,
+        arguments: str | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
+        acc = self.calls.get(index)
+        if acc is None:
+            acc = self.calls[index] = {"name": [], "arguments": []}
+        if name:
+            acc["name"].append(name)
+        if arguments:
+            acc["arguments"].append(arguments)
+        if fields:
+            acc.update(fields)
+
+    def take(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every call as ``(index, {"name", "arguments", ...fields})`` in index order; the
+        accumulator is empty afterwards."""
+        built = []
+        for index in sorted(self.calls):
+            acc = self.calls[index]
+            built.append(
+                (
+                    index,
+                    {**acc, "name": "".join(acc["name"]), "arguments": "".join(acc["arguments"])},
+                )
+            )
+        self.calls = {}
+        return built
+
+    def names(self) -> list[str]:
+        return ["".join(self.calls[i]["name"]) for i in sorted(self.calls)]
+
+
+def note_shape(facts: dict[str, Any], path: str) -> None:
+    """Count one field path or event type an adapter does not read (``unhandled_shape``)."""
+    shapes = facts.get("unhandled_shapes")
+    if shapes is None:
+        shapes = facts["unhandled_shapes"] = {}
+    shapes[path] = shapes.get(path, 0) + 1
+
+
+def note_unknown_keys(facts: dict[str, Any], obj: dict, known: frozenset[str], where: str) -> None:
+    """Count every key of **obj** outside **known** whose value is not empty (``None``, ``""``,
+    ``[]``, ``{}``) as ``<where>.<key>``."""
+    if obj.keys() <= known:
+        return
+    for key in obj.keys() - known:
+        v = obj[key]
+        if v is None or v == "" or v == [] or v == {}:
+            continue
+        note_shape(facts, f"{where}.{key}" if where else str(key))
 
 
 def split_text_and_tool(

@@ -63,10 +63,13 @@ from lab.model import (
 from lab.providers.base import (
     RetryAttempt,
     StreamAdapter,
-    is_number,
+    ToolCallAccumulator,
     join_url,
+    note_shape,
+    note_unknown_keys,
     openai_usage,
     split_text_and_tool,
+    wire_int,
 )
 
 __all__ = [
@@ -79,6 +82,64 @@ __all__ = [
 ]
 
 _MISSING = object()
+
+CHUNK_KEYS = frozenset(
+    {
+        "id", "object", "created", "model", "choices", "usage", "error", "system_fingerprint",
+        "service_tier", "provider", "x_groq", "obfuscation", "prompt_filter_results",
+    }
+)  # fmt: skip
+"""Top-level chunk keys the chat adapters read or know to carry nothing for the stream
+(ids, fingerprints); any other non-empty key is counted as an unhandled shape."""
+CHOICE_KEYS = frozenset(
+    {
+        "index", "delta", "finish_reason", "logprobs", "native_finish_reason", "stop_reason",
+        "matched_stop", "content_filter_results",
+    }
+)  # fmt: skip
+DELTA_KEYS = frozenset(
+    {"role", "content", "reasoning_content", "reasoning", "reasoning_details", "tool_calls"}
+)
+TOOL_CALL_KEYS = frozenset({"index", "id", "type", "function", "thought_signature"})
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
+
+
+def _reasoning_details_text(entries: list) -> tuple[str, str]:
+    """``reasoning_details`` entries -> (raw text, summary text); encrypted entries carry none."""
+    raw: list[str] = []
+    summary: list[str] = []
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        if isinstance(e.get("text"), str):
+            raw.append(e["text"])
+        elif isinstance(e.get("summary"), str):
+            summary.append(e["summary"])
+    return "".join(raw), "".join(summary)
+
+
+def _typed_content(parts: list) -> tuple[str, str]:
+    """A typed content list (Mistral: ``[{"type": "thinking", "thinking": [...]}, {"type":
+    "text", "text": ...}]``) -> (visible text, reasoning text)."""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            text.append(part)
+            continue
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                thinking.append(inner)
+            elif isinstance(inner, list):
+                thinking.extend(_typed_content(inner)[0:1])
+        elif isinstance(part.get("text"), str):
+            text.append(part["text"])
+    return "".join(text), "".join(thinking)
 
 
 class OpenAICompatibleAdapter(StreamAdapter):
@@ -113,7 +174,13 @@ class OpenAICompatibleAdapter(StreamAdapter):
     should_retry_without_stop: ClassVar[Callable[[int | None, str], bool] | None] = None
     """``shouldRetryWithoutStop`` hook: a body with ``stop`` failing this way degrades."""
     reasoning_fields: ClassVar[tuple[str, ...]] = ("reasoning_content",)
-    """Delta fields read as reasoning, first non-empty wins (reference: reasoning_content)."""
+    """Delta fields read as reasoning, first non-empty wins (reference: reasoning_content);
+    ``config.read_all_reasoning_fields`` reads every known one."""
+    typed_content_lists: ClassVar[bool] = False
+    """The endpoint streams ``content`` as a typed list (Mistral); read its text and
+    thinking parts (always on with ``config.read_all_reasoning_fields``)."""
+    completion_excludes_reasoning: ClassVar[bool] = False
+    """The endpoint's ``completion_tokens`` leave reasoning out (xAI): always normalize."""
     requires_base_url: ClassVar[bool] = False
 
     # -- request side -------------------------------------------------------------------
@@ -173,10 +240,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if cfg.speaker_guard and self.enable_speaker_guard
             else None
         )
-        self.tool_acc: dict[int, dict[str, Any]] = {}
+        self.tool_acc = ToolCallAccumulator()
+        self._extra: list[ProcessedChunk] = []
         self.reasoning_acc: list[str] = []
         self.pending_think: list[str] = []
         self.ended = False
+        self._read_all = cfg.read_all_reasoning_fields
 
     @property
     def _capture_thoughts(self) -> bool:
@@ -200,6 +269,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
             try:
                 raw = _json.loads(line)
             except (ValueError, RecursionError) as exc:
+                if event.unterminated:
+                    # The body was cut inside this event. The reference's line reader keeps
+                    # a partial last line and never parses it; the lab counts it, and the
+                    # unterminated tail makes the cut visible (eof_without_terminator).
+                    self.facts["cut_event_chars"] = self.facts.get("cut_event_chars", 0) + len(line)
+                    continue
                 # Reference: JSON.parse is not guarded; the throw ends the stream.
                 self.facts["invalid_json"] += 1
                 what = "empty data line" if not line else f"invalid JSON in data line: {exc}"
@@ -244,7 +319,13 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return opts.prefix if opts else self.provider
 
     def _normalize(self, raw: dict) -> dict:
-        """The fields the pipeline reads, correctly typed; everything else passes through."""
+        """The fields the pipeline reads, correctly typed; everything else passes through.
+
+        Keys nobody reads are counted in ``facts["unhandled_shapes"]``; reasoning in a field
+        this endpoint does not read is counted in ``facts["ignored_reasoning_chars"]``.
+        """
+        facts = self.facts
+        note_unknown_keys(facts, raw, CHUNK_KEYS, "")
         out: dict[str, Any] = {}
         err = raw.get("error")
         if err:
@@ -255,33 +336,30 @@ class OpenAICompatibleAdapter(StreamAdapter):
             for pos, ch in enumerate(choices_raw):
                 if not isinstance(ch, dict):
                     continue
+                note_unknown_keys(facts, ch, CHOICE_KEYS, "choices[]")
                 delta_raw = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+                note_unknown_keys(facts, delta_raw, DELTA_KEYS, "choices[].delta")
                 delta: dict[str, Any] = {}
                 if isinstance(delta_raw.get("role"), str):
                     delta["role"] = delta_raw["role"]
                 content = delta_raw.get("content", _MISSING)
+                typed_reasoning = ""
                 if content is None or isinstance(content, str):
                     delta["content"] = content
-                reasoning = None
-                for name in self.reasoning_fields:
-                    v = delta_raw.get(name)
-                    if isinstance(v, str) and v:
-                        reasoning = v
-                        break
-                delta["reasoning_content"] = reasoning
-                for name in ("reasoning_content", "reasoning"):
-                    v = delta_raw.get(name)
-                    if name not in self.reasoning_fields and isinstance(v, str) and v:
-                        self.facts["ignored_reasoning_chars"] = self.facts.get(
-                            "ignored_reasoning_chars", 0
-                        ) + len(v)
+                elif isinstance(content, list):
+                    if self.typed_content_lists or self._read_all:
+                        delta["content"], typed_reasoning = _typed_content(content)
+                    else:
+                        note_shape(facts, "choices[].delta.content[]")
+                delta["reasoning_content"] = self._read_reasoning(delta_raw, typed_reasoning, delta)
                 tcs = delta_raw.get("tool_calls")
                 if isinstance(tcs, list):
                     delta["tool_calls"] = [t for t in tcs if isinstance(t, dict)]
                 fr = ch.get("finish_reason")
+                index = wire_int(ch.get("index"))
                 choices.append(
                     {
-                        "index": ch["index"] if is_number(ch.get("index")) else pos,
+                        "index": pos if index is None else index,
                         "delta": delta,
                         "finish_reason": fr if isinstance(fr, str) else None,
                     }
@@ -291,6 +369,43 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if isinstance(usage, dict):
             out["usage"] = usage
         return out
+
+    def _read_reasoning(self, delta_raw: dict, typed: str, delta: dict) -> str | None:
+        """The delta's reasoning: the first non-empty field this endpoint reads (with
+        ``read_all_reasoning_fields``: every known field, ``reasoning_details`` only when no
+        string field carried it, typed thinking parts added). Unread reasoning is counted."""
+        fields = REASONING_FIELDS if self._read_all else self.reasoning_fields
+        reasoning = None
+        for name in fields:
+            v = delta_raw.get(name)
+            if isinstance(v, str) and v:
+                reasoning = v
+                break
+        rd = delta_raw.get("reasoning_details")
+        rd_text = rd_summary = ""
+        if isinstance(rd, list) and rd:
+            rd_text, rd_summary = _reasoning_details_text(rd)
+        if self._read_all:
+            if reasoning is None and rd_text:
+                reasoning = rd_text
+            if reasoning is None and rd_summary:
+                delta["reasoning_summary"] = rd_summary
+            if typed:
+                reasoning = (reasoning or "") + typed
+            return reasoning
+        ignored = 0
+        for name in REASONING_FIELDS:
+            v = delta_raw.get(name)
+            if name not in fields and isinstance(v, str) and v and v != reasoning:
+                ignored += len(v)
+        if reasoning is None:
+            ignored += len(rd_text) + len(rd_summary)
+        ignored += len(typed)
+        if ignored:
+            self.facts["ignored_reasoning_chars"] = (
+                self.facts.get("ignored_reasoning_chars", 0) + ignored
+            )
+        return reasoning
 
     def _guard_content(self, delta: dict) -> None:
         """Think strip, then the spill guard, on the whole chunk's content (§3 steps 1-2)."""
@@ -363,6 +478,10 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _emit(self, chunk: dict, out: list[ProcessedChunk]) -> None:
         """process_chunk, then the post-processing hook (Custom's verbatim parser)."""
         out.extend(self._post(self.process_chunk(chunk)))
+        if self._extra:  # further tool calls of the step (config.all_tool_calls)
+            extra, self._extra = self._extra, []
+            for c in extra:
+                out.extend(self._post(c))
 
     def _post(self, chunk: ProcessedChunk) -> list[ProcessedChunk]:
         return [chunk]
@@ -377,8 +496,29 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return [new_thought(kind="raw", content=text)] if text else []
 
     def _map_usage(self, raw: dict) -> Usage | None:
-        """OpenAI-shaped usage -> :class:`Usage` (one definition: ``openai_usage``)."""
-        return openai_usage(raw)
+        """OpenAI-shaped usage -> :class:`Usage` (one definition: ``openai_usage``).
+
+        When the completion count leaves reasoning out (``total = prompt + completion +
+        reasoning``, reasoning > 0), the endpoint's ``completion_excludes_reasoning`` or
+        ``config.normalize_usage_reasoning`` adds it back; otherwise the fact is noted."""
+        bad: list[str] = []
+        usage = openai_usage(raw, bad)
+        if bad:
+            self.facts.setdefault("hostile_values", []).extend(bad)
+        if (
+            usage is not None
+            and usage.reasoning_tokens
+            and usage.total_tokens is not None
+            and usage.total_tokens
+            == usage.input_tokens + usage.output_tokens + usage.reasoning_tokens
+        ):
+            if self.completion_excludes_reasoning or self.config.normalize_usage_reasoning:
+                usage = usage.model_copy(
+                    update={"output_tokens": usage.output_tokens + usage.reasoning_tokens}
+                )
+            else:
+                self.facts["usage_excludes_reasoning"] = True
+        return usage
 
     def process_chunk(self, chunk: dict) -> ProcessedChunk:
         """§3 ``processChunk``, in decision order."""
@@ -412,6 +552,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
             thoughts.append(new_thought(kind="raw", content=reasoning))
             if self.preserve_reasoning_content:
                 self.reasoning_acc.append(reasoning)
+        summary = delta.get("reasoning_summary")
+        if summary:
+            thoughts.append(new_thought(kind="summary", content=summary))
         thoughts.extend(self._take_pending_thoughts())
         finish = first["finish_reason"]
         if finish:
@@ -419,16 +562,31 @@ class OpenAICompatibleAdapter(StreamAdapter):
             metadata["finish_reason"] = finish
         content = delta.get("content")
 
-        if finish == "tool_calls":
+        if finish == "tool_calls" or (
+            finish and self.config.all_tool_calls and (self.tool_acc or delta.get("tool_calls"))
+        ):
             self._accumulate_tools(delta)
-            call, ignored = self._build_call()
+            calls, ignored = self._build_calls()
             if ignored:
                 metadata["ignored_tool_calls"] = ignored
-            if call is None:
+            if not calls:
+                if content and finish != "tool_calls":
+                    return new_chunk(
+                        type="text", content=content, thoughts=thoughts, metadata=metadata
+                    )
                 return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
+            if content and finish != "tool_calls":
+                self._extra.extend(new_chunk(type="function_call", function_call=c) for c in calls)
+                return new_chunk(type="text", content=content, thoughts=thoughts, metadata=metadata)
+            self._extra.extend(new_chunk(type="function_call", function_call=c) for c in calls[1:])
             return new_chunk(
-                type="function_call", function_call=call, thoughts=thoughts, metadata=metadata
+                type="function_call", function_call=calls[0], thoughts=thoughts, metadata=metadata
             )
+        if (
+            finish and self.tool_acc
+        ):  # streamed calls the reference never builds (finish != tool_calls)
+            self.facts.setdefault("dropped_tool_calls", []).extend(self.tool_acc.names())
+            self.tool_acc = ToolCallAccumulator()
         if finish == "stop":
             if content:
                 return new_chunk(type="text", content=content, thoughts=thoughts, metadata=metadata)
@@ -444,47 +602,75 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return new_chunk(type="text", content=content or "", thoughts=thoughts, metadata=metadata)
 
     def _accumulate_tools(self, delta: dict) -> None:
+        acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
-            index = tc.get("index")
-            index = int(index) if is_number(index) else 0
-            acc = self.tool_acc.setdefault(index, {"name": "", "arguments": ""})
-            for key in ("id", "type", "thought_signature"):
-                if isinstance(tc.get(key), str):
-                    acc[key] = tc[key]
+            note_unknown_keys(self.facts, tc, TOOL_CALL_KEYS, "choices[].delta.tool_calls[]")
+            index = wire_int(tc.get("index"), "tool_calls[].index", None)
+            fields = {
+                k: tc[k] for k in ("id", "type", "thought_signature") if isinstance(tc.get(k), str)
+            }
             fn = tc.get("function")
+            name = args = None
             if isinstance(fn, dict):
                 if isinstance(fn.get("name"), str):
-                    acc["name"] += fn["name"]
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    acc["arguments"] += args
-                elif isinstance(args, dict):  # some servers send the object itself
-                    acc["arguments"] += json.dumps(args, ensure_ascii=False)
+                    name = fn["name"]
+                a = fn.get("arguments")
+                if isinstance(a, str):
+                    args = a
+                elif isinstance(a, dict):  # some servers send the object itself
+                    args = json.dumps(a, ensure_ascii=False)
+            acc.add(0 if index is None else index, name=name, arguments=args, fields=fields)
 
-    def _build_call(self) -> tuple[FunctionCall | None, list[dict]]:
-        acc = self.tool_acc.get(0)
-        ignored = [{"index": i, **a} for i, a in sorted(self.tool_acc.items()) if i != 0]
+    def _build_calls(self, *, truncated: bool = False) -> tuple[list[FunctionCall], list[dict]]:
+        """The step's calls: the one at index 0 (reference), or every one in index order
+        (``config.all_tool_calls``); the others are returned as ``ignored`` and named in
+        ``facts["dropped_tool_calls"]``. **truncated**: the stream was cut before the
+        call's finish chunk, so each call is marked ``arguments_truncated``."""
+        built = self.tool_acc.take()
         reasoning = "".join(self.reasoning_acc)
-        self.tool_acc = {}
         self.reasoning_acc = []
-        if not acc or not acc["name"]:
-            return None, ignored
-        parsed = self._parse_arguments(acc["arguments"], acc["name"])
-        provider_fields: dict[str, Any] = {}
-        if self.preserve_reasoning_content and reasoning:
-            provider_fields["reasoning_content"] = reasoning
-        if parsed.error is not None:
-            provider_fields["raw_arguments"] = acc["arguments"]
-            provider_fields["arguments_error"] = parsed.error
-        call = FunctionCall(
-            name=acc["name"],
-            args=parsed.args,
-            id=acc.get("id"),
-            thought_signature=acc.get("thought_signature"),
-            arguments_truncated=parsed.truncated,
-            provider_fields=provider_fields,
-        )
-        return call, ignored
+        if self.config.all_tool_calls:
+            keep, ignored = built, []
+        else:
+            keep = [(i, a) for i, a in built if i == 0]
+            ignored = [{"index": i, **a} for i, a in built if i != 0]
+        if ignored:
+            self.facts.setdefault("dropped_tool_calls", []).extend(a["name"] for a in ignored)
+        calls = []
+        for _, acc in keep:
+            if not acc["name"]:
+                continue
+            parsed = self._parse_arguments(acc["arguments"], acc["name"])
+            provider_fields: dict[str, Any] = {}
+            if self.preserve_reasoning_content and reasoning and not calls:
+                provider_fields["reasoning_content"] = reasoning
+            if parsed.error is not None:
+                provider_fields["raw_arguments"] = acc["arguments"]
+                provider_fields["arguments_error"] = parsed.error
+            calls.append(
+                FunctionCall(
+                    name=acc["name"],
+                    args=parsed.args,
+                    id=acc.get("id"),
+                    thought_signature=acc.get("thought_signature"),
+                    arguments_truncated=parsed.truncated or truncated,
+                    provider_fields=provider_fields,
+                )
+            )
+        return calls, ignored
+
+    def _cut_tool_calls(self, out: list[ProcessedChunk]) -> None:
+        """The stream ended before a streamed call's finish chunk: name it in
+        ``facts["cut_tool_calls"]`` and (``config.keep_cut_tool_calls``) emit it marked
+        ``arguments_truncated``; the reference never builds it."""
+        if not self.tool_acc:
+            return
+        self.facts.setdefault("cut_tool_calls", []).extend(self.tool_acc.names())
+        if not self.config.keep_cut_tool_calls:
+            self.tool_acc = ToolCallAccumulator()
+            return
+        calls, _ = self._build_calls(truncated=True)
+        out.extend(new_chunk(type="function_call", function_call=c) for c in calls)
 
     # -- end of stream ------------------------------------------------------------------
 
@@ -528,6 +714,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self.ended = True
         self._flush_guards(out, error_path=False)
         out.extend(self._final_flush())
+        self._cut_tool_calls(out)
         if self.pending_think:
             out.append(
                 ProcessedChunk(type="text", content="", thoughts=self._take_pending_thoughts())
@@ -545,6 +732,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self.ended = True
         self._flush_guards(out, error_path=True)
         out.extend(self._final_flush())
+        self._cut_tool_calls(out)
         self._record_finish("error")
         out.append(
             ProcessedChunk(
@@ -577,12 +765,12 @@ class DeepSeekAdapter(OpenAICompatibleAdapter):
 
     def _map_usage(self, raw: dict) -> Usage | None:
         usage = super()._map_usage(raw)
-        hit = raw.get("prompt_cache_hit_tokens")
-        if is_number(hit):
+        hit = wire_int(raw.get("prompt_cache_hit_tokens"))
+        if hit is not None:
             if usage is None:
                 usage = Usage()
             if not usage.cache_read_tokens:
-                usage = usage.model_copy(update={"cache_read_tokens": int(hit)})
+                usage = usage.model_copy(update={"cache_read_tokens": hit})
         return usage
 
 
