@@ -95,7 +95,7 @@ Lab choices where the reference is silent, or goes further than it:
   only), the OpenAI-compatible model-error check also runs on the body's ``error.code``
   (OpenAI's 404 ``model_not_found``, whose message alone matches no pattern), and Z.ai
   business codes under HTTP 429 re-code as billing even when the text is not English
-  (:data:`OPENAI_COMPATIBLE_ERROR_OPTIONS`); :func:`classify_error` stays text-only, so a
+  (each endpoint adapter's ``error_options()``); :func:`classify_error` stays text-only, so a
   Chinese-only 1113 message is then ``429_balance`` but classifies as None;
 * an OpenRouter ``metadata.raw`` that is an object is used as compact JSON;
 * :func:`normalize_http_error` has no request context, so its OpenRouter message is
@@ -127,7 +127,6 @@ __all__ = [
     "CREDIT_AFFORDABILITY_PATTERNS",
     "GOOGLE_BLOCKING_FINISH_REASONS",
     "MODEL_ERROR_PATTERNS",
-    "OPENAI_COMPATIBLE_ERROR_OPTIONS",
     "OPENROUTER_CODE_TYPE_TABLE",
     "PROVIDERS",
     "ErrorClass",
@@ -207,17 +206,19 @@ BALANCE_EXHAUSTED_PATTERNS: tuple[re.Pattern[str], ...] = _patterns(
 
 # --------------------------------------------------------------------------- constants
 
-PROVIDERS: dict[str, str] = {
-    "openrouter": "openrouter",
-    "openai": "openai_compatible",
-    "deepseek": "openai_compatible",
-    "zai": "openai_compatible",
-    "nvidia": "openai_compatible",
-    "custom": "openai_compatible",
-    "google": "google",
-    "anthropic": "anthropic",
-}
-"""Provider name -> error family."""
+
+def __getattr__(name: str) -> Any:
+    if name == "PROVIDERS":  # derived from the one registry, lab.providers.PROVIDERS
+        return provider_families()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def provider_families() -> dict[str, str]:
+    """Provider name -> error family, read from each registered adapter's ``family``."""
+    from lab.providers import PROVIDERS, get_adapter
+
+    return {name: get_adapter(name).family for name in PROVIDERS}
+
 
 UNKNOWN_ERROR_MESSAGE = "Unknown error"
 
@@ -287,17 +288,6 @@ class OpenAICompatibleErrorOptions:
     """Body business codes that mean "your plan lacks this model" under HTTP 429."""
 
 
-OPENAI_COMPATIBLE_ERROR_OPTIONS: dict[str, OpenAICompatibleErrorOptions] = {
-    "openai": OpenAICompatibleErrorOptions("OpenAI"),
-    "deepseek": OpenAICompatibleErrorOptions("DeepSeek"),
-    "zai": OpenAICompatibleErrorOptions(
-        "Z.ai",
-        balance_codes=frozenset({"1113"}),
-        plan_access_codes=frozenset({"1309", "1311"}),
-    ),
-    "nvidia": OpenAICompatibleErrorOptions("NVIDIA"),
-    "custom": OpenAICompatibleErrorOptions("Custom"),
-}
 OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE = "{prefix}: provider API error"
 
 GOOGLE_CODE_TYPE_TABLE: dict[int, tuple[ErrorType, bool]] = {
@@ -449,12 +439,19 @@ def parse_error_message(provider: str, body_text: str, status: int | None = None
     return _first_text(_get(parsed, "error", "message"), _get(parsed, "message"), raw, phrase)
 
 
-def _family(provider: str) -> str:
-    try:
-        return PROVIDERS[provider]
-    except KeyError:
+def _adapter(provider: str) -> Any:
+    """The registered adapter class of ``provider`` (looked up at call time, so the arrows
+    stay providers -> errors); ValueError naming the known providers otherwise."""
+    from lab.providers import PROVIDERS, get_adapter
+
+    if provider not in PROVIDERS:
         known = ", ".join(PROVIDERS)
-        raise ValueError(f"unknown provider {provider!r}; expected one of: {known}") from None
+        raise ValueError(f"unknown provider {provider!r}; expected one of: {known}")
+    return get_adapter(provider)
+
+
+def _family(provider: str) -> str:
+    return _adapter(provider).family
 
 
 # --------------------------------------------------------------------------- OpenRouter
@@ -641,9 +638,11 @@ def classify_openai_compatible_status(
 
 
 def _options(provider: str) -> OpenAICompatibleErrorOptions:
-    if _family(provider) != "openai_compatible":
+    """The endpoint's error options: its adapter's ``error_options`` (prefix, codes)."""
+    adapter = _adapter(provider)
+    if adapter.family != "openai_compatible":
         raise ValueError(f"{provider!r} is not an OpenAI-compatible provider")
-    return OPENAI_COMPATIBLE_ERROR_OPTIONS[provider]
+    return adapter.error_options()
 
 
 def openai_compatible_provider_error(
@@ -895,8 +894,20 @@ def normalize_http_error(
     >>> body = '{"error":{"message":"Internal Server Error","code":500}}'
     >>> normalize_http_error("openrouter", 500, body).type  # the reference quirk
     'unknown'
+
+    It dispatches to the registered adapter's ``normalize_http_error`` (looked up at call
+    time), so a provider registered in :data:`lab.providers.PROVIDERS` maps its own errors.
     """
-    family = _family(provider)
+    return _adapter(provider).normalize_http_error(
+        status, body_text, body_error_codes=body_error_codes
+    )
+
+
+def normalize_http_error_for_family(
+    provider: str, family: str, status: int, body_text: str, *, body_error_codes: bool = False
+) -> ProviderError:
+    """The family rules behind :func:`normalize_http_error` (``provider`` names the
+    endpoint in messages and ``original_error``)."""
     original = {"provider": provider, "status": status, "body": body_text}
     parsed = _parse_json(body_text)
     if family == "openrouter":

@@ -55,8 +55,10 @@ buckets are non-overlapping: ``input = input_tokens - cache_read - cache_write``
 million tokens with reasoning billed at the output price and cache reads/writes at their own
 prices (``Price.over_200k`` when input + cache_read > 200_000); a provider-reported
 ``Usage.cost`` is authoritative (a reported 0 is kept; a non-finite one counts as not
-reported). Unknown model (no price) and no reported cost -> cost None. ``message.tokens`` are
-the last settled step's, ``message.cost`` the sum over steps.
+reported). Unknown model (no price) and no reported cost -> the step costs 0, as in the
+reference (a missing price counts as 0); ``message.cost_known`` stays False so tables can still
+say the cost is unknown. ``message.tokens`` are the last settled step's, ``message.cost`` the
+sum over steps.
 
 Overflow (§5.2) is checked at finish-step: ``count = total or input+output+cache_read+
 cache_write``; ``usable = input_limit - reserved`` if ``input_limit`` else
@@ -289,8 +291,10 @@ class AssistantMessage:
     """The last settled step's buckets: input, output, reasoning, cache_read, cache_write."""
     total_tokens: int | None = None
     """The last settled step's ``Usage.total_tokens`` as reported."""
-    cost: float | None = None
-    """USD summed over steps; None while no step had a known cost."""
+    cost: float = 0.0
+    """USD summed over steps (a step with no price and no reported cost adds 0)."""
+    cost_known: bool = False
+    """Did any step have a provider-reported cost or a known price?"""
     error: ProviderError | None = None
     """The error that stopped the message (context-length errors go to ``overflow_error``)."""
     overflow_error: ProviderError | None = None
@@ -359,7 +363,7 @@ def step_cost(
     if reported is not None and math.isfinite(reported):
         return max(0.0, float(reported))
     if price is None:
-        return None
+        return None  # unknown: the message adds 0 (reference) and stays cost_known=False
     if (
         price.over_200k is not None
         and tokens["input"] + tokens["cache_read"] > _OVER_200K_THRESHOLD
@@ -708,6 +712,7 @@ class Processor:
         if cost is not None:
             self._cost_sum = (self._cost_sum or Decimal(0)) + _dec(cost)
             msg.cost = float(self._cost_sum)
+            msg.cost_known = True
         msg.parts.append(
             StepFinishPart(
                 index=step, reason=reason, tokens=dict(tokens), total=total, cost=cost, usage=usage

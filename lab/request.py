@@ -46,11 +46,27 @@ import json
 import re
 from typing import Any
 
-from lab.errors import PROVIDERS as PROVIDER_FAMILIES
 
 __all__ = ["FAMILIES", "build_body", "normalize_messages", "request_url"]
 
-FAMILIES = PROVIDER_FAMILIES
+
+def __getattr__(name: str) -> Any:
+    if name == "FAMILIES":  # provider -> family, derived from the one registry
+        from lab.errors import provider_families
+
+        return provider_families()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _family(provider: str) -> str:
+    from lab.providers import PROVIDERS, get_adapter
+
+    if provider not in PROVIDERS:
+        known = ", ".join(PROVIDERS)
+        raise ValueError(f"unknown provider {provider!r}; known providers: {known}")
+    return get_adapter(provider).family
+
+
 """Provider name -> wire family (one definition, in :mod:`lab.errors`)."""
 
 _OPTIONAL_ORDER = (
@@ -121,11 +137,7 @@ def build_body(
     """
     if not model:
         raise ValueError("a model id is required")
-    try:
-        family = FAMILIES[provider]
-    except KeyError:
-        known = ", ".join(FAMILIES)
-        raise ValueError(f"unknown provider {provider!r}; known providers: {known}") from None
+    family = _family(provider)
     msgs: list[dict] = []
     if system:
         msgs.append({"role": "system", "content": system})
@@ -222,7 +234,7 @@ def normalize_messages(provider: str, model: str, messages: list[dict]) -> list[
                 fixed.append({"role": "assistant", "content": "Done."})
         msgs = fixed
     if provider == "deepseek" or (
-        FAMILIES.get(provider) == "openai_compatible" and "deepseek" in model.lower()
+        _family(provider) == "openai_compatible" and "deepseek" in model.lower()
     ):
         for m in msgs:
             if m.get("role") == "assistant":

@@ -427,5 +427,5 @@ def _run_processor(result: StreamResult) -> None:
     processor = Processor(info)
     result.outcome = processor.process(result.chunks)
     message = processor.message
-    result.cost = message.cost
+    result.cost = message.cost if message.cost_known else None  # tables: unknown, not 0
     result.doom_loop = bool(message.doom_loop)

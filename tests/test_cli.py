@@ -191,10 +191,17 @@ def test_record_help_names_every_provider_and_its_key_variable(capsys):
         "anthropic": "ANTHROPIC_API_KEY",
         "custom": "CUSTOM_API_KEY",
         "deepseek": "DEEPSEEK_API_KEY",
+        "fireworks": "FIREWORKS_API_KEY",
         "google": "GEMINI_API_KEY or GOOGLE_API_KEY",
+        "groq": "GROQ_API_KEY",
+        "mistral": "MISTRAL_API_KEY",
         "nvidia": "NVIDIA_API_KEY",
+        "ollama": "OLLAMA_API_KEY",
         "openai": "OPENAI_API_KEY",
         "openrouter": "OPENROUTER_API_KEY",
+        "together": "TOGETHER_API_KEY",
+        "vllm": "VLLM_API_KEY",
+        "xai": "XAI_API_KEY",
         "zai": "ZAI_API_KEY",
     }
     assert "; ".join(f"{p}: {env}" for p, env in expected.items()) in out

@@ -29,7 +29,8 @@ REPAIR_CASES = [
     ('{"a": true, "b": ["x", "y', {"a": True, "b": ["x"]}),
     ('{"a": [1, 2, {"b": "c"}, 3', {"a": [1, 2, {"b": "c"}]}),
     ('{"k": {"a": "b"}, "z": 1', {"k": {"a": "b"}}),
-    ('{"x": 0, "a": {"b": 1', {"x": 0, "a": {}}),
+    # issue 18: a nested object whose only content was the cut number goes with it
+    ('{"x": 0, "a": {"b": 1', {"x": 0}),
     ('{"a": "x\\"y", "b": "q', {"a": 'x"y'}),
     ('{"a": null, "b": false, "c": t', {"a": None, "b": False}),
     ('{"a": 12 ', {}),  # whitespace does not prove a number complete
@@ -239,3 +240,11 @@ def test_repair_differs_from_oracle_only_by_dropping_more():
             assert is_prefix_subset(ours, theirs), (cut, ours, theirs)
 
     check()
+
+
+def test_nested_object_holding_only_the_cut_number_is_dropped_with_it():
+    text = '{"scene": "hallway", "objects": [{"id": 1}, {"id": 2}, {"id": 3'
+    assert repair_truncated_json(text) == {"scene": "hallway", "objects": [{"id": 1}, {"id": 2}]}
+    assert repair_truncated_json('{"a": 1, "b": {"c": 2') == {"a": 1}
+    assert repair_truncated_json('{"a": [1, 2, 3') == {"a": [1, 2]}
+    assert repair_truncated_json('{"a": {"b": 1') is None  # no frame has a complete entry

@@ -521,11 +521,12 @@ def test_inconsistent_usage_is_clamped_to_zero():
     assert total is None
 
 
-def test_unknown_model_has_no_cost_and_never_overflows():
+def test_unknown_model_costs_zero_as_in_the_reference_and_never_overflows():
     proc = Processor(None)
     huge = Usage(input_tokens=5_000_000, output_tokens=1_000, total_tokens=5_001_000)
     assert proc.process([text("x"), done(huge)]) == "continue"
-    assert proc.message.cost is None
+    assert proc.message.cost == 0  # reference: a missing price counts as 0
+    assert proc.message.cost_known is False  # ... and the tables still say "unknown"
     assert proc.message.parts[-1].cost is None
     assert proc.message.tokens["input"] == 5_000_000
 

@@ -193,6 +193,10 @@ def _close_once(text: str, cut_number_prefixes: bool = False) -> tuple[str, int]
     chosen = -1
     for idx in range(top, -1, -1):
         f = frames[idx]
+        if s.trailing_number and idx == top > 0 and not f.has_complete_entry:
+            # The cut number was this nested frame's only content: the frame goes with it
+            # (``[{"id": 1}, {"id": 3`` -> ``[{"id": 1}]``, not ``[{"id": 1}, {}]``).
+            continue
         p = pending(idx)
         if (not p and f.has_complete_entry) or (p and (f.has_complete_entry or f.is_obj)):
             chosen = idx

@@ -1,8 +1,16 @@
 """Provider families: one module per wire API, all implementing :class:`StreamAdapter`.
 
-``get_adapter(name)`` maps a provider name to its adapter class. OpenAI-compatible providers
-(openai, deepseek, zai, nvidia, custom) share one module; OpenRouter, Google and Anthropic
-have their own.
+:data:`PROVIDERS` is the one registry: ``get_adapter(name)`` maps a provider name to its
+adapter class, and everything else (error normalization, request bodies, the anomaly
+detectors' end-of-stream rules, the tables' backend column) reads the adapter's class
+attributes (``family``, ``sends_done_sentinel``, ``names_backend``, ...). OpenAI-compatible
+endpoints (openai, deepseek, zai, nvidia, groq, xai, mistral, together, fireworks, vllm,
+ollama, custom) are a few lines of data each in ``openai_compat``; OpenRouter, Google and
+Anthropic have their own modules.
+
+A new provider is one adapter class (its module) plus one line here::
+
+    PROVIDERS["acme"] = "mypkg.acme:AcmeAdapter"   # or register("acme", AcmeAdapter)
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ import importlib
 
 from lab.providers.base import RetryAttempt, StreamAdapter
 
-__all__ = ["PROVIDERS", "RetryAttempt", "StreamAdapter", "get_adapter"]
+__all__ = ["PROVIDERS", "RetryAttempt", "StreamAdapter", "get_adapter", "register"]
 
 # provider name -> "module:Class"; a new family is one line here plus its module.
 PROVIDERS: dict[str, str] = {
@@ -20,10 +28,33 @@ PROVIDERS: dict[str, str] = {
     "deepseek": "lab.providers.openai_compat:DeepSeekAdapter",
     "zai": "lab.providers.openai_compat:ZaiAdapter",
     "nvidia": "lab.providers.openai_compat:NvidiaAdapter",
+    "groq": "lab.providers.openai_compat:GroqAdapter",
+    "xai": "lab.providers.openai_compat:XaiAdapter",
+    "mistral": "lab.providers.openai_compat:MistralAdapter",
+    "together": "lab.providers.openai_compat:TogetherAdapter",
+    "fireworks": "lab.providers.openai_compat:FireworksAdapter",
+    "vllm": "lab.providers.openai_compat:VllmAdapter",
+    "ollama": "lab.providers.openai_compat:OllamaAdapter",
     "custom": "lab.providers.openai_compat:CustomAdapter",
     "google": "lab.providers.google:GoogleAdapter",
     "anthropic": "lab.providers.anthropic:AnthropicAdapter",
 }
+
+
+def register(name: str, adapter: type[StreamAdapter] | str) -> None:
+    """Register **adapter** (a class, or ``"module:Class"``) under provider **name**.
+
+    The class's ``provider`` attribute should be **name**; record, replay, error mapping and
+    request bodies then work for it end to end.
+    """
+    if not isinstance(adapter, str):
+        target = f"{adapter.__module__}:{adapter.__qualname__}"
+        _CLASSES[target] = adapter
+        adapter = target
+    PROVIDERS[name] = adapter
+
+
+_CLASSES: dict[str, type[StreamAdapter]] = {}
 
 
 def get_adapter(provider: str) -> type[StreamAdapter]:
@@ -33,5 +64,10 @@ def get_adapter(provider: str) -> type[StreamAdapter]:
     except KeyError:
         known = ", ".join(sorted(PROVIDERS))
         raise ValueError(f"unknown provider {provider!r}; known providers: {known}") from None
+    cls = _CLASSES.get(target)
+    if cls is not None:
+        return cls
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    cls = getattr(importlib.import_module(module), name)
+    _CLASSES[target] = cls
+    return cls

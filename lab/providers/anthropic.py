@@ -67,6 +67,8 @@ class AnthropicAdapter(StreamAdapter):
     """Anthropic Messages API streaming."""
 
     provider = "anthropic"
+    family = "anthropic"
+    sends_done_sentinel = False
     degrades = False  # seed 02 names OpenRouter and the OpenAI-compatible family only
     default_base_url = "https://api.anthropic.com/v1"
     api_key_env = "ANTHROPIC_API_KEY"

@@ -132,6 +132,15 @@ class StreamAdapter:
     """Base class: per-attempt state, guard-event plumbing, request-side defaults."""
 
     provider: ClassVar[str] = ""
+    family: ClassVar[str] = "openai_compatible"
+    """The wire family: ``openrouter``, ``openai_compatible``, ``google`` or ``anthropic``.
+    It picks the error normalizer and the request-body rules of ``lab.errors`` and
+    ``lab.request``; a new OpenAI-compatible endpoint inherits it."""
+    sends_done_sentinel: ClassVar[bool] = True
+    """Does the family end a stream with ``data: [DONE]``? (Gemini and Anthropic do not; their
+    only end evidence is a finish reason.)"""
+    names_backend: ClassVar[bool] = False
+    """Does the stream name the serving backend (OpenRouter's ``provider`` field)?"""
     default_base_url: ClassVar[str] = ""
     api_key_env: ClassVar[str] = ""
     mandatory_keys: ClassVar[tuple[str, ...]] = ("model", "messages", "stream")
@@ -222,11 +231,21 @@ class StreamAdapter:
         """The message the degradation classifier sees for an HTTP failure."""
         return body_text
 
-    def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
-        from lab.errors import normalize_http_error
+    @classmethod
+    def normalize_http_error(
+        cls, status: int, body_text: str, *, body_error_codes: bool = False
+    ) -> ProviderError:
+        """This family's mapping of an HTTP error response (what
+        :func:`lab.errors.normalize_http_error` dispatches to)."""
+        from lab.errors import normalize_http_error_for_family
 
-        return normalize_http_error(
-            self.provider, status, body_text, body_error_codes=self.config.body_error_codes
+        return normalize_http_error_for_family(
+            cls.provider, cls.family, status, body_text, body_error_codes=body_error_codes
+        )
+
+    def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
+        return type(self).normalize_http_error(
+            status, body_text, body_error_codes=self.config.body_error_codes
         )
 
     def transport_message(self, exc: BaseException) -> str:

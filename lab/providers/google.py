@@ -163,6 +163,8 @@ class GoogleAdapter(StreamAdapter):
     """Gemini API (``generativelanguage.googleapis.com``), reproduced per reference §11."""
 
     provider = "google"
+    family = "google"
+    sends_done_sentinel = False
     degrades = False  # §11: errors go to createProviderErrorChunk; there is no ladder
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     api_key_env = "GEMINI_API_KEY"

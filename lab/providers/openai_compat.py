@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 from lab import _json
 from lab.degrade import custom_should_retry_without_stop, stop_rejection, stream_options_rejection
 from lab.errors import (
-    OPENAI_COMPATIBLE_ERROR_OPTIONS,
+    OpenAICompatibleErrorOptions,
     openai_compatible_provider_error,
     openai_compatible_stream_error,
     parse_status_code,
@@ -75,9 +75,16 @@ from lab.providers.base import (
 __all__ = [
     "CustomAdapter",
     "DeepSeekAdapter",
+    "FireworksAdapter",
+    "GroqAdapter",
+    "MistralAdapter",
     "NvidiaAdapter",
+    "OllamaAdapter",
     "OpenAIAdapter",
     "OpenAICompatibleAdapter",
+    "TogetherAdapter",
+    "VllmAdapter",
+    "XaiAdapter",
     "ZaiAdapter",
 ]
 
@@ -148,6 +155,13 @@ class OpenAICompatibleAdapter(StreamAdapter):
     provider = "openai"
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
+
+    error_prefix: ClassVar[str] = "OpenAI"
+    """``errorMessagePrefix``: error messages read "<prefix>: HTTP 429: ..."."""
+    balance_codes: ClassVar[frozenset[str]] = frozenset()
+    """Body business codes that mean "no balance" under HTTP 429 (``body_error_codes``)."""
+    plan_access_codes: ClassVar[frozenset[str]] = frozenset()
+    """Body business codes that mean "your plan lacks this model" under HTTP 429."""
 
     # -- options (reference §3 ``OpenAICompatibleStreamAdapterOptions``) ---------------
     append_error_details_for_codes: ClassVar[tuple[str, ...]] = ()
@@ -315,8 +329,16 @@ class OpenAICompatibleAdapter(StreamAdapter):
 
     @property
     def _prefix(self) -> str:
-        opts = OPENAI_COMPATIBLE_ERROR_OPTIONS.get(self.provider)
-        return opts.prefix if opts else self.provider
+        return self.error_prefix or self.provider
+
+    @classmethod
+    def error_options(cls) -> OpenAICompatibleErrorOptions:
+        """The error formatter's knobs for this endpoint (prefix, business codes)."""
+        return OpenAICompatibleErrorOptions(
+            cls.error_prefix or cls.provider,
+            balance_codes=cls.balance_codes,
+            plan_access_codes=cls.plan_access_codes,
+        )
 
     def _normalize(self, raw: dict) -> dict:
         """The fields the pipeline reads, correctly typed; everything else passes through.
@@ -393,6 +415,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if typed:
                 reasoning = (reasoning or "") + typed
             return reasoning
+        if typed and self.typed_content_lists:
+            reasoning = (reasoning or "") + typed
+            typed = ""
         ignored = 0
         for name in REASONING_FIELDS:
             v = delta_raw.get(name)
@@ -757,6 +782,7 @@ class DeepSeekAdapter(OpenAICompatibleAdapter):
     """DeepSeek: reasoning_content is kept on the tool call for thinking-mode replay."""
 
     provider = "deepseek"
+    error_prefix = "DeepSeek"
     default_base_url = "https://api.deepseek.com"
     api_key_env = "DEEPSEEK_API_KEY"
     preserve_reasoning_content = True
@@ -778,6 +804,9 @@ class ZaiAdapter(OpenAICompatibleAdapter):
     """Z.ai / Zhipu GLM (general endpoint; the coding plan uses ``/api/coding/paas/v4``)."""
 
     provider = "zai"
+    error_prefix = "Z.ai"
+    balance_codes = frozenset({"1113"})
+    plan_access_codes = frozenset({"1309", "1311"})
     default_base_url = "https://api.z.ai/api/paas/v4"
     api_key_env = "ZAI_API_KEY"
 
@@ -786,12 +815,88 @@ class NvidiaAdapter(OpenAICompatibleAdapter):
     """NVIDIA NIM hosted endpoints: opaque 5xx degrade, reasoning keys probed first."""
 
     provider = "nvidia"
+    error_prefix = "NVIDIA"
     default_base_url = "https://integrate.api.nvidia.com/v1"
     api_key_env = "NVIDIA_API_KEY"
     mandatory_body_keys = ("chat_template_kwargs",)
     priority_keys = ("reasoning_budget",)  # degradationPriorityKeys
     degrade_on_opaque_5xx = True
     append_error_details_for_codes = ("400", "404", "500")
+
+
+class GroqAdapter(OpenAICompatibleAdapter):
+    """Groq: reasoning models stream ``reasoning``; a failed tool call's error carries the
+    model's raw output in ``error.failed_generation`` (kept on ``ProviderError.original_error``)."""
+
+    provider = "groq"
+    error_prefix = "Groq"
+    default_base_url = "https://api.groq.com/openai/v1"
+    api_key_env = "GROQ_API_KEY"
+    reasoning_fields = ("reasoning",)
+
+
+class XaiAdapter(OpenAICompatibleAdapter):
+    """xAI Grok: ``reasoning_content``; its ``completion_tokens`` leave reasoning out, so
+    usage is normalized (output = completion + reasoning) as everywhere else."""
+
+    provider = "xai"
+    error_prefix = "xAI"
+    default_base_url = "https://api.x.ai/v1"
+    api_key_env = "XAI_API_KEY"
+    completion_excludes_reasoning = True
+
+
+class MistralAdapter(OpenAICompatibleAdapter):
+    """Mistral: reasoning models (Magistral) stream ``content`` as a typed list of
+    ``{"type": "thinking"}`` and ``{"type": "text"}`` parts."""
+
+    provider = "mistral"
+    error_prefix = "Mistral"
+    default_base_url = "https://api.mistral.ai/v1"
+    api_key_env = "MISTRAL_API_KEY"
+    typed_content_lists = True
+
+
+class TogetherAdapter(OpenAICompatibleAdapter):
+    """Together AI: reasoning models stream ``reasoning`` (older ones ``<think>`` in content)."""
+
+    provider = "together"
+    error_prefix = "Together"
+    default_base_url = "https://api.together.xyz/v1"
+    api_key_env = "TOGETHER_API_KEY"
+    reasoning_fields = ("reasoning", "reasoning_content")
+
+
+class FireworksAdapter(OpenAICompatibleAdapter):
+    """Fireworks AI: ``reasoning_content`` for reasoning models."""
+
+    provider = "fireworks"
+    error_prefix = "Fireworks"
+    default_base_url = "https://api.fireworks.ai/inference/v1"
+    api_key_env = "FIREWORKS_API_KEY"
+
+
+class VllmAdapter(OpenAICompatibleAdapter):
+    """A vLLM server (``vllm serve``): ``reasoning_content``, newer releases ``reasoning``;
+    local servers need no key (``EMPTY`` sends none)."""
+
+    provider = "vllm"
+    error_prefix = "vLLM"
+    default_base_url = "http://127.0.0.1:8000/v1"
+    api_key_env = "VLLM_API_KEY"
+    placeholder_api_key = "EMPTY"
+    reasoning_fields = ("reasoning_content", "reasoning")
+
+
+class OllamaAdapter(OpenAICompatibleAdapter):
+    """Ollama's OpenAI-compatible endpoint: ``reasoning`` for thinking models; no key."""
+
+    provider = "ollama"
+    error_prefix = "Ollama"
+    default_base_url = "http://127.0.0.1:11434/v1"
+    api_key_env = "OLLAMA_API_KEY"
+    placeholder_api_key = "ollama"
+    reasoning_fields = ("reasoning",)
 
 
 class CustomAdapter(OpenAICompatibleAdapter):
@@ -803,6 +908,7 @@ class CustomAdapter(OpenAICompatibleAdapter):
     """
 
     provider = "custom"
+    error_prefix = "Custom"
     default_base_url = ""
     api_key_env = "CUSTOM_API_KEY"
     include_persona_speaker_stop = False

@@ -194,6 +194,8 @@ class OpenRouterAdapter(StreamAdapter):
     """OpenRouter's chat-completions stream, reproduced literally (quirks included)."""
 
     provider = "openrouter"
+    family = "openrouter"
+    names_backend = True
     default_base_url = "https://openrouter.ai/api/v1"
     api_key_env = "OPENROUTER_API_KEY"
     degrade_on_502 = True

@@ -1,0 +1,136 @@
+"""The provider layer: one registry, named OpenAI-compatible endpoints as data, a provider
+registered the documented way working end to end (HTTP error path included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+import lab.providers as providers
+from lab.anomalies import detect
+from lab.config import LabConfig
+from lab.errors import normalize_http_error, provider_families
+from lab.providers.openai_compat import OpenAICompatibleAdapter
+from lab.replay import replay_sse
+from lab.request import build_body
+from lab.stream import run_stream
+
+REAL = Path(__file__).parent / "realworld"
+
+NAMED = {
+    "groq": "https://api.groq.com/openai/v1",
+    "xai": "https://api.x.ai/v1",
+    "mistral": "https://api.mistral.ai/v1",
+    "together": "https://api.together.xyz/v1",
+    "fireworks": "https://api.fireworks.ai/inference/v1",
+    "vllm": "http://127.0.0.1:8000/v1",
+    "ollama": "http://127.0.0.1:11434/v1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_named_endpoint_is_registered_with_its_base_url_and_family(name):
+    cls = providers.get_adapter(name)
+    assert cls.provider == name
+    assert cls.default_base_url == NAMED[name]
+    assert cls.family == "openai_compatible"
+    assert provider_families()[name] == "openai_compatible"
+    assert build_body(name, model="m", prompt="hi")["stream"] is True
+
+
+def test_groq_endpoint_reads_its_reasoning_field_under_the_reference_config():
+    body = (REAL / "custom-groq-qwen3-reasoning.sse").read_bytes()
+    as_custom = replay_sse("custom", body)
+    as_groq = replay_sse("groq", body)
+    assert as_custom.reasoning == ""
+    assert "reasoning_field_ignored" in detect(as_custom)
+    assert len("".join(as_groq.reasoning.split())) == len(
+        "".join(replay_sse("custom", body, config=LabConfig.complete()).reasoning.split())
+    )
+    assert as_groq.reasoning.startswith("Okay")
+    assert "reasoning_field_ignored" not in detect(as_groq)
+
+
+def test_xai_endpoint_normalizes_usage_so_output_includes_reasoning():
+    body = (REAL / "custom-xai-grok-text.sse").read_bytes()
+    assert replay_sse("custom", body).usage.output_tokens == 1
+    assert "usage_excludes_reasoning" in detect(replay_sse("custom", body))
+    usage = replay_sse("xai", body).usage
+    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (12, 291, 290)
+
+
+MISTRAL_BODY = (
+    b'data: {"id":"a","object":"chat.completion.chunk","model":"magistral-medium",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking",'
+    b'"thinking":[{"type":"text","text":"Two plus two"}]}]},"finish_reason":null}]}\n\n'
+    b'data: {"id":"a","object":"chat.completion.chunk","model":"magistral-medium",'
+    b'"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text",'
+    b'"text":" is four."}]}]},"finish_reason":null}]}\n\n'
+    b'data: {"id":"a","object":"chat.completion.chunk","model":"magistral-medium",'
+    b'"choices":[{"index":0,"delta":{"content":"The answer is 4."},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_mistral_typed_content_lists_become_reasoning_and_text():
+    r = replay_sse("mistral", MISTRAL_BODY)
+    assert (r.reasoning, r.text, r.finish_reason) == (
+        "Two plus two is four.",
+        "The answer is 4.",
+        "stop",
+    )
+    ref = replay_sse("custom", MISTRAL_BODY)
+    assert (ref.reasoning, ref.text) == ("", "The answer is 4.")
+    assert "unhandled_shape" in detect(ref)
+    assert ref.facts["unhandled_shapes"] == {"choices[].delta.content[]": 2}
+    full = replay_sse("custom", MISTRAL_BODY, config=LabConfig.complete())
+    assert (full.reasoning, full.text) == ("Two plus two is four.", "The answer is 4.")
+
+
+class AcmeAdapter(OpenAICompatibleAdapter):
+    provider = "acme"
+    error_prefix = "Acme"
+    default_base_url = "http://127.0.0.1:9/v1"
+    api_key_env = "ACME_API_KEY"
+
+
+@pytest.fixture
+def acme():
+    providers.register("acme", AcmeAdapter)
+    yield AcmeAdapter
+    del providers.PROVIDERS["acme"]
+
+
+def test_registered_provider_maps_its_http_errors(acme):
+    err = normalize_http_error("acme", 429, '{"error": {"message": "slow down"}}')
+    assert (err.type, err.retryable, err.status) == ("rate_limit", True, 429)
+    assert err.message.startswith("Acme: HTTP 429")
+
+
+def test_registered_provider_runs_end_to_end_through_an_http_error(acme):
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/chat/completions"
+        return httpx.Response(400, json={"error": {"message": "model 'x' does not exist"}})
+
+    body = build_body("acme", model="x", prompt="hi")
+    result = run_stream(
+        "acme",
+        body,
+        transport=httpx.MockTransport(handler),
+        base_url="http://acme.test/v1",
+        config=LabConfig(degrade=False),
+    )
+    assert result.error is not None
+    assert result.error.status == 400
+    assert result.error.message.startswith("Acme: HTTP 400")
+    assert [a.status for a in result.attempts] == [400]
+
+
+def test_unknown_provider_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown provider 'nope'"):
+        normalize_http_error("nope", 500, "")
+    with pytest.raises(ValueError, match="unknown provider 'nope'"):
+        providers.get_adapter("nope")
