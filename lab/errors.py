@@ -128,7 +128,7 @@ __all__ = [
     "GOOGLE_BLOCKING_FINISH_REASONS",
     "MODEL_ERROR_PATTERNS",
     "OPENROUTER_CODE_TYPE_TABLE",
-    "PROVIDERS",
+    "provider_families",
     "ErrorClass",
     "OpenAICompatibleErrorOptions",
     "StatusClassification",

@@ -46,8 +46,7 @@ import json
 import re
 from typing import Any
 
-
-__all__ = ["FAMILIES", "build_body", "normalize_messages", "request_url"]
+__all__ = ["build_body", "normalize_messages", "request_url"]
 
 
 def __getattr__(name: str) -> Any:
