@@ -693,8 +693,8 @@ def test_body_error_codes_let_the_error_code_decide_as_a_lab_addition(
 
 
 def test_normalize_http_error_rejects_an_unknown_provider():
-    with pytest.raises(ValueError, match="unknown provider 'mistral'"):
-        normalize_http_error("mistral", 400, "{}")
+    with pytest.raises(ValueError, match="unknown provider 'acme-llm'"):
+        normalize_http_error("acme-llm", 400, "{}")
 
 
 # --------------------------------------------------------------------------- OpenRouter

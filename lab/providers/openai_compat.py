@@ -283,27 +283,35 @@ class OpenAICompatibleAdapter(StreamAdapter):
             try:
                 raw = _json.loads(line)
             except (ValueError, RecursionError) as exc:
-                if event.unterminated:
-                    # The body was cut inside this event. The reference's line reader keeps
-                    # a partial last line and never parses it; the lab counts it, and the
-                    # unterminated tail makes the cut visible (eof_without_terminator).
-                    self.facts["cut_event_chars"] = self.facts.get("cut_event_chars", 0) + len(line)
-                    continue
-                # Reference: JSON.parse is not guarded; the throw ends the stream.
-                self.facts["invalid_json"] += 1
-                what = "empty data line" if not line else f"invalid JSON in data line: {exc}"
-                error = openai_compatible_provider_error(
-                    self.provider,
-                    what,
-                    original_error={"data": line[:2000]},
-                )
-                out.extend(self.fail(error))
-                self.stopped = True
-                return out
+                if self._unparsable(line, exc, event, out):
+                    return out
+                continue
             self._on_raw(raw, out)
             if self.stopped:
                 break
         return out
+
+    def _unparsable(
+        self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]
+    ) -> bool:
+        """A data line that is not JSON (or empty); True ends the stream.
+
+        Reference (§3): JSON.parse is not guarded, the throw ends the stream as an error
+        chunk. A body cut inside its last event is different: the reference's line reader
+        keeps a partial last line and never parses it, so the lab counts it
+        (``facts["cut_event_chars"]``) and the unterminated tail makes the cut visible
+        (``eof_without_terminator``)."""
+        if event.unterminated and line:
+            self.facts["cut_event_chars"] = self.facts.get("cut_event_chars", 0) + len(line)
+            return False
+        self.facts["invalid_json"] += 1
+        what = "empty data line" if not line else f"invalid JSON in data line: {exc}"
+        error = openai_compatible_provider_error(
+            self.provider, what, original_error={"data": line[:2000]}
+        )
+        out.extend(self.fail(error))
+        self.stopped = True
+        return True
 
     def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
         if not isinstance(raw, dict):
@@ -454,22 +462,34 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if self.spill.notes:
                 self._drain(self.spill)
 
+    _reasoning_key: ClassVar[str] = "reasoning_content"
+    """Where the normalized delta holds reasoning (OpenRouter: ``reasoning``)."""
+
+    def _guard_piece(self, delta: dict) -> tuple[Any, bool]:
+        """The per-piece guards (§3: dedup, then the speaker guard) over the delta's content;
+        returns the content to emit and whether the speaker guard fired."""
+        fired = False
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            content = self.dedup.filter(content)
+            if self.dedup.notes:
+                self._drain(self.dedup)
+        if self.speaker is not None and isinstance(content, str) and content:
+            content = self.speaker.feed(content)
+            if self.speaker.notes:
+                self._drain(self.speaker)
+            fired = self.speaker.fired
+        return content, fired
+
     def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
+        """One piece: guards, the commit point, the speaker tail before a terminal piece,
+        the meaningful filter, then process_chunk (one definition for the chat adapters)."""
         choices = chunk.get("choices")
         delta = choices[0]["delta"] if choices else None
         fired = False
         content = None
         if delta is not None:
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                content = self.dedup.filter(content)
-                if self.dedup.notes:
-                    self._drain(self.dedup)
-            if self.speaker is not None and isinstance(content, str) and content:
-                content = self.speaker.feed(content)
-                if self.speaker.notes:
-                    self._drain(self.speaker)
-                fired = self.speaker.fired
+            content, fired = self._guard_piece(delta)
             if "content" in delta or content:
                 delta["content"] = content
 
@@ -478,14 +498,19 @@ class OpenAICompatibleAdapter(StreamAdapter):
             or self.pending_think
             or (
                 delta is not None
-                and (content or delta.get("reasoning_content") or delta.get("tool_calls"))
+                and (
+                    content
+                    or delta.get(self._reasoning_key)
+                    or delta.get("tool_calls")
+                    or delta.get("reasoning_details")
+                )
             )
         ):
             self.committed = True
 
         tail = self._speaker_tail_before_terminal(chunk, content, delta)
         if tail:
-            self._emit(self._text_raw(tail), out)
+            self._emit_text(tail, out)
 
         if "error" not in chunk and "usage" not in chunk and not choices:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1
@@ -495,6 +520,10 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self._emit(chunk, out)
         if fired:
             self.stopped = True
+
+    def _emit_text(self, text: str, out: list[ProcessedChunk]) -> None:
+        """Emit guard-released text (a speaker tail, a flush) as a text chunk."""
+        self._emit(self._text_raw(text), out)
 
     @staticmethod
     def _text_raw(text: str) -> dict:
@@ -587,31 +616,21 @@ class OpenAICompatibleAdapter(StreamAdapter):
             metadata["finish_reason"] = finish
         content = delta.get("content")
 
-        if finish == "tool_calls" or (
-            finish and self.config.all_tool_calls and (self.tool_acc or delta.get("tool_calls"))
-        ):
-            self._accumulate_tools(delta)
-            calls, ignored = self._build_calls()
-            if ignored:
-                metadata["ignored_tool_calls"] = ignored
-            if not calls:
+        step = self._tool_step(finish, delta, metadata)
+        if step is not None:
+            if not step:
                 if content and finish != "tool_calls":
                     return new_chunk(
                         type="text", content=content, thoughts=thoughts, metadata=metadata
                     )
                 return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
             if content and finish != "tool_calls":
-                self._extra.extend(new_chunk(type="function_call", function_call=c) for c in calls)
+                self._extra.extend(self._call_chunk(c) for c in step)
                 return new_chunk(type="text", content=content, thoughts=thoughts, metadata=metadata)
-            self._extra.extend(new_chunk(type="function_call", function_call=c) for c in calls[1:])
+            self._extra.extend(self._call_chunk(c) for c in step[1:])
             return new_chunk(
-                type="function_call", function_call=calls[0], thoughts=thoughts, metadata=metadata
+                type="function_call", function_call=step[0], thoughts=thoughts, metadata=metadata
             )
-        if (
-            finish and self.tool_acc
-        ):  # streamed calls the reference never builds (finish != tool_calls)
-            self.facts.setdefault("dropped_tool_calls", []).extend(self.tool_acc.names())
-            self.tool_acc = ToolCallAccumulator()
         if finish == "stop":
             if content:
                 return new_chunk(type="text", content=content, thoughts=thoughts, metadata=metadata)
@@ -625,6 +644,39 @@ class OpenAICompatibleAdapter(StreamAdapter):
             self._accumulate_tools(delta)
             return new_chunk(type="text", content="", thoughts=thoughts, metadata=metadata)
         return new_chunk(type="text", content=content or "", thoughts=thoughts, metadata=metadata)
+
+    def _tool_step(
+        self, finish: str | None, delta: dict, metadata: dict
+    ) -> list[FunctionCall] | None:
+        """At a finish chunk: the step's calls when this finish builds them (``tool_calls``;
+        any finish with ``config.all_tool_calls`` when calls were streamed), else None. Calls
+        streamed before another finish are named in ``facts["dropped_tool_calls"]``, as the
+        reference never builds them. Ignored calls go to ``metadata["ignored_tool_calls"]``."""
+        if finish == "tool_calls" or (
+            finish and self.config.all_tool_calls and (self.tool_acc or delta.get("tool_calls"))
+        ):
+            self._accumulate_tools(delta)
+            calls, ignored = self._build_calls()
+            if ignored:
+                metadata["ignored_tool_calls"] = ignored
+            return calls
+        if finish and self.tool_acc:
+            self.facts.setdefault("dropped_tool_calls", []).extend(self.tool_acc.names())
+            self.tool_acc = ToolCallAccumulator()
+        return None
+
+    def _call_chunk(self, call: FunctionCall) -> ProcessedChunk:
+        return new_chunk(
+            type="function_call", function_call=call, serving_provider=self.serving_provider
+        )
+
+    def _first_call_fields(self) -> dict[str, Any]:
+        """Provider fields the step's first call carries (DeepSeek: its reasoning_content)."""
+        reasoning = "".join(self.reasoning_acc)
+        self.reasoning_acc = []
+        if self.preserve_reasoning_content and reasoning:
+            return {"reasoning_content": reasoning}
+        return {}
 
     def _accumulate_tools(self, delta: dict) -> None:
         acc = self.tool_acc
@@ -652,8 +704,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         ``facts["dropped_tool_calls"]``. **truncated**: the stream was cut before the
         call's finish chunk, so each call is marked ``arguments_truncated``."""
         built = self.tool_acc.take()
-        reasoning = "".join(self.reasoning_acc)
-        self.reasoning_acc = []
+        first_fields = self._first_call_fields()
         if self.config.all_tool_calls:
             keep, ignored = built, []
         else:
@@ -666,9 +717,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if not acc["name"]:
                 continue
             parsed = self._parse_arguments(acc["arguments"], acc["name"])
-            provider_fields: dict[str, Any] = {}
-            if self.preserve_reasoning_content and reasoning and not calls:
-                provider_fields["reasoning_content"] = reasoning
+            provider_fields: dict[str, Any] = {} if calls else dict(first_fields)
             if parsed.error is not None:
                 provider_fields["raw_arguments"] = acc["arguments"]
                 provider_fields["arguments_error"] = parsed.error
@@ -695,7 +744,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             self.tool_acc = ToolCallAccumulator()
             return
         calls, _ = self._build_calls(truncated=True)
-        out.extend(new_chunk(type="function_call", function_call=c) for c in calls)
+        out.extend(self._call_chunk(c) for c in calls)
 
     # -- end of stream ------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ lines inside one SSE event are processed one by one, as the reference's line rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lab import _json
@@ -28,15 +29,8 @@ from lab.errors import (
     parse_error_message,
     parse_status_code,
 )
-from lab.guards import (
-    RecentTextDedup,
-    SpeakerBoundaryGuard,
-    SpillGuard,
-    ThinkBlockStripper,
-)
 from lab.http.sse import SSEEvent
 from lab.model import (
-    FunctionCall,
     ProcessedChunk,
     ProviderError,
     new_chunk,
@@ -44,11 +38,21 @@ from lab.model import (
 )
 from lab.providers.base import (
     RetryAttempt,
-    StreamAdapter,
+    ToolCallAccumulator,
     is_number,
+    note_unknown_keys,
     openai_usage,
     split_text_and_tool,
 )
+from lab.providers.openai_compat import (
+    CHOICE_KEYS,
+    CHUNK_KEYS,
+    DELTA_KEYS,
+    OpenAICompatibleAdapter,
+)
+
+_OR_CHOICE_KEYS = CHOICE_KEYS | {"finishReason"}
+_OR_DELTA_KEYS = DELTA_KEYS | {"toolCalls", "reasoningDetails"}
 
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
 
@@ -190,8 +194,18 @@ openrouter_usage = openai_usage
 :func:`lab.providers.base.openai_usage`)."""
 
 
-class OpenRouterAdapter(StreamAdapter):
-    """OpenRouter's chat-completions stream, reproduced literally (quirks included)."""
+class OpenRouterAdapter(OpenAICompatibleAdapter):
+    """OpenRouter's chat-completions stream, reproduced literally (quirks included).
+
+    It specializes the OpenAI-compatible adapter; what differs are these hooks:
+
+    1. an invalid data line is skipped and counted (``_unparsable``), not the end;
+    2. reasoning lives in ``reasoning`` and ``reasoning_details`` (``normalize_openrouter_chunk``);
+    3. every guard runs per piece, after the text/tool split (``_guard_piece``);
+    4. ``finish_reason: "length"`` keeps the chunk's text (``outputTruncated``);
+    5. the serving backend is read from ``provider`` (``names_backend``);
+    6. an error chunk keeps its envelope's backend and usage (``_keep_error_envelope``).
+    """
 
     provider = "openrouter"
     family = "openrouter"
@@ -199,26 +213,11 @@ class OpenRouterAdapter(StreamAdapter):
     default_base_url = "https://openrouter.ai/api/v1"
     api_key_env = "OPENROUTER_API_KEY"
     degrade_on_502 = True
+    error_prefix = "OpenRouter"
+    _reasoning_key = "reasoning"
 
     def reset(self) -> None:
-        cfg = self.config
-        self.think = (
-            ThinkBlockStripper(
-                persona_name=cfg.persona_name, capture_thoughts=cfg.capture_think_blocks_as_thoughts
-            )
-            if cfg.strip_think_blocks
-            else None
-        )
-        self.spill = SpillGuard(cfg.spill)
-        self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
-        self.speaker = (
-            SpeakerBoundaryGuard(
-                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
-            )
-            if cfg.speaker_guard
-            else None
-        )
-        self.tool_acc: dict[int, dict[str, Any]] = {}
+        super().reset()
         self.rd_acc: list[Any] = []
 
     # -- request side -------------------------------------------------------------------
@@ -228,6 +227,9 @@ class OpenRouterAdapter(StreamAdapter):
         headers["http-referer"] = "https://github.com/stream-lab/stream-lab"
         headers["x-title"] = "Stream Lab"
         return headers
+
+    def extra_classifiers(self, body: dict) -> tuple[Callable[..., Any], ...]:
+        return ()  # OpenRouter's ladder has no stream_options / stop classifiers
 
     def failure_message(self, status: int, body_text: str) -> str:
         return parse_error_message("openrouter", body_text, status) or f"HTTP {status}"
@@ -252,31 +254,17 @@ class OpenRouterAdapter(StreamAdapter):
 
     # -- stage 02 -----------------------------------------------------------------------
 
-    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
-        self._note_event(event)
-        data = event.data
-        if data is None or event.is_comment:
-            return []
-        out: list[ProcessedChunk] = []
-        lines = data.split("\n") if "\n" in data else (data,)
-        for line in lines:
-            line = line.strip()
-            if not line:
-                continue
-            if line == "[DONE]":
-                self.facts["done_seen"] = True
-                continue
-            try:
-                raw = _json.loads(line)
-            except (ValueError, RecursionError):  # nesting too deep is invalid JSON too
-                self.facts["invalid_json"] += 1
-                continue
-            self._on_raw(raw, out)
-            if self.stopped:
-                break
-        return out
+    def _unparsable(
+        self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]
+    ) -> bool:
+        """§2.3: empty data is skipped; invalid JSON is logged, counted and skipped."""
+        if line:
+            self.facts["invalid_json"] += 1
+        return False
 
     def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
+        if isinstance(raw, dict) and "choices" in raw:
+            self._note_shapes(raw)
         chunk = normalize_openrouter_chunk(raw)
         if chunk is None:
             return
@@ -293,6 +281,19 @@ class OpenRouterAdapter(StreamAdapter):
             if self.stopped:
                 return
 
+    def _note_shapes(self, raw: dict) -> None:
+        """Count the keys no rule reads (``unhandled_shape``), camelCase forms included."""
+        facts = self.facts
+        note_unknown_keys(facts, raw, CHUNK_KEYS, "")
+        choices = raw.get("choices")
+        if isinstance(choices, list):
+            for ch in choices:
+                if isinstance(ch, dict):
+                    note_unknown_keys(facts, ch, _OR_CHOICE_KEYS, "choices[]")
+                    delta = ch.get("delta")
+                    if isinstance(delta, dict):
+                        note_unknown_keys(facts, delta, _OR_DELTA_KEYS, "choices[].delta")
+
     @staticmethod
     def _split_text_and_tool(chunk: dict) -> list[dict]:
         pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
@@ -302,69 +303,33 @@ class OpenRouterAdapter(StreamAdapter):
             pieces[1]["_repeated_reasoning"] = True
         return pieces
 
-    def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
-        choices = chunk.get("choices")
-        delta = choices[0]["delta"] if choices else None
-        fired = False
-        if delta is not None:
-            content = delta.get("content")
-            if content and self.think is not None:
-                g = self.think.feed(content)
-                content = g.content
-                if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
-                    delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
-                if self.think.notes:
-                    self._drain(self.think)
-            reasoning = delta.get("reasoning")
-            if reasoning:
-                self.spill.observe_reasoning(reasoning)
-            if content:  # normalized content is a str or None
-                g = self.spill.filter(content)
-                content = g.content
-                if g.reasoning:
-                    delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
-                if self.spill.notes:
-                    self._drain(self.spill)
-            if content:
-                content = self.dedup.filter(content)
-                if self.dedup.notes:
-                    self._drain(self.dedup)
-            if content and self.speaker is not None:
-                content = self.speaker.feed(content)
-                if self.speaker.notes:
-                    self._drain(self.speaker)
-                fired = self.speaker.fired
-            if "content" in delta or content:
-                delta["content"] = content
-            reasoning = delta.get("reasoning")
-        else:
-            content = reasoning = None
+    def _guard_piece(self, delta: dict) -> tuple[Any, bool]:
+        """§2.6: think strip -> spill guard on this piece (moved text joins ``reasoning``),
+        then the shared dedup -> speaker guard."""
+        content = delta.get("content")
+        if content and self.think is not None:
+            g = self.think.feed(content)
+            content = g.content
+            if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
+                delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
+            if self.think.notes:
+                self._drain(self.think)
+        reasoning = delta.get("reasoning")
+        if reasoning:
+            self.spill.observe_reasoning(reasoning)
+        if content:  # normalized content is a str or None
+            g = self.spill.filter(content)
+            content = g.content
+            if g.reasoning:
+                delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
+            if self.spill.notes:
+                self._drain(self.spill)
+        if "content" in delta or content:
+            delta["content"] = content
+        return super()._guard_piece(delta)
 
-        if not self.committed and (
-            "usage" in chunk
-            or (
-                delta is not None
-                and (
-                    content
-                    or reasoning
-                    or delta.get("tool_calls")
-                    or delta.get("reasoning_details")
-                )
-            )
-        ):
-            self.committed = True
-
-        tail = self._speaker_tail_before_terminal(chunk, content, delta)
-        if tail:
-            out.append(self._text_chunk(tail))
-
-        if "error" not in chunk and "usage" not in chunk and not choices:
-            if fired:
-                self.stopped = True
-            return
-        out.append(self.process_chunk(chunk))
-        if fired:
-            self.stopped = True
+    def _emit_text(self, text: str, out: list[ProcessedChunk]) -> None:
+        out.append(self._text_chunk(text))
 
     def _text_chunk(self, text: str) -> ProcessedChunk:
         return new_chunk(type="text", content=text, serving_provider=self.serving_provider)
@@ -390,7 +355,7 @@ class OpenRouterAdapter(StreamAdapter):
                     metadata=evidence,
                 )
             if self.tool_acc and is_openrouter_malformed_tool_call_error(err):
-                self.tool_acc = {}
+                self.tool_acc = ToolCallAccumulator()
                 self.rd_acc = []
                 message = err.get("message") or OPENROUTER_DEFAULT_MESSAGE
                 return new_chunk(
@@ -435,21 +400,25 @@ class OpenRouterAdapter(StreamAdapter):
                 serving_provider=sp,
                 metadata=metadata,
             )
-        if finish == "tool_calls":
-            self._accumulate_tools(delta)
-            call = self._build_call()
-            if call is None:
+        step = self._tool_step(finish, delta, metadata)
+        if step is not None:
+            if step and (content and finish != "tool_calls"):
+                self._extra.extend(self._call_chunk(c) for c in step)
+                step = []
+            elif step:
+                self._extra.extend(self._call_chunk(c) for c in step[1:])
+                return new_chunk(
+                    type="function_call",
+                    function_call=step[0],
+                    thoughts=thoughts,
+                    serving_provider=sp,
+                    metadata=metadata,
+                )
+            if finish == "tool_calls" or not content:
                 return new_chunk(
                     type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
                 )
-            return new_chunk(
-                type="function_call",
-                function_call=call,
-                thoughts=thoughts,
-                serving_provider=sp,
-                metadata=metadata,
-            )
-        if finish == "stop":
+        if finish == "stop" or (step is not None and content):
             if content:
                 return new_chunk(
                     type="text",
@@ -478,13 +447,6 @@ class OpenRouterAdapter(StreamAdapter):
             )
         if delta.get("reasoning_details"):
             self.rd_acc.extend(delta["reasoning_details"])
-            return new_chunk(
-                type="text",
-                content=content or "",
-                thoughts=thoughts,
-                serving_provider=sp,
-                metadata=metadata,
-            )
         return new_chunk(
             type="text",
             content=content or "",
@@ -494,65 +456,45 @@ class OpenRouterAdapter(StreamAdapter):
         )
 
     def _accumulate_tools(self, delta: dict) -> None:
-        for tc in delta.get("tool_calls") or ():
-            acc = self.tool_acc.setdefault(tc.get("index", 0), {"name": "", "arguments": ""})
-            for key in ("id", "type", "thought_signature"):
-                if key in tc:
-                    acc[key] = tc[key]
-            fn = tc.get("function") or {}
-            if "name" in fn:
-                acc["name"] += fn["name"]
-            if "arguments" in fn:
-                acc["arguments"] += fn["arguments"]
+        super()._accumulate_tools(delta)
         if delta.get("reasoning_details"):
             self.rd_acc.extend(delta["reasoning_details"])
 
-    def _build_call(self) -> FunctionCall | None:
-        acc = self.tool_acc.get(0)
-        rd = self.rd_acc
-        self.tool_acc = {}
-        self.rd_acc = []
-        if not acc or not acc["name"]:
-            return None
-        parsed = self._parse_arguments(acc["arguments"], acc["name"])
-        provider_fields: dict[str, Any] = {}
-        if rd:
-            provider_fields["reasoning_details"] = rd
-        if parsed.error is not None:
-            provider_fields["raw_arguments"] = acc["arguments"]
-            provider_fields["arguments_error"] = parsed.error
-        return FunctionCall(
-            name=acc["name"],
-            args=parsed.args,
-            id=acc.get("id"),
-            thought_signature=acc.get("thought_signature"),
-            arguments_truncated=parsed.truncated,
-            provider_fields=provider_fields,
-        )
+    def _first_call_fields(self) -> dict[str, Any]:
+        rd, self.rd_acc = self.rd_acc, []
+        return {"reasoning_details": rd} if rd else {}
 
     # -- end of stream ------------------------------------------------------------------
 
     def finish(self) -> list[ProcessedChunk]:
         """Natural end (§2.7): spill flush, think flush, then the speaker tail."""
         out: list[ProcessedChunk] = []
-        if self.stopped:
+        if self.stopped or self.ended:
             return out
+        self.ended = True
+        self._flush_spill(out)
+        self._flush_think(out)
+        if self.speaker is not None:
+            tail = self.speaker.flush()
+            if tail:
+                out.append(self._text_chunk(tail))
+        self._cut_tool_calls(out)
+        return out
+
+    def _flush_spill(self, out: list[ProcessedChunk]) -> None:
         g = self.spill.flush()
         if self.spill.notes:
             self._drain(self.spill)
         if g.content or g.reasoning:
             out.append(self._flush_chunk(g.content, g.reasoning))
+
+    def _flush_think(self, out: list[ProcessedChunk]) -> None:
         if self.think is not None:
             g = self.think.flush()
             if self.think.notes:
                 self._drain(self.think)
             if g.content or g.reasoning:
                 out.append(self._flush_chunk(g.content, g.reasoning))
-        if self.speaker is not None:
-            tail = self.speaker.flush()
-            if tail:
-                out.append(self._text_chunk(tail))
-        return out
 
     def _flush_chunk(self, content: str, reasoning: str) -> ProcessedChunk:
         thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
@@ -563,21 +505,16 @@ class OpenRouterAdapter(StreamAdapter):
     def fail(self, error: ProviderError) -> list[ProcessedChunk]:
         """Error path (§2.2/§2.7): spill flush, speaker tail, think flush, then the error."""
         out: list[ProcessedChunk] = []
-        g = self.spill.flush()
-        if self.spill.notes:
-            self._drain(self.spill)
-        if g.content or g.reasoning:
-            out.append(self._flush_chunk(g.content, g.reasoning))
+        if self.ended:
+            return out
+        self.ended = True
+        self._flush_spill(out)
         if self.speaker is not None:
             tail = self.speaker.flush()
             if tail:
                 out.append(self._text_chunk(tail))
-        if self.think is not None:
-            g = self.think.flush()
-            if self.think.notes:
-                self._drain(self.think)
-            if g.content or g.reasoning:
-                out.append(self._flush_chunk(g.content, g.reasoning))
+        self._flush_think(out)
+        self._cut_tool_calls(out)
         self._record_finish("error")
         out.append(new_chunk(type="error", error=error, serving_provider=self.serving_provider))
         return out
