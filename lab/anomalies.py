@@ -403,6 +403,16 @@ def hostile_value(result: StreamResult, config: AnomalyConfig | None = None) -> 
     return bool(result.facts.get("hostile_values"))
 
 
+def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The dedup guard dropped a whole delta that was whitespace or started a new word."""
+    for e in result.guard_events:
+        if e.guard == "dedup" and e.detail.get("rule") == "full_repeat":
+            moved = e.moved
+            if moved.isspace() or (moved[:1].isspace() and moved.strip()):
+                return True
+    return False
+
+
 def unhandled_shapes(result: StreamResult) -> dict[str, int]:
     """The field paths / event types behind ``unhandled_shape``, with how often each came."""
     return dict(result.facts.get("unhandled_shapes") or {})
@@ -434,6 +444,7 @@ DETECTORS: dict[str, Detector] = {
     "usage_excludes_reasoning": usage_excludes_reasoning,
     "unhandled_shape": unhandled_shape,
     "hostile_value": hostile_value,
+    "dedup_dropped_repeat": dedup_dropped_repeat,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

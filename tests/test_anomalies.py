@@ -227,6 +227,7 @@ def test_registry_lists_every_detector_in_report_order():
         "usage_excludes_reasoning",
         "unhandled_shape",
         "hostile_value",
+        "dedup_dropped_repeat",
     ]
 
 
@@ -364,7 +365,10 @@ def test_short_or_blank_deltas_repeated_are_not_duplicates():
         content("print(x)\n```"),
         ending(),
     )
-    assert detect(r) == []
+    # Not duplicated deltas. But the reference dedup (§7.1) drops the second 8-space indent
+    # of the answer, and dedup_dropped_repeat says so (issue 18).
+    assert detect(r) == ["dedup_dropped_repeat"]
+    assert r.text == "```python\nfor x in xs:\n        print(x)\n```"  # one indent, not two
 
 
 def test_duplicate_delta_threshold_is_configurable():
@@ -805,3 +809,33 @@ def test_unhandled_shapes_lists_the_paths_with_counts():
 
     r = _facts(unhandled_shapes={"choices[].delta.audio": 2, "x": 1})
     assert unhandled_shapes(r) == {"choices[].delta.audio": 2, "x": 1}
+
+
+def _chat(*contents: str) -> bytes:
+    def chunk(delta: dict, finish: str | None) -> str:
+        return json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    lines = [chunk({"content": c}, None) for c in contents]
+    lines.append(chunk({}, "stop"))
+    return "".join(f"data: {x}\n\n" for x in lines).encode() + b"data: [DONE]\n\n"
+
+
+def test_reference_dedup_drops_a_repeated_word_and_the_anomaly_says_so():
+    from lab.config import LabConfig
+
+    body = _chat("Ask the", " question", " question", " again.")
+    ref = replay_sse("openai", body)
+    assert ref.text == "Ask the question again."
+    assert "dedup_dropped_repeat" in detect(ref)
+    kept = replay_sse("openai", body, config=LabConfig(dedup_partial_overlaps_only=True))
+    assert kept.text == "Ask the question question again."
+    assert "dedup_dropped_repeat" not in detect(kept)
+
+
+def test_dedup_still_drops_a_resent_overlap_with_partial_overlaps_only():
+    from lab.config import LabConfig
+
+    body = _chat("Hello there, friend", "there, friend. How are you?")
+    r = replay_sse("openai", body, config=LabConfig(dedup_partial_overlaps_only=True))
+    assert r.text == "Hello there, friend. How are you?"
+    assert "dedup_dropped_repeat" not in detect(r)

@@ -60,14 +60,28 @@ class RecentTextDedup(NoteSink):
     ('Hello there, friend', '. How are you?')
     """
 
-    __slots__ = ("notes", "tail_chars", "min_chars", "_pieces", "_len", "_fed")
+    __slots__ = (
+        "notes",
+        "tail_chars",
+        "min_chars",
+        "partial_overlaps_only",
+        "_pieces",
+        "_len",
+        "_fed",
+    )
 
     def __init__(
         self,
         tail_chars: int = STREAM_TEXT_TAIL_CHARS,
         min_chars: int = STREAM_TEXT_MIN_DEDUP_CHARS,
+        partial_overlaps_only: bool = False,
     ) -> None:
+        """**partial_overlaps_only** (``LabConfig.dedup_partial_overlaps_only``, off as in
+        the reference): drop only the overlap of a delta that resends the tail's end and
+        continues; a delta that is a whole repeat (two 8-space indents, ``" question"``
+        twice) is kept."""
         self.notes = []
+        self.partial_overlaps_only = partial_overlaps_only
         self.tail_chars = max(1, tail_chars)
         self.min_chars = max(1, min_chars)
         self._pieces: deque[str] = deque()
@@ -121,8 +135,9 @@ class RecentTextDedup(NoteSink):
         if n >= self.min_chars and self._len:
             tail = self._last(n)  # an overlap can never be longer than the chunk
             if tail.endswith(text):
-                out = ""
-                self._note("dedup", "full_repeat", at, text)
+                if not self.partial_overlaps_only:
+                    out = ""
+                    self._note("dedup", "full_repeat", at, text)
             else:
                 k = self._overlap(tail, text)
                 if k:

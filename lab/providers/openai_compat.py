@@ -246,7 +246,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
             else None
         )
         self.spill = SpillGuard(cfg.spill)
-        self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
+        self.dedup = RecentTextDedup(
+            tail_chars=cfg.dedup_tail_chars,
+            min_chars=cfg.dedup_min_chars,
+            partial_overlaps_only=cfg.dedup_partial_overlaps_only,
+        )
         self.speaker = (
             SpeakerBoundaryGuard(
                 holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
