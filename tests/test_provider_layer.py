@@ -134,3 +134,22 @@ def test_unknown_provider_is_a_clear_error():
         normalize_http_error("nope", 500, "")
     with pytest.raises(ValueError, match="unknown provider 'nope'"):
         providers.get_adapter("nope")
+
+
+def test_docs_providers_example_registers_a_working_provider():
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "providers.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1
+    try:
+        exec(compile(blocks[0], "docs/providers.md", "exec"), {"__name__": "docs_providers"})
+        err = normalize_http_error("acme", 503, '{"error": {"message": "busy"}}')
+        assert err.message.startswith("Acme: HTTP 503")
+    finally:
+        providers.PROVIDERS.pop("acme", None)
+
+
+def test_docs_providers_table_lists_every_registered_provider():
+    text = (Path(__file__).parent.parent / "docs" / "providers.md").read_text(encoding="utf-8")
+    assert [p for p in providers.PROVIDERS if f"| `{p}` |" not in text] == []
