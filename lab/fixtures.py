@@ -35,9 +35,11 @@ import argparse
 import copy
 import difflib
 import json
+import os
 import re
 import shutil
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -133,11 +135,16 @@ def load_fixture(path: str | Path) -> Fixture:
 
 
 def discover(root: str | Path = "tests/fixtures") -> list[Path]:
-    """Every fixture directory directly under ``root`` (those holding a ``fixture.json``)."""
+    """Every fixture directory directly under ``root`` (those holding a ``fixture.json``;
+    hidden ones, such as an export still being built, are not fixtures)."""
     r = Path(root)
     if not r.is_dir():
         return []
-    return sorted(d for d in r.iterdir() if d.is_dir() and (d / META_FILE).is_file())
+    return sorted(
+        d
+        for d in r.iterdir()
+        if d.is_dir() and not d.name.startswith(".") and (d / META_FILE).is_file()
+    )
 
 
 def replay_fixture(path: str | Path, config: Any = None) -> StreamResult:
@@ -193,9 +200,20 @@ def update_golden(path: str | Path) -> list[str]:
             + "; ".join(result.divergence)
         )
     diff = compare_to_golden(p)
-    (p / EXPECTED_FILE).write_text(golden_text(result), encoding="utf-8")
-    (p / SSE_FILE).write_text(render_sse(fx.request, name=fx.name), encoding="utf-8")
+    _replace_text(p / EXPECTED_FILE, golden_text(result))
+    _replace_text(p / SSE_FILE, render_sse(fx.request, name=fx.name))
     return diff
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a hidden temporary file, then ``os.replace``)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # -- the readable rendering --------------------------------------------------------------------
@@ -287,73 +305,63 @@ def _write_capture(
     info: dict[str, Any],
     started_at: dict[int, Any],
 ) -> None:
-    import base64
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """The request's exchanges as a one-part capture in ``out``, through the capture
+    writer's :func:`~lab.capture.writer.write_part` (the one writer of the format)."""
     from lab.capture.redact import REDACTION_POLICY
     from lab.capture.schema import schema_for
+    from lab.capture.writer import encode_body, write_part
 
     out.mkdir(parents=True, exist_ok=True)
-    streams_schema = schema_for("streams", info, REDACTION_POLICY)
-    chunks_schema = schema_for("chunks", info, REDACTION_POLICY)
     capture_id = info["capture_id"]
-    srows: list[dict[str, Any]] = []
-    ccols: dict[str, list] = {n: [] for n in chunks_schema.names}
+    exchanges: list[tuple[dict[str, Any], list[bytes], list[int]]] = []
     for k, ex in enumerate(request.exchanges):
         ex = _redacted(ex)
-        try:
-            body, encoding = ex.request_body.decode("utf-8"), "utf-8"
-        except UnicodeDecodeError:
-            body, encoding = base64.b64encode(ex.request_body).decode("ascii"), "base64"
+        body, encoding = encode_body(ex.request_body)
         ts = list(ex.read_t_ns)
-        srows.append(
-            {
-                "capture_id": capture_id,
-                "exchange": k,
-                "stream_id": ex.stream_id,
-                "attempt": ex.attempt,
-                "attempt_label": ex.attempt_label,
-                "provider": ex.provider,
-                "model": ex.model,
-                "method": ex.method,
-                "url": ex.url,
-                "request_headers": json.dumps(ex.request_headers, ensure_ascii=False),
-                "request_body": body,
-                "request_body_encoding": encoding,
-                "started_at": started_at.get(ex.attempt, k),
-                "status": ex.status,
-                "http_version": ex.http_version,
-                "response_headers": (
-                    json.dumps(ex.response_headers, ensure_ascii=False)
-                    if ex.status is not None
-                    else None
-                ),
-                "t_headers_ns": ex.t_headers_ns,
-                "t_first_read_ns": ts[0] if ts else None,
-                "t_last_read_ns": ts[-1] if ts else None,
-                "t_end_ns": ex.t_end_ns,
-                "end_reason": ex.end_reason,
-                "error": ex.error,
-                "n_reads": len(ex.reads),
-                "n_bytes": sum(map(len, ex.reads)),
-                "meta": json.dumps(ex.meta or {}, ensure_ascii=False, sort_keys=True),
-            }
+        exchanges.append(
+            (
+                {
+                    "capture_id": capture_id,
+                    "exchange": k,
+                    "stream_id": ex.stream_id,
+                    "attempt": ex.attempt,
+                    "attempt_label": ex.attempt_label,
+                    "provider": ex.provider,
+                    "model": ex.model,
+                    "method": ex.method,
+                    "url": ex.url,
+                    "request_headers": json.dumps(ex.request_headers, ensure_ascii=False),
+                    "request_body": body,
+                    "request_body_encoding": encoding,
+                    "started_at": started_at.get(ex.attempt, k),
+                    "status": ex.status,
+                    "http_version": ex.http_version,
+                    "response_headers": (
+                        json.dumps(ex.response_headers, ensure_ascii=False)
+                        if ex.status is not None
+                        else None
+                    ),
+                    "t_headers_ns": ex.t_headers_ns,
+                    "t_first_read_ns": ts[0] if ts else None,
+                    "t_last_read_ns": ts[-1] if ts else None,
+                    "t_end_ns": ex.t_end_ns,
+                    "end_reason": ex.end_reason,
+                    "error": ex.error,
+                    "n_reads": len(ex.reads),
+                    "n_bytes": sum(map(len, ex.reads)),
+                    "meta": json.dumps(ex.meta or {}, ensure_ascii=False, sort_keys=True),
+                },
+                list(ex.reads),
+                ts,
+            )
         )
-        n = len(ex.reads)
-        ccols["capture_id"] += [capture_id] * n
-        ccols["exchange"] += [k] * n
-        ccols["stream_id"] += [ex.stream_id] * n
-        ccols["attempt"] += [ex.attempt] * n
-        ccols["seq"] += list(range(n))
-        ccols["t_ns"] += ts
-        ccols["raw"] += list(ex.reads)
-        ccols["n_bytes"] += [len(r) for r in ex.reads]
-    streams = pa.Table.from_pylist(srows, schema=streams_schema)
-    chunks = pa.table(ccols, schema=chunks_schema)
-    pq.write_table(chunks, out / "chunks-00000.parquet", compression="zstd")
-    pq.write_table(streams, out / "streams-00000.parquet", compression="zstd")
+    write_part(
+        out,
+        0,
+        exchanges,
+        streams_schema=schema_for("streams", info, REDACTION_POLICY),
+        chunks_schema=schema_for("chunks", info, REDACTION_POLICY),
+    )
 
 
 def _source_info(cap: Any, request: RecordedRequest, name: str) -> dict[str, Any]:
@@ -470,12 +478,40 @@ def export_fixture(
     name = name or default_name(req, result)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise FixtureError(f"fixture name {name!r}: use letters, digits, '.', '_' and '-'")
-    out = Path(dest) / name
-    if out.exists():
-        if not overwrite:
-            raise FixtureError(f"{out} already exists; remove it or choose another --name")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    final = Path(dest) / name
+    if final.exists() and not overwrite:
+        raise FixtureError(f"{final} already exists; remove it or choose another --name")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    # built whole in a hidden sibling directory and renamed into place: a failed export
+    # leaves nothing behind, and an overwritten fixture stays intact until the new one is
+    # complete
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=final.parent))
+    try:
+        _fill_fixture(staging, req, cap, cfg, result, name, predicate, shrink_info)
+        if final.exists():
+            old = staging.with_name(staging.name + ".old")
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old)
+        else:
+            staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def _fill_fixture(
+    out: Path,
+    req: RecordedRequest,
+    cap: Any,
+    cfg: LabConfig,
+    result: StreamResult,
+    name: str,
+    predicate: str | None,
+    shrink_info: dict[str, Any] | None,
+) -> None:
+    """Write every file of a fixture into the (empty, staging) directory ``out``."""
     _write_capture(
         req, out / CAPTURE_DIR, info=_source_info(cap, req, name), started_at=_started_at(cap, req)
     )
@@ -504,7 +540,6 @@ def export_fixture(
     # the golden comes from the fixture as written, read back: what the tests will replay
     written = load_fixture(out).replay()
     (out / EXPECTED_FILE).write_text(golden_text(written), encoding="utf-8")
-    return out
 
 
 # -- predicates --------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from lab.capture.journal import JournalWriter, bytes_record, check_intervals, js
 from lab.capture.redact import REDACTION_POLICY, Redactor
 from lab.capture.schema import END_REASONS, capture_info, schema_for
 
-__all__ = ["CaptureWriter", "ExchangeRecorder", "new_capture_id"]
+__all__ = ["CaptureWriter", "ExchangeRecorder", "new_capture_id", "write_part"]
 
 _MAX_PART_BYTES = 256 * 1024 * 1024  # keep one part's binary column well under 2 GiB
 _EAGER_PART_BYTES = 16 * 1024 * 1024  # write a part early once this much is pending
@@ -719,43 +719,80 @@ class CaptureWriter:
         return batch
 
     def _write_batch(self, batch: list[_Finished]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         n = self._next_part
         self._next_part += 1
-        chunk_cols: dict[str, list] = {
-            "capture_id": [],
-            "exchange": [],
-            "stream_id": [],
-            "attempt": [],
-            "seq": [],
-            "t_ns": [],
-            "raw": [],
-            "n_bytes": [],
-        }
-        for item in batch:
-            row, count = item.row, len(item.reads)
-            chunk_cols["capture_id"] += [row["capture_id"]] * count
-            chunk_cols["exchange"] += [row["exchange"]] * count
-            chunk_cols["stream_id"] += [row["stream_id"]] * count
-            chunk_cols["attempt"] += [row["attempt"]] * count
-            chunk_cols["seq"] += range(count)
-            chunk_cols["t_ns"] += item.read_t_ns
-            chunk_cols["raw"] += item.reads
-            chunk_cols["n_bytes"] += map(len, item.reads)
-        chunks = pa.table(chunk_cols, schema=self._chunks_schema)
-        names = self._streams_schema.names
-        streams = pa.table(
-            {name: [item.row[name] for item in batch] for name in names},
-            schema=self._streams_schema,
+        streams_path, chunks_path = write_part(
+            self.path,
+            n,
+            [(item.row, item.reads, item.read_t_ns) for item in batch],
+            streams_schema=self._streams_schema,
+            chunks_schema=self._chunks_schema,
         )
-        chunks_path = self.path / f"chunks-{n:05d}.parquet"
-        streams_path = self.path / f"streams-{n:05d}.parquet"
-        # chunks first: a streams row on disk always has its chunks on disk
-        for table, final in ((chunks, chunks_path), (streams, streams_path)):
-            tmp = final.with_name(f".{final.name}.tmp")
-            pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, final)
         self.parts += [streams_path, chunks_path]
         self._journal.written(item.row["exchange"] for item in batch)
+
+
+def write_part(
+    directory: Path,
+    n: int,
+    exchanges: Iterable[tuple[Mapping[str, Any], list[bytes], list[int]]],
+    *,
+    streams_schema: Any,
+    chunks_schema: Any,
+) -> tuple[Path, Path]:
+    """Write exchanges as part ``n`` of a capture directory: the one writer of the format.
+
+    **exchanges** – ``(row, reads, read_t_ns)`` per exchange: ``row`` holds every column of
+    ``streams_schema`` (extra keys are ignored), ``reads`` the raw reads and ``read_t_ns``
+    their offsets. **streams_schema / chunks_schema** – from
+    :func:`~lab.capture.schema.schema_for` (they carry the footer metadata).
+
+    Writes ``chunks-<n>.parquet`` (one row per read, ``seq`` from 0 per exchange) and then
+    ``streams-<n>.parquet``, each as a hidden ``.<name>.tmp`` ``os.replace``-d into place,
+    so a streams row on disk always has its chunks on disk and no reader ever sees half a
+    file; a write that fails removes its temporary file. Returns (streams path, chunks
+    path). :class:`CaptureWriter` writes its parts with it, ``lab.fixtures`` its captures.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows: list[Mapping[str, Any]] = []
+    chunk_cols: dict[str, list] = {
+        "capture_id": [],
+        "exchange": [],
+        "stream_id": [],
+        "attempt": [],
+        "seq": [],
+        "t_ns": [],
+        "raw": [],
+        "n_bytes": [],
+    }
+    for row, reads, read_t_ns in exchanges:
+        rows.append(row)
+        count = len(reads)
+        chunk_cols["capture_id"] += [row["capture_id"]] * count
+        chunk_cols["exchange"] += [row["exchange"]] * count
+        chunk_cols["stream_id"] += [row["stream_id"]] * count
+        chunk_cols["attempt"] += [row["attempt"]] * count
+        chunk_cols["seq"] += range(count)
+        chunk_cols["t_ns"] += read_t_ns
+        chunk_cols["raw"] += reads
+        chunk_cols["n_bytes"] += map(len, reads)
+    chunks = pa.table(chunk_cols, schema=chunks_schema)
+    streams = pa.table(
+        {name: [row[name] for row in rows] for name in streams_schema.names},
+        schema=streams_schema,
+    )
+    directory = Path(directory)
+    chunks_path = directory / f"chunks-{n:05d}.parquet"
+    streams_path = directory / f"streams-{n:05d}.parquet"
+    # chunks first: a streams row on disk always has its chunks on disk
+    for table, final in ((chunks, chunks_path), (streams, streams_path)):
+        tmp = final.with_name(f".{final.name}.tmp")
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return streams_path, chunks_path
