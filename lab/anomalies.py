@@ -106,9 +106,17 @@ REPETITION_MIN_ALNUM = 20
 REPETITION_MAX_PERIOD = 4000
 """The longest passage the repetition search looks for (keeps it linear in the text)."""
 
-NO_DONE_SENTINEL_PROVIDERS: frozenset[str] = frozenset({"google", "anthropic"})
-"""Provider families that never send ``data: [DONE]``; their only end evidence is a finish
-reason (Gemini ``finishReason``, Anthropic ``message_delta.stop_reason`` / ``message_stop``)."""
+
+def _no_done_sentinel_providers() -> frozenset[str]:
+    from lab.providers import PROVIDERS, get_adapter
+
+    return frozenset(p for p in PROVIDERS if not get_adapter(p).sends_done_sentinel)
+
+
+NO_DONE_SENTINEL_PROVIDERS: frozenset[str] = _no_done_sentinel_providers()
+"""Providers whose family never sends ``data: [DONE]`` (each adapter's
+``sends_done_sentinel``); their only end evidence is a finish reason (Gemini
+``finishReason``, Anthropic ``message_delta.stop_reason`` / ``message_stop``)."""
 
 
 _MAX_CANDIDATES_PER_ANCHOR = 64

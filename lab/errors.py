@@ -111,13 +111,10 @@ from __future__ import annotations
 
 import json
 import re
-import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
-from lab.degrade import is_generic_error_message
 from lab.model import ErrorType, ProviderError
 
 __all__ = [
@@ -127,15 +124,11 @@ __all__ = [
     "CREDIT_AFFORDABILITY_PATTERNS",
     "GOOGLE_BLOCKING_FINISH_REASONS",
     "MODEL_ERROR_PATTERNS",
-    "OPENROUTER_CODE_TYPE_TABLE",
     "provider_families",
     "ErrorClass",
-    "OpenAICompatibleErrorOptions",
-    "StatusClassification",
     "anthropic_error",
     "anthropic_stream_error",
     "classify_error",
-    "classify_openai_compatible_status",
     "collect_error_messages",
     "google_block_error",
     "google_provider_error",
@@ -144,18 +137,11 @@ __all__ = [
     "is_context_length_error",
     "is_credit_affordability_error",
     "is_model_error_message",
-    "is_openrouter_malformed_tool_call_error",
-    "is_openrouter_privacy_error",
-    "is_provider_error_shape",
     "is_provider_model_error",
     "normalize_http_error",
-    "openai_compatible_provider_error",
-    "openai_compatible_stream_error",
-    "openrouter_error_type",
-    "openrouter_http_failure_message",
-    "openrouter_provider_error",
-    "openrouter_stream_error",
     "parse_error_message",
+    "parse_error_message_for_family",
+    "normalize_http_error_for_family",
     "parse_status_code",
     "provider_error_detail",
 ]
@@ -207,9 +193,55 @@ BALANCE_EXHAUSTED_PATTERNS: tuple[re.Pattern[str], ...] = _patterns(
 # --------------------------------------------------------------------------- constants
 
 
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "OPENROUTER_CODE_TYPE_TABLE",
+            "OPENROUTER_MESSAGE_TYPE_TABLE",
+            "OPENROUTER_PRIVACY_MARKERS",
+            "OPENROUTER_PRIVACY_MESSAGE",
+            "OPENROUTER_DEFAULT_MESSAGE",
+            "OPENROUTER_RAW_RESPONSE_MAX_CHARS",
+            "OPENROUTER_DEFAULT_MODEL_LABEL",
+            "OPENROUTER_MALFORMED_TOOL_CALL_CODE",
+            "OPENROUTER_MALFORMED_TOOL_CALL_MARKERS",
+            "openrouter_error_type",
+            "is_openrouter_privacy_error",
+            "openrouter_provider_error",
+            "openrouter_http_failure_message",
+            "is_provider_error_shape",
+            "openrouter_stream_error",
+            "is_openrouter_malformed_tool_call_error",
+        ),
+        "lab.providers.openrouter",
+    ),
+    **dict.fromkeys(
+        (
+            "CONNECTION_REFUSED_PHRASES",
+            "CODE_CONNECTION_REFUSED",
+            "HTTP_STATUS_IN_MESSAGE",
+            "OpenAICompatibleErrorOptions",
+            "OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE",
+            "StatusClassification",
+            "classify_openai_compatible_status",
+            "openai_compatible_provider_error",
+            "openai_compatible_stream_error",
+        ),
+        "lab.providers.openai_compat",
+    ),
+}
+"""Names whose one definition now lives in their provider's module (issue 18); still
+importable from here, resolved at first use so the arrows stay providers -> errors."""
+
+
 def __getattr__(name: str) -> Any:
     if name == "PROVIDERS":  # derived from the one registry, lab.providers.PROVIDERS
         return provider_families()
+    module = _MOVED.get(name)
+    if module is not None:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -222,41 +254,10 @@ def provider_families() -> dict[str, str]:
 
 UNKNOWN_ERROR_MESSAGE = "Unknown error"
 
-OPENROUTER_CODE_TYPE_TABLE: tuple[tuple[tuple[str, ...], ErrorType, bool], ...] = (
-    (("400", "401", "402", "413", "404"), "api_error", False),
-    (("408",), "timeout", True),
-    (("429",), "rate_limit", True),
-    (("502", "503"), "provider_overloaded", True),
-)
-"""``mapErrorCodeToType``: substrings of the code string OR the message, in order."""
-OPENROUTER_MESSAGE_TYPE_TABLE: tuple[tuple[str, ErrorType, bool], ...] = (
-    ("timeout", "timeout", True),
-    ("content", "content_blocked", False),
-)
-"""Then lowercase substrings of the message alone."""
-OPENROUTER_PRIVACY_MARKERS: tuple[str, ...] = (
-    "data policy",
-    "Paid model training",
-    "openrouter.ai/settings/privacy",
-)
-OPENROUTER_PRIVACY_MESSAGE = (
-    "OpenRouter Privacy Policy Error: The selected model requires allowing data for paid "
-    "model training, but your account privacy settings block this.\n\nOriginal error: {original}"
-)
-OPENROUTER_DEFAULT_MESSAGE = "OpenRouter API error"
-OPENROUTER_RAW_RESPONSE_MAX_CHARS = 3000
-"""A generic 400's raw body is appended to the failure message up to this many characters."""
-OPENROUTER_DEFAULT_MODEL_LABEL = "other-model"
-OPENROUTER_MALFORMED_TOOL_CALL_CODE = "invalid_type"
-OPENROUTER_MALFORMED_TOOL_CALL_MARKERS: tuple[str, ...] = (
-    "expected string, received null",
-    "expected string",
-    "invalid_type",
-)
-
 OPENAI_API_ERROR_STATUSES: frozenset[int] = frozenset({400, 401, 403, 404})
 OPENAI_TIMEOUT_STATUSES: frozenset[int] = frozenset({408, 504})
 OPENAI_OVERLOADED_STATUSES: frozenset[int] = frozenset({500, 502, 503})
+"""The OpenAI-style status groups (``classifyOpenAICompatibleStatus``; Anthropic's timeouts)."""
 RATE_LIMIT_BALANCE_PHRASES: tuple[str, ...] = (
     "insufficient balance",
     "insufficient credits",
@@ -271,24 +272,6 @@ RATE_LIMIT_PLAN_ACCESS_PHRASES: tuple[str, ...] = (
 )
 CODE_429_BALANCE = "429_balance"
 CODE_429_PLAN_ACCESS = "429_plan_access"
-CONNECTION_REFUSED_PHRASES: tuple[str, ...] = ("econnrefused", "connection refused")
-CODE_CONNECTION_REFUSED = "ECONNREFUSED"
-HTTP_STATUS_IN_MESSAGE = re.compile(r"HTTP (\d{3})")
-
-
-@dataclass(frozen=True, slots=True)
-class OpenAICompatibleErrorOptions:
-    """Per-provider knobs of the OpenAI-compatible error formatter."""
-
-    prefix: str
-    """``errorMessagePrefix``: messages read "<prefix>: HTTP 429: ..."."""
-    balance_codes: frozenset[str] = frozenset()
-    """Body business codes that mean "no balance" under HTTP 429 (lab addition)."""
-    plan_access_codes: frozenset[str] = frozenset()
-    """Body business codes that mean "your plan lacks this model" under HTTP 429."""
-
-
-OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE = "{prefix}: provider API error"
 
 GOOGLE_CODE_TYPE_TABLE: dict[int, tuple[ErrorType, bool]] = {
     400: ("api_error", False),
@@ -393,11 +376,17 @@ def _code_string(code: Any) -> str | None:
     return None
 
 
+def _inner_error(error_obj: Any) -> Any:
+    inner = _get(error_obj, "error")
+    return inner if isinstance(inner, Mapping) else error_obj
+
+
 # --------------------------------------------------------------------------- messages
 
 
 def parse_error_message(provider: str, body_text: str, status: int | None = None) -> str:
-    """The provider's own message in an HTTP error body, per family.
+    """The provider's own message in an HTTP error body, by its adapter's
+    ``error_message`` (each family's rules live in its module):
 
     * openrouter: ``error.metadata.raw`` (an object as compact JSON), ``error.message``,
       ``message``, the raw text, the status phrase.
@@ -407,32 +396,14 @@ def parse_error_message(provider: str, body_text: str, status: int | None = None
     * google: the (possibly JSON-in-JSON) ``error.message``, else the raw text.
     * anthropic: ``error.message``, ``message``, the raw text, the status phrase.
     """
-    family = _family(provider)
+    return _adapter(provider).error_message(body_text, status)
+
+
+def parse_error_message_for_family(family: str, body_text: str, status: int | None = None) -> str:
+    """The Google and Anthropic rules of :func:`parse_error_message` (the default hook)."""
     parsed = _parse_json(body_text)
     raw = body_text if isinstance(body_text, str) else ""
     phrase = _status_phrase(status)
-    if family == "openrouter":
-        meta_raw = _get(parsed, "error", "metadata", "raw")
-        if meta_raw is not None and not isinstance(meta_raw, str):
-            meta_raw = _compact(meta_raw)
-        return _first_text(
-            meta_raw, _get(parsed, "error", "message"), _get(parsed, "message"), raw, phrase
-        )
-    if family == "openai_compatible":
-        detail = _get(parsed, "detail")
-        if detail is not None and not isinstance(detail, str):
-            detail = _compact(detail)
-        error_field = _get(parsed, "error")
-        return _first_text(
-            _get(parsed, "error", "message"),
-            error_field if isinstance(error_field, str) else None,
-            _get(parsed, "message"),
-            detail,
-            _get(parsed, "title"),
-            raw,
-            phrase,
-            UNKNOWN_ERROR_MESSAGE,
-        )
     if family == "google":
         _, message, _ = _parse_google_error(raw)
         return _first_text(message, raw, phrase)
@@ -452,284 +423,6 @@ def _adapter(provider: str) -> Any:
 
 def _family(provider: str) -> str:
     return _adapter(provider).family
-
-
-# --------------------------------------------------------------------------- OpenRouter
-
-
-def openrouter_error_type(code: Any, message: str | None) -> tuple[ErrorType, bool]:
-    """``mapErrorCodeToType``: (type, retryable) from substrings of the code or message."""
-    code_text = "" if code is None else str(code)
-    text = message or ""
-    for needles, error_type, retryable in OPENROUTER_CODE_TYPE_TABLE:
-        if any(n in code_text or n in text for n in needles):
-            return error_type, retryable
-    lowered = text.lower()
-    for needle, error_type, retryable in OPENROUTER_MESSAGE_TYPE_TABLE:
-        if needle in lowered:
-            return error_type, retryable
-    return "unknown", False
-
-
-def is_openrouter_privacy_error(message: str | None) -> bool:
-    """The account's privacy settings exclude every endpoint of the model."""
-    text = message or ""
-    return any(marker in text for marker in OPENROUTER_PRIVACY_MARKERS)
-
-
-def openrouter_provider_error(
-    code: Any, message: str | None, original: Any = None, *, status: int | None = None
-) -> ProviderError:
-    """``handleProviderError`` after extraction: the privacy case, else
-    "OpenRouter API error (<code>): <message>" typed by :func:`openrouter_error_type`."""
-    final_message = message or UNKNOWN_ERROR_MESSAGE
-    final_code = _code_string(code) or "unknown"
-    status = status if status is not None else parse_status_code(code)
-    if is_openrouter_privacy_error(final_message):
-        return ProviderError(
-            type="api_error",
-            message=OPENROUTER_PRIVACY_MESSAGE.format(original=final_message),
-            retryable=False,
-            code=final_code,
-            status=status,
-            original_error=original,
-        )
-    error_type, retryable = openrouter_error_type(final_code, final_message)
-    return ProviderError(
-        type=error_type,
-        message=f"OpenRouter API error ({final_code}): {final_message}",
-        retryable=retryable,
-        code=final_code,
-        status=status,
-        user_message=final_message,
-        original_error=original,
-    )
-
-
-def openrouter_http_failure_message(
-    status: int,
-    body_text: str,
-    request_body: Mapping[str, Any],
-    attempt_label: str,
-) -> str:
-    """The message of the error the OpenRouter adapter throws when no retry is planned:
-    ``HTTP <status>[ (<error.code>)]: <message>[ | raw_response: <body>] | model: <model> |
-    request_params: <sorted keys> | request_attempt: <label>``. The raw body (at most
-    :data:`OPENROUTER_RAW_RESPONSE_MAX_CHARS`, then "…") is added only for a generic 400.
-    Feed the result to :func:`openrouter_provider_error` with ``code=status``.
-    """
-    message = parse_error_message("openrouter", body_text, status)
-    error_code = _code_string(_get(_parse_json(body_text), "error", "code"))
-    parts = [f"HTTP {status}" + (f" ({error_code})" if error_code else "") + f": {message}"]
-    if status == 400 and is_generic_error_message(message):
-        raw = body_text or ""
-        if len(raw) > OPENROUTER_RAW_RESPONSE_MAX_CHARS:
-            raw = raw[:OPENROUTER_RAW_RESPONSE_MAX_CHARS] + "…"
-        parts.append(f"raw_response: {raw}")
-    model = request_body.get("model")
-    parts.append(
-        f"model: {model if isinstance(model, str) and model else OPENROUTER_DEFAULT_MODEL_LABEL}"
-    )
-    parts.append(f"request_params: {', '.join(sorted(request_body))}")
-    parts.append(f"request_attempt: {attempt_label}")
-    return " | ".join(parts)
-
-
-def _inner_error(error_obj: Any) -> Any:
-    inner = _get(error_obj, "error")
-    return inner if isinstance(inner, Mapping) else error_obj
-
-
-def is_provider_error_shape(err: Mapping[str, Any]) -> bool:
-    """§2.4 rule 3: an error object that is already a ProviderError (string ``type``,
-    string ``message``, boolean ``retryable``) is passed on unchanged."""
-    return (
-        isinstance(err.get("type"), str)
-        and isinstance(err.get("message"), str)
-        and isinstance(err.get("retryable"), bool)
-    )
-
-
-def _from_provider_error_shape(err: Mapping[str, Any]) -> ProviderError:
-    """The ProviderError such an object describes; a type outside the known set is
-    ``unknown`` (the object came off the wire), ``userMessage`` is ``user_message``."""
-    fields: dict[str, Any] = {k: err[k] for k in ("type", "message", "retryable")}
-    if fields["type"] not in typing.get_args(ErrorType):
-        fields["type"] = "unknown"
-    for key in ("code", "user_message"):
-        if isinstance(err.get(key), str):
-            fields[key] = err[key]
-    if isinstance(err.get("userMessage"), str):
-        fields["user_message"] = err["userMessage"]
-    return ProviderError(**fields)
-
-
-def openrouter_stream_error(error_obj: Mapping[str, Any] | ProviderError) -> ProviderError:
-    """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
-
-    A pre-formed ProviderError (:func:`is_provider_error_shape`) passes through. Otherwise
-    message = ``metadata.raw`` (a string) or ``message`` or "OpenRouter API error", code =
-    the code as a string ("unknown" when there is none); type from
-    :func:`openrouter_error_type`; the message is not prefixed.
-    """
-    if isinstance(error_obj, ProviderError):
-        return error_obj
-    err = _inner_error(error_obj)
-    if is_provider_error_shape(err):
-        return _from_provider_error_shape(err)
-    message = _first_text(_get(err, "metadata", "raw"), err.get("message")) or (
-        OPENROUTER_DEFAULT_MESSAGE
-    )
-    raw_code = err.get("code")
-    code = "unknown" if raw_code is None or isinstance(raw_code, bool) else str(raw_code)
-    error_type, retryable = openrouter_error_type(code, message)
-    return ProviderError(
-        type=error_type,
-        message=message,
-        retryable=retryable,
-        code=code,
-        status=parse_status_code(raw_code),
-        original_error=dict(err),
-    )
-
-
-def is_openrouter_malformed_tool_call_error(error_obj: Mapping[str, Any]) -> bool:
-    """Code exactly "invalid_type" and a message containing one of the markers (§2.8 step 2,
-    case-sensitive as in the reference, so zod's capitalised "Expected string, received
-    null" matches only through "invalid_type" in its text): with a non-empty tool-call
-    accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
-    err = _inner_error(error_obj)
-    message = err.get("message") if isinstance(err.get("message"), str) else ""
-    return err.get("code") == OPENROUTER_MALFORMED_TOOL_CALL_CODE and any(
-        marker in message for marker in OPENROUTER_MALFORMED_TOOL_CALL_MARKERS
-    )
-
-
-# --------------------------------------------------------------------------- OpenAI-compatible
-
-
-class StatusClassification(NamedTuple):
-    type: ErrorType
-    code: str
-    retryable: bool
-
-
-def classify_openai_compatible_status(
-    status: int | None, message: str | None
-) -> StatusClassification:
-    """``classifyOpenAICompatibleStatus`` (see the module table)."""
-    if status is None:
-        return StatusClassification("unknown", "unknown", False)
-    code = str(status)
-    lowered = (message or "").lower()
-    if status in OPENAI_API_ERROR_STATUSES:
-        return StatusClassification("api_error", code, False)
-    if status == 429:
-        if any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
-            return StatusClassification("api_error", CODE_429_BALANCE, False)
-        if any(p in lowered for p in RATE_LIMIT_PLAN_ACCESS_PHRASES):
-            return StatusClassification("api_error", CODE_429_PLAN_ACCESS, False)
-        return StatusClassification("rate_limit", code, True)
-    if status in OPENAI_TIMEOUT_STATUSES:
-        return StatusClassification("timeout", code, True)
-    if status in OPENAI_OVERLOADED_STATUSES:
-        return StatusClassification("provider_overloaded", code, True)
-    return StatusClassification("api_error", code, False)
-
-
-def _options(provider: str) -> OpenAICompatibleErrorOptions:
-    """The endpoint's error options: its adapter's ``error_options`` (prefix, codes)."""
-    adapter = _adapter(provider)
-    if adapter.family != "openai_compatible":
-        raise ValueError(f"{provider!r} is not an OpenAI-compatible provider")
-    return adapter.error_options()
-
-
-def openai_compatible_provider_error(
-    provider: str,
-    message: str,
-    *,
-    status: int | None = None,
-    error_code: str | None = None,
-    user_message: str | None = None,
-    original_error: Any = None,
-    prefix: str | None = None,
-) -> ProviderError:
-    """``normalizeOpenAICompatibleProviderError`` for a thrown error's ``message``
-    (terminal HTTP errors read "HTTP <status>: <parsed message>").
-
-    1. The status is "HTTP nnn" found in the message (else ``status``), classified by
-       :func:`classify_openai_compatible_status`; a 429 whose body ``error_code`` is one of
-       the provider's billing codes is re-coded (lab addition).
-    2. Model-error text (message, or ``error_code``) -> model_error "<status>_model".
-    3. Else "econnrefused"/"connection refused" -> api_error "ECONNREFUSED".
-    4. Else "timeout" -> timeout, retryable, code kept.
-    5. message = "<prefix>: <message>".
-    """
-    options = _options(provider)
-    found = HTTP_STATUS_IN_MESSAGE.search(message) if re.search(r"HTTP [45]", message) else None
-    if found:
-        status = int(found.group(1))
-    error_type, code, retryable = classify_openai_compatible_status(status, message)
-    if error_type == "rate_limit" and error_code is not None:
-        if error_code in options.balance_codes:
-            error_type, code, retryable = "api_error", CODE_429_BALANCE, False
-        elif error_code in options.plan_access_codes:
-            error_type, code, retryable = "api_error", CODE_429_PLAN_ACCESS, False
-    lowered = message.lower()
-    if is_model_error_message(message) or (error_code and is_model_error_message(error_code)):
-        error_type, retryable = "model_error", False
-        code = f"{status}_model" if status is not None else "model_error"
-    elif any(p in lowered for p in CONNECTION_REFUSED_PHRASES):
-        error_type, code, retryable = "api_error", CODE_CONNECTION_REFUSED, False
-    elif "timeout" in lowered:
-        error_type, retryable = "timeout", True
-    return ProviderError(
-        type=error_type,
-        message=f"{prefix or options.prefix}: {message}",
-        retryable=retryable,
-        code=code,
-        status=status,
-        user_message=user_message,
-        original_error=original_error,
-    )
-
-
-def openai_compatible_stream_error(provider: str, error_obj: Mapping[str, Any]) -> ProviderError:
-    """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
-
-    Status = the numeric ``code`` (or None), classified by
-    :func:`classify_openai_compatible_status`; model-error text -> model_error
-    "<code>_model" (or "model_error"); message = the raw message plus " (<error.type>)" when
-    that type is not already in it; code = the classification code unless "unknown", else
-    the raw code, else "unknown".
-    """
-    options = _options(provider)
-    err = _inner_error(error_obj)
-    raw_code = err.get("code")
-    status = parse_status_code(raw_code)
-    raw_message = _first_text(
-        err.get("message")
-    ) or OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE.format(prefix=options.prefix)
-    error_type, code, retryable = classify_openai_compatible_status(status, raw_message)
-    raw_code_text = _code_string(raw_code)
-    if is_model_error_message(raw_message):
-        error_type, retryable = "model_error", False
-        code = f"{raw_code_text}_model" if raw_code_text else "model_error"
-    elif code == "unknown":
-        code = raw_code_text or "unknown"
-    message = raw_message
-    kind = err.get("type")
-    if isinstance(kind, str) and kind and kind.lower() not in raw_message.lower():
-        message = f"{raw_message} ({kind})"
-    return ProviderError(
-        type=error_type,
-        message=message,
-        retryable=retryable,
-        code=code,
-        status=status,
-        original_error=dict(err),
-    )
 
 
 # --------------------------------------------------------------------------- Google
@@ -910,19 +603,6 @@ def normalize_http_error_for_family(
     endpoint in messages and ``original_error``)."""
     original = {"provider": provider, "status": status, "body": body_text}
     parsed = _parse_json(body_text)
-    if family == "openrouter":
-        message = parse_error_message(provider, body_text, status)
-        return openrouter_provider_error(status, message, original, status=status)
-    if family == "openai_compatible":
-        message = parse_error_message(provider, body_text, status)
-        return openai_compatible_provider_error(
-            provider,
-            f"HTTP {status}: {message}",
-            status=status,
-            error_code=_code_string(_get(parsed, "error", "code")) if body_error_codes else None,
-            user_message=message,
-            original_error=original,
-        )
     if family == "google":
         return google_provider_error(body_text or "", code=status, original_error=original)
     inner = {

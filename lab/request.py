@@ -66,39 +66,6 @@ def _family(provider: str) -> str:
     return get_adapter(provider).family
 
 
-"""Provider name -> wire family (one definition, in :mod:`lab.errors`)."""
-
-_OPTIONAL_ORDER = (
-    "reasoning",
-    "temperature",
-    "max_tokens",
-    "tools",
-    "top_p",
-    "top_k",
-    "frequency_penalty",
-    "presence_penalty",
-    "repetition_penalty",
-    "min_p",
-    "logit_bias",
-    "stop",
-)
-"""OpenRouter (§2.1) optional keys, in order."""
-
-_OPENAI_COMPAT_ORDER = (
-    "temperature",
-    "stop",
-    "max_tokens",
-    "tools",
-    "top_p",
-    "top_k",
-    "frequency_penalty",
-    "presence_penalty",
-    "min_p",
-    "repetition_penalty",
-    "logit_bias",
-)
-"""OpenAI-compatible (§3) optional keys, in order."""
-
 ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
 GEMMA_SYSTEM_PREFIX = (
     "[Internal behavior instructions for this conversation. Follow these instructions "
@@ -136,7 +103,7 @@ def build_body(
     """
     if not model:
         raise ValueError("a model id is required")
-    family = _family(provider)
+    _family(provider)  # a clear error for an unknown provider, before any work
     msgs: list[dict] = []
     if system:
         msgs.append({"role": "system", "content": system})
@@ -152,15 +119,20 @@ def build_body(
     if not msgs:
         raise ValueError("give a prompt or messages")
     msgs = normalize_messages(provider, model, msgs)
+    from lab.providers import get_adapter
+
+    return get_adapter(provider).build_body(model, msgs, tools, options)
+
+
+def build_body_for_family(
+    family: str, model: str, msgs: list[dict], tools: list[dict] | None, options: dict
+) -> dict[str, Any]:
+    """The Google and Anthropic body rules (the default ``build_body`` hook)."""
     if family == "google":
         return _google_body(model, msgs, tools, options)
     if family == "anthropic":
         return _anthropic_body(model, msgs, tools, options)
-    if tools:
-        options["tools"] = tools
-    if family == "openrouter":
-        return _ordered_body(model, msgs, _OPTIONAL_ORDER, options)
-    return _openai_compatible_body(provider, model, msgs, options)
+    raise ValueError(f"no request-body rules for family {family!r}")
 
 
 # --------------------------------------------------------------------------- message fixes
@@ -248,59 +220,6 @@ def normalize_messages(provider: str, model: str, messages: list[dict]) -> list[
 
 
 # --------------------------------------------------------------------------- OpenAI shapes
-
-
-def _ordered_body(model: str, msgs: list[dict], order: tuple[str, ...], options: dict) -> dict:
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": msgs,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    for key in order:
-        if options.get(key) is not None:
-            body[key] = options.pop(key)
-    for key, value in options.items():
-        if value is not None:
-            body[key] = value
-    return body
-
-
-def _thinking_object(value: Any) -> Any:
-    if isinstance(value, bool):
-        return {"type": "enabled" if value else "disabled"}
-    return value
-
-
-_OPENAI_TOOL_CALL_KEYS = ("id", "type", "function", "index")
-
-
-def _openai_compatible_body(provider: str, model: str, msgs: list[dict], options: dict) -> dict:
-    persona = options.pop("persona_name", None)
-    if options.pop("reference_stops", False):
-        from lab.guards.stops import build_provider_stop_strings
-        from lab.providers import get_adapter
-
-        options["stop"] = build_provider_stop_strings(
-            existing_stops=options.get("stop"),
-            provider_name=provider,
-            model=model,
-            persona_name=persona,
-            include_persona_speaker_stop=get_adapter(provider).include_persona_speaker_stop,
-        )
-    for m in msgs:  # lab-side continuity fields (thought_signature ...) stay off the wire
-        if isinstance(m.get("tool_calls"), list):
-            m["tool_calls"] = [
-                {k: v for k, v in tc.items() if k in _OPENAI_TOOL_CALL_KEYS}
-                for tc in m["tool_calls"]
-                if isinstance(tc, dict)
-            ]
-    if provider in ("deepseek", "zai") and "thinking" in options:
-        options["thinking"] = _thinking_object(options["thinking"])
-    if provider == "openai" and options.get("max_tokens") is not None:
-        # max_tokens is deprecated and rejected by o-series / gpt-5 models
-        options.setdefault("max_completion_tokens", options.pop("max_tokens"))
-    return _ordered_body(model, msgs, _OPENAI_COMPAT_ORDER, options)
 
 
 def _function_tools(tools: list[dict] | None) -> list[dict]:

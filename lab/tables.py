@@ -271,9 +271,16 @@ def _unnamed_backend(provider: object) -> str | None:
     """Label for streams with no serving backend in the stream."""
     if not isinstance(provider, str):
         return None
-    if provider == "openrouter":  # OpenRouter names a backend on every chunk
-        return "openrouter (no backend: failed before streaming)"
+    if _names_backend(provider):  # OpenRouter names a backend on every chunk
+        return f"{provider} (no backend: failed before streaming)"
     return f"{provider} (direct)"
+
+
+def _names_backend(provider: str) -> bool:
+    """Does this provider's stream name its serving backend (the adapter's ``names_backend``)?"""
+    from lab.providers import PROVIDERS, get_adapter
+
+    return provider in PROVIDERS and get_adapter(provider).names_backend
 
 
 def backend_labels(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.Series:

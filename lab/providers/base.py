@@ -232,6 +232,24 @@ class StreamAdapter:
         return body_text
 
     @classmethod
+    def build_body(
+        cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
+    ) -> dict[str, Any]:
+        """This family's streaming request body from normalized messages (what
+        :func:`lab.request.build_body` dispatches to)."""
+        from lab.request import build_body_for_family
+
+        return build_body_for_family(cls.family, model, messages, tools, options)
+
+    @classmethod
+    def error_message(cls, body_text: str, status: int | None = None) -> str:
+        """The provider's own message in an HTTP error body (what
+        :func:`lab.errors.parse_error_message` dispatches to)."""
+        from lab.errors import parse_error_message_for_family
+
+        return parse_error_message_for_family(cls.family, body_text, status)
+
+    @classmethod
     def normalize_http_error(
         cls, status: int, body_text: str, *, body_error_codes: bool = False
     ) -> ProviderError:

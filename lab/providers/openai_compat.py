@@ -32,15 +32,30 @@ was ignored is counted in ``facts["ignored_reasoning_chars"]``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, ClassVar
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 from lab import _json
 from lab.degrade import custom_should_retry_without_stop, stop_rejection, stream_options_rejection
 from lab.errors import (
-    OpenAICompatibleErrorOptions,
-    openai_compatible_provider_error,
-    openai_compatible_stream_error,
+    CODE_429_BALANCE,
+    CODE_429_PLAN_ACCESS,
+    OPENAI_API_ERROR_STATUSES,
+    OPENAI_OVERLOADED_STATUSES,
+    OPENAI_TIMEOUT_STATUSES,
+    RATE_LIMIT_BALANCE_PHRASES,
+    RATE_LIMIT_PLAN_ACCESS_PHRASES,
+    UNKNOWN_ERROR_MESSAGE,
+    _code_string,
+    _compact,
+    _first_text,
+    _get,
+    _inner_error,
+    _parse_json,
+    _status_phrase,
+    is_model_error_message,
     parse_status_code,
 )
 from lab.guards import (
@@ -52,6 +67,7 @@ from lab.guards import (
 )
 from lab.http.sse import SSEEvent
 from lab.model import (
+    ErrorType,
     FunctionCall,
     ProcessedChunk,
     ProviderError,
@@ -89,6 +105,200 @@ __all__ = [
 ]
 
 _MISSING = object()
+
+# --------------------------------------------------------------------------- errors (§10)
+
+CONNECTION_REFUSED_PHRASES: tuple[str, ...] = ("econnrefused", "connection refused")
+CODE_CONNECTION_REFUSED = "ECONNREFUSED"
+HTTP_STATUS_IN_MESSAGE = re.compile(r"HTTP (\d{3})")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAICompatibleErrorOptions:
+    """Per-provider knobs of the OpenAI-compatible error formatter."""
+
+    prefix: str
+    """``errorMessagePrefix``: messages read "<prefix>: HTTP 429: ..."."""
+    balance_codes: frozenset[str] = frozenset()
+    """Body business codes that mean "no balance" under HTTP 429 (lab addition)."""
+    plan_access_codes: frozenset[str] = frozenset()
+    """Body business codes that mean "your plan lacks this model" under HTTP 429."""
+
+
+OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE = "{prefix}: provider API error"
+
+
+class StatusClassification(NamedTuple):
+    type: ErrorType
+    code: str
+    retryable: bool
+
+
+def classify_openai_compatible_status(
+    status: int | None, message: str | None
+) -> StatusClassification:
+    """``classifyOpenAICompatibleStatus`` (see the module table)."""
+    if status is None:
+        return StatusClassification("unknown", "unknown", False)
+    code = str(status)
+    lowered = (message or "").lower()
+    if status in OPENAI_API_ERROR_STATUSES:
+        return StatusClassification("api_error", code, False)
+    if status == 429:
+        if any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
+            return StatusClassification("api_error", CODE_429_BALANCE, False)
+        if any(p in lowered for p in RATE_LIMIT_PLAN_ACCESS_PHRASES):
+            return StatusClassification("api_error", CODE_429_PLAN_ACCESS, False)
+        return StatusClassification("rate_limit", code, True)
+    if status in OPENAI_TIMEOUT_STATUSES:
+        return StatusClassification("timeout", code, True)
+    if status in OPENAI_OVERLOADED_STATUSES:
+        return StatusClassification("provider_overloaded", code, True)
+    return StatusClassification("api_error", code, False)
+
+
+def _options(provider: str) -> OpenAICompatibleErrorOptions:
+    """The endpoint's error options: its adapter's ``error_options`` (prefix, codes)."""
+    from lab.errors import _adapter
+
+    adapter = _adapter(provider)
+    if adapter.family != "openai_compatible":
+        raise ValueError(f"{provider!r} is not an OpenAI-compatible provider")
+    return adapter.error_options()
+
+
+def openai_compatible_provider_error(
+    provider: str,
+    message: str,
+    *,
+    status: int | None = None,
+    error_code: str | None = None,
+    user_message: str | None = None,
+    original_error: Any = None,
+    prefix: str | None = None,
+) -> ProviderError:
+    """``normalizeOpenAICompatibleProviderError`` for a thrown error's ``message``
+    (terminal HTTP errors read "HTTP <status>: <parsed message>").
+
+    1. The status is "HTTP nnn" found in the message (else ``status``), classified by
+       :func:`classify_openai_compatible_status`; a 429 whose body ``error_code`` is one of
+       the provider's billing codes is re-coded (lab addition).
+    2. Model-error text (message, or ``error_code``) -> model_error "<status>_model".
+    3. Else "econnrefused"/"connection refused" -> api_error "ECONNREFUSED".
+    4. Else "timeout" -> timeout, retryable, code kept.
+    5. message = "<prefix>: <message>".
+    """
+    options = _options(provider)
+    found = HTTP_STATUS_IN_MESSAGE.search(message) if re.search(r"HTTP [45]", message) else None
+    if found:
+        status = int(found.group(1))
+    error_type, code, retryable = classify_openai_compatible_status(status, message)
+    if error_type == "rate_limit" and error_code is not None:
+        if error_code in options.balance_codes:
+            error_type, code, retryable = "api_error", CODE_429_BALANCE, False
+        elif error_code in options.plan_access_codes:
+            error_type, code, retryable = "api_error", CODE_429_PLAN_ACCESS, False
+    lowered = message.lower()
+    if is_model_error_message(message) or (error_code and is_model_error_message(error_code)):
+        error_type, retryable = "model_error", False
+        code = f"{status}_model" if status is not None else "model_error"
+    elif any(p in lowered for p in CONNECTION_REFUSED_PHRASES):
+        error_type, code, retryable = "api_error", CODE_CONNECTION_REFUSED, False
+    elif "timeout" in lowered:
+        error_type, retryable = "timeout", True
+    return ProviderError(
+        type=error_type,
+        message=f"{prefix or options.prefix}: {message}",
+        retryable=retryable,
+        code=code,
+        status=status,
+        user_message=user_message,
+        original_error=original_error,
+    )
+
+
+def openai_compatible_stream_error(provider: str, error_obj: Mapping[str, Any]) -> ProviderError:
+    """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
+
+    Status = the numeric ``code`` (or None), classified by
+    :func:`classify_openai_compatible_status`; model-error text -> model_error
+    "<code>_model" (or "model_error"); message = the raw message plus " (<error.type>)" when
+    that type is not already in it; code = the classification code unless "unknown", else
+    the raw code, else "unknown".
+    """
+    options = _options(provider)
+    err = _inner_error(error_obj)
+    raw_code = err.get("code")
+    status = parse_status_code(raw_code)
+    raw_message = _first_text(
+        err.get("message")
+    ) or OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE.format(prefix=options.prefix)
+    error_type, code, retryable = classify_openai_compatible_status(status, raw_message)
+    raw_code_text = _code_string(raw_code)
+    if is_model_error_message(raw_message):
+        error_type, retryable = "model_error", False
+        code = f"{raw_code_text}_model" if raw_code_text else "model_error"
+    elif code == "unknown":
+        code = raw_code_text or "unknown"
+    message = raw_message
+    kind = err.get("type")
+    if isinstance(kind, str) and kind and kind.lower() not in raw_message.lower():
+        message = f"{raw_message} ({kind})"
+    return ProviderError(
+        type=error_type,
+        message=message,
+        retryable=retryable,
+        code=code,
+        status=status,
+        original_error=dict(err),
+    )
+
+
+# --------------------------------------------------------------------------- request body (§3)
+
+OPENAI_COMPAT_BODY_ORDER = (
+    "temperature",
+    "stop",
+    "max_tokens",
+    "tools",
+    "top_p",
+    "top_k",
+    "frequency_penalty",
+    "presence_penalty",
+    "min_p",
+    "repetition_penalty",
+    "logit_bias",
+)
+"""OpenAI-compatible (§3) optional keys, in order."""
+
+_OPENAI_TOOL_CALL_KEYS = ("id", "type", "function", "index")
+
+
+def ordered_body(model: str, msgs: list[dict], order: tuple[str, ...], options: dict) -> dict:
+    """A chat-completions body: model, messages, stream with usage, then **options** with
+    the keys of **order** first, in that order (None values left out)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": msgs,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    for key in order:
+        if options.get(key) is not None:
+            body[key] = options.pop(key)
+    for key, value in options.items():
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def _thinking_object(value: Any) -> Any:
+    if isinstance(value, bool):
+        return {"type": "enabled" if value else "disabled"}
+    return value
+
+
+# --------------------------------------------------------------------------- the adapter
 
 CHUNK_KEYS = frozenset(
     {
@@ -196,6 +406,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
     completion_excludes_reasoning: ClassVar[bool] = False
     """The endpoint's ``completion_tokens`` leave reasoning out (xAI): always normalize."""
     requires_base_url: ClassVar[bool] = False
+    thinking_as_object: ClassVar[bool] = False
+    """Request side: a boolean ``thinking`` option is sent as ``{"type": "enabled"}``."""
+    max_tokens_key: ClassVar[str] = "max_tokens"
+    """Request side: the key ``max_tokens`` is sent as (OpenAI: ``max_completion_tokens``,
+    as o-series and gpt-5 models reject ``max_tokens``)."""
 
     # -- request side -------------------------------------------------------------------
 
@@ -231,7 +446,78 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return tuple(classifiers)
 
     # failure_message: the base class returns the raw body text (reference: no parsing).
-    # http_error: the base class calls lab.errors.normalize_http_error (one definition).
+
+    @classmethod
+    def build_body(
+        cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
+    ) -> dict[str, Any]:
+        """§3 body: reference stop strings on request, lab-side tool-call fields kept off the
+        wire, ``thinking`` as an object where the endpoint wants one (DeepSeek, Z.ai),
+        OpenAI's ``max_completion_tokens``, the optional keys in reference order."""
+        if tools:
+            options["tools"] = tools
+        persona = options.pop("persona_name", None)
+        if options.pop("reference_stops", False):
+            from lab.guards.stops import build_provider_stop_strings
+
+            options["stop"] = build_provider_stop_strings(
+                existing_stops=options.get("stop"),
+                provider_name=cls.provider,
+                model=model,
+                persona_name=persona,
+                include_persona_speaker_stop=cls.include_persona_speaker_stop,
+            )
+        for m in messages:  # lab-side continuity fields (thought_signature ...) stay off the wire
+            if isinstance(m.get("tool_calls"), list):
+                m["tool_calls"] = [
+                    {k: v for k, v in tc.items() if k in _OPENAI_TOOL_CALL_KEYS}
+                    for tc in m["tool_calls"]
+                    if isinstance(tc, dict)
+                ]
+        if cls.thinking_as_object and "thinking" in options:
+            options["thinking"] = _thinking_object(options["thinking"])
+        if cls.max_tokens_key != "max_tokens" and options.get("max_tokens") is not None:
+            options.setdefault(cls.max_tokens_key, options.pop("max_tokens"))
+        return ordered_body(model, messages, OPENAI_COMPAT_BODY_ORDER, options)
+
+    @classmethod
+    def error_message(cls, body_text: str, status: int | None = None) -> str:
+        """The endpoint's own message in an HTTP error body: ``error.message``, a string
+        ``error``, ``message``, ``detail`` (a non-string as JSON), ``title`` (problem JSON),
+        the raw text, the status phrase, "Unknown error"."""
+        parsed = _parse_json(body_text)
+        detail = _get(parsed, "detail")
+        if detail is not None and not isinstance(detail, str):
+            detail = _compact(detail)
+        error_field = _get(parsed, "error")
+        return _first_text(
+            _get(parsed, "error", "message"),
+            error_field if isinstance(error_field, str) else None,
+            _get(parsed, "message"),
+            detail,
+            _get(parsed, "title"),
+            body_text if isinstance(body_text, str) else "",
+            _status_phrase(status),
+            UNKNOWN_ERROR_MESSAGE,
+        )
+
+    @classmethod
+    def normalize_http_error(
+        cls, status: int, body_text: str, *, body_error_codes: bool = False
+    ) -> ProviderError:
+        """``normalizeOpenAICompatibleProviderError`` over "HTTP <status>: <message>"; the
+        body's ``error.code`` decides too with ``body_error_codes`` (lab addition)."""
+        message = cls.error_message(body_text, status)
+        parsed = _parse_json(body_text)
+        return openai_compatible_provider_error(
+            cls.provider,
+            f"HTTP {status}: {message}",
+            status=status,
+            error_code=_code_string(_get(parsed, "error", "code")) if body_error_codes else None,
+            user_message=message,
+            original_error={"provider": cls.provider, "status": status, "body": body_text},
+            prefix=cls.error_prefix or cls.provider,
+        )
 
     # -- per-attempt state --------------------------------------------------------------
 
@@ -827,6 +1113,7 @@ class OpenAIAdapter(OpenAICompatibleAdapter):
     """OpenAI's own chat completions."""
 
     provider = "openai"
+    max_tokens_key = "max_completion_tokens"
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 
@@ -836,6 +1123,7 @@ class DeepSeekAdapter(OpenAICompatibleAdapter):
 
     provider = "deepseek"
     error_prefix = "DeepSeek"
+    thinking_as_object = True
     default_base_url = "https://api.deepseek.com"
     api_key_env = "DEEPSEEK_API_KEY"
     preserve_reasoning_content = True
@@ -858,6 +1146,7 @@ class ZaiAdapter(OpenAICompatibleAdapter):
 
     provider = "zai"
     error_prefix = "Z.ai"
+    thinking_as_object = True
     balance_codes = frozenset({"1113"})
     plan_access_codes = frozenset({"1309", "1311"})
     default_base_url = "https://api.z.ai/api/paas/v4"

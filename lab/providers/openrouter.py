@@ -15,22 +15,27 @@ lines inside one SSE event are processed one by one, as the reference's line rea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lab import _json
+from lab.degrade import is_generic_error_message
 from lab.errors import (
-    OPENROUTER_DEFAULT_MESSAGE,
-    is_openrouter_malformed_tool_call_error,
-    is_provider_error_shape,
-    openrouter_http_failure_message,
-    openrouter_provider_error,
-    openrouter_stream_error,
+    UNKNOWN_ERROR_MESSAGE,
+    _code_string,
+    _compact,
+    _first_text,
+    _get,
+    _inner_error,
+    _parse_json,
+    _status_phrase,
     parse_error_message,
     parse_status_code,
 )
 from lab.http.sse import SSEEvent
 from lab.model import (
+    ErrorType,
     ProcessedChunk,
     ProviderError,
     new_chunk,
@@ -49,7 +54,202 @@ from lab.providers.openai_compat import (
     CHUNK_KEYS,
     DELTA_KEYS,
     OpenAICompatibleAdapter,
+    ordered_body,
 )
+
+# --------------------------------------------------------------------------- errors (§2.9)
+
+OPENROUTER_CODE_TYPE_TABLE: tuple[tuple[tuple[str, ...], ErrorType, bool], ...] = (
+    (("400", "401", "402", "413", "404"), "api_error", False),
+    (("408",), "timeout", True),
+    (("429",), "rate_limit", True),
+    (("502", "503"), "provider_overloaded", True),
+)
+"""``mapErrorCodeToType``: substrings of the code string OR the message, in order."""
+OPENROUTER_MESSAGE_TYPE_TABLE: tuple[tuple[str, ErrorType, bool], ...] = (
+    ("timeout", "timeout", True),
+    ("content", "content_blocked", False),
+)
+"""Then lowercase substrings of the message alone."""
+OPENROUTER_PRIVACY_MARKERS: tuple[str, ...] = (
+    "data policy",
+    "Paid model training",
+    "openrouter.ai/settings/privacy",
+)
+OPENROUTER_PRIVACY_MESSAGE = (
+    "OpenRouter Privacy Policy Error: The selected model requires allowing data for paid "
+    "model training, but your account privacy settings block this.\n\nOriginal error: {original}"
+)
+OPENROUTER_DEFAULT_MESSAGE = "OpenRouter API error"
+OPENROUTER_RAW_RESPONSE_MAX_CHARS = 3000
+"""A generic 400's raw body is appended to the failure message up to this many characters."""
+OPENROUTER_DEFAULT_MODEL_LABEL = "other-model"
+OPENROUTER_MALFORMED_TOOL_CALL_CODE = "invalid_type"
+OPENROUTER_MALFORMED_TOOL_CALL_MARKERS: tuple[str, ...] = (
+    "expected string, received null",
+    "expected string",
+    "invalid_type",
+)
+
+
+def openrouter_error_type(code: Any, message: str | None) -> tuple[ErrorType, bool]:
+    """``mapErrorCodeToType``: (type, retryable) from substrings of the code or message."""
+    code_text = "" if code is None else str(code)
+    text = message or ""
+    for needles, error_type, retryable in OPENROUTER_CODE_TYPE_TABLE:
+        if any(n in code_text or n in text for n in needles):
+            return error_type, retryable
+    lowered = text.lower()
+    for needle, error_type, retryable in OPENROUTER_MESSAGE_TYPE_TABLE:
+        if needle in lowered:
+            return error_type, retryable
+    return "unknown", False
+
+
+def is_openrouter_privacy_error(message: str | None) -> bool:
+    """The account's privacy settings exclude every endpoint of the model."""
+    text = message or ""
+    return any(marker in text for marker in OPENROUTER_PRIVACY_MARKERS)
+
+
+def openrouter_provider_error(
+    code: Any, message: str | None, original: Any = None, *, status: int | None = None
+) -> ProviderError:
+    """``handleProviderError`` after extraction: the privacy case, else
+    "OpenRouter API error (<code>): <message>" typed by :func:`openrouter_error_type`."""
+    final_message = message or UNKNOWN_ERROR_MESSAGE
+    final_code = _code_string(code) or "unknown"
+    status = status if status is not None else parse_status_code(code)
+    if is_openrouter_privacy_error(final_message):
+        return ProviderError(
+            type="api_error",
+            message=OPENROUTER_PRIVACY_MESSAGE.format(original=final_message),
+            retryable=False,
+            code=final_code,
+            status=status,
+            original_error=original,
+        )
+    error_type, retryable = openrouter_error_type(final_code, final_message)
+    return ProviderError(
+        type=error_type,
+        message=f"OpenRouter API error ({final_code}): {final_message}",
+        retryable=retryable,
+        code=final_code,
+        status=status,
+        user_message=final_message,
+        original_error=original,
+    )
+
+
+def openrouter_http_failure_message(
+    status: int,
+    body_text: str,
+    request_body: Mapping[str, Any],
+    attempt_label: str,
+) -> str:
+    """The message of the error the OpenRouter adapter throws when no retry is planned:
+    ``HTTP <status>[ (<error.code>)]: <message>[ | raw_response: <body>] | model: <model> |
+    request_params: <sorted keys> | request_attempt: <label>``. The raw body (at most
+    :data:`OPENROUTER_RAW_RESPONSE_MAX_CHARS`, then "…") is added only for a generic 400.
+    Feed the result to :func:`openrouter_provider_error` with ``code=status``.
+    """
+    message = parse_error_message("openrouter", body_text, status)
+    error_code = _code_string(_get(_parse_json(body_text), "error", "code"))
+    parts = [f"HTTP {status}" + (f" ({error_code})" if error_code else "") + f": {message}"]
+    if status == 400 and is_generic_error_message(message):
+        raw = body_text or ""
+        if len(raw) > OPENROUTER_RAW_RESPONSE_MAX_CHARS:
+            raw = raw[:OPENROUTER_RAW_RESPONSE_MAX_CHARS] + "…"
+        parts.append(f"raw_response: {raw}")
+    model = request_body.get("model")
+    parts.append(
+        f"model: {model if isinstance(model, str) and model else OPENROUTER_DEFAULT_MODEL_LABEL}"
+    )
+    parts.append(f"request_params: {', '.join(sorted(request_body))}")
+    parts.append(f"request_attempt: {attempt_label}")
+    return " | ".join(parts)
+
+
+def is_provider_error_shape(err: Mapping[str, Any]) -> bool:
+    """§2.4 rule 3: an error object that is already a ProviderError (string ``type``,
+    string ``message``, boolean ``retryable``) is passed on unchanged."""
+    return (
+        isinstance(err.get("type"), str)
+        and isinstance(err.get("message"), str)
+        and isinstance(err.get("retryable"), bool)
+    )
+
+
+def _from_provider_error_shape(err: Mapping[str, Any]) -> ProviderError:
+    """The ProviderError such an object describes; a type outside the known set is
+    ``unknown`` (the object came off the wire), ``userMessage`` is ``user_message``."""
+    fields: dict[str, Any] = {k: err[k] for k in ("type", "message", "retryable")}
+    if fields["type"] not in typing.get_args(ErrorType):
+        fields["type"] = "unknown"
+    for key in ("code", "user_message"):
+        if isinstance(err.get(key), str):
+            fields[key] = err[key]
+    if isinstance(err.get("userMessage"), str):
+        fields["user_message"] = err["userMessage"]
+    return ProviderError(**fields)
+
+
+def openrouter_stream_error(error_obj: Mapping[str, Any] | ProviderError) -> ProviderError:
+    """``processChunk``'s error branch for an SSE ``error`` object (or a chunk holding one).
+
+    A pre-formed ProviderError (:func:`is_provider_error_shape`) passes through. Otherwise
+    message = ``metadata.raw`` (a string) or ``message`` or "OpenRouter API error", code =
+    the code as a string ("unknown" when there is none); type from
+    :func:`openrouter_error_type`; the message is not prefixed.
+    """
+    if isinstance(error_obj, ProviderError):
+        return error_obj
+    err = _inner_error(error_obj)
+    if is_provider_error_shape(err):
+        return _from_provider_error_shape(err)
+    message = _first_text(_get(err, "metadata", "raw"), err.get("message")) or (
+        OPENROUTER_DEFAULT_MESSAGE
+    )
+    raw_code = err.get("code")
+    code = "unknown" if raw_code is None or isinstance(raw_code, bool) else str(raw_code)
+    error_type, retryable = openrouter_error_type(code, message)
+    return ProviderError(
+        type=error_type,
+        message=message,
+        retryable=retryable,
+        code=code,
+        status=parse_status_code(raw_code),
+        original_error=dict(err),
+    )
+
+
+def is_openrouter_malformed_tool_call_error(error_obj: Mapping[str, Any]) -> bool:
+    """Code exactly "invalid_type" and a message containing one of the markers (§2.8 step 2,
+    case-sensitive as in the reference, so zod's capitalised "Expected string, received
+    null" matches only through "invalid_type" in its text): with a non-empty tool-call
+    accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
+    err = _inner_error(error_obj)
+    message = err.get("message") if isinstance(err.get("message"), str) else ""
+    return err.get("code") == OPENROUTER_MALFORMED_TOOL_CALL_CODE and any(
+        marker in message for marker in OPENROUTER_MALFORMED_TOOL_CALL_MARKERS
+    )
+
+
+OPENROUTER_BODY_ORDER = (
+    "reasoning",
+    "temperature",
+    "max_tokens",
+    "tools",
+    "top_p",
+    "top_k",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "min_p",
+    "logit_bias",
+    "stop",
+)
+"""OpenRouter (§2.1) optional keys, in order."""
 
 _OR_CHOICE_KEYS = CHOICE_KEYS | {"finishReason"}
 _OR_DELTA_KEYS = DELTA_KEYS | {"toolCalls", "reasoningDetails"}
@@ -228,8 +428,43 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         headers["x-title"] = "Stream Lab"
         return headers
 
+    @classmethod
+    def build_body(
+        cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
+    ) -> dict[str, Any]:
+        """§2.1 body: the optional keys in the reference's order."""
+        if tools:
+            options["tools"] = tools
+        return ordered_body(model, messages, OPENROUTER_BODY_ORDER, options)
+
     def extra_classifiers(self, body: dict) -> tuple[Callable[..., Any], ...]:
         return ()  # OpenRouter's ladder has no stream_options / stop classifiers
+
+    @classmethod
+    def error_message(cls, body_text: str, status: int | None = None) -> str:
+        """``error.metadata.raw`` (an object as compact JSON), ``error.message``,
+        ``message``, the raw text, the status phrase."""
+        parsed = _parse_json(body_text)
+        meta_raw = _get(parsed, "error", "metadata", "raw")
+        if meta_raw is not None and not isinstance(meta_raw, str):
+            meta_raw = _compact(meta_raw)
+        raw = body_text if isinstance(body_text, str) else ""
+        return _first_text(
+            meta_raw,
+            _get(parsed, "error", "message"),
+            _get(parsed, "message"),
+            raw,
+            _status_phrase(status),
+        )
+
+    @classmethod
+    def normalize_http_error(
+        cls, status: int, body_text: str, *, body_error_codes: bool = False
+    ) -> ProviderError:
+        """Without request context: "OpenRouter API error (<status>): <message>"."""
+        original = {"provider": cls.provider, "status": status, "body": body_text}
+        message = cls.error_message(body_text, status)
+        return openrouter_provider_error(status, message, original, status=status)
 
     def failure_message(self, status: int, body_text: str) -> str:
         return parse_error_message("openrouter", body_text, status) or f"HTTP {status}"
