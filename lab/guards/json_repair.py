@@ -236,6 +236,8 @@ def _repair(
         candidate, end = closed
         try:
             value = _loads(candidate)
+        except RecursionError:
+            return None
         except ValueError:
             if end <= 1:
                 return None
@@ -280,6 +282,37 @@ class ParsedArguments(NamedTuple):
     parsed: bool = False
 
 
+TOOL_ARGUMENTS_MAX_DEPTH = 128
+"""Tool arguments nested deeper than this are refused (kept raw, with an error): every
+consumer (pydantic serialization, ``json.dumps``, pandas) has a recursion limit below
+Python's, and no real tool schema nests this deep."""
+
+
+def _max_depth(text: str, limit: int) -> int:
+    """How deep **text**'s brackets nest outside strings, counting stops past **limit**."""
+    depth = deepest = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_tool_arguments(
     raw: str,
     *,
@@ -300,8 +333,17 @@ def parse_tool_arguments(
     """
     if not raw:
         return ParsedArguments({})
+    limit = TOOL_ARGUMENTS_MAX_DEPTH
+    if raw.count("[") + raw.count("{") > limit and _max_depth(raw, limit) > limit:
+        return ParsedArguments(
+            {}, error=f"invalid JSON arguments: nested deeper than {TOOL_ARGUMENTS_MAX_DEPTH}"
+        )
     try:
         value = _loads(raw)
+    except RecursionError:
+        # Nested deeper than the parser's stack: refused, never repaired (the repair would
+        # recurse as deep); the raw text is kept by the caller.
+        return ParsedArguments({}, error="invalid JSON arguments: nested too deep")
     except ValueError as exc:
         error = f"invalid JSON arguments: {exc}"
     else:

@@ -350,6 +350,15 @@ class StreamAdapter:
             return speaker.flush()
         return ""
 
+    def _int(self, value: Any, path: str) -> int | None:
+        """:func:`wire_int` for this stream: a hostile value is named in
+        ``facts["hostile_values"]`` (anomaly ``hostile_value``) instead of raising."""
+        bad: list[str] = []
+        got = wire_int(value, path, bad)
+        if bad:
+            self.facts.setdefault("hostile_values", []).extend(bad)
+        return got
+
     def _drain(self, guard: Any) -> None:
         """Move a guard's notes into ``guard_events`` with stream/attempt/seq stamped."""
         notes: list[GuardNote] = guard.drain_notes()

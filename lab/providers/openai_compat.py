@@ -676,7 +676,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if isinstance(tcs, list):
                     delta["tool_calls"] = [t for t in tcs if isinstance(t, dict)]
                 fr = ch.get("finish_reason")
-                index = wire_int(ch.get("index"))
+                index = self._int(ch.get("index"), "choices[].index")
                 choices.append(
                     {
                         "index": pos if index is None else index,
@@ -972,7 +972,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
             note_unknown_keys(self.facts, tc, TOOL_CALL_KEYS, "choices[].delta.tool_calls[]")
-            index = wire_int(tc.get("index"), "tool_calls[].index", None)
+            index = self._int(tc.get("index"), "choices[].delta.tool_calls[].index")
             fields = {
                 k: tc[k] for k in ("id", "type", "thought_signature") if isinstance(tc.get(k), str)
             }

@@ -48,6 +48,7 @@ from lab.providers.base import (
     note_unknown_keys,
     openai_usage,
     split_text_and_tool,
+    wire_int,
 )
 from lab.providers.openai_compat import (
     CHOICE_KEYS,
@@ -263,8 +264,9 @@ def _norm_tool_call(tc: Any) -> dict | None:
     if not isinstance(tc, dict):
         return None
     out: dict[str, Any] = {}
-    if isinstance(tc.get("index"), (int, float)) and not isinstance(tc.get("index"), bool):
-        out["index"] = int(tc["index"])
+    index = wire_int(tc.get("index"))
+    if index is not None:
+        out["index"] = index
     for key in ("id", "type", "thought_signature"):
         if isinstance(tc.get(key), str):
             out[key] = tc[key]
@@ -345,10 +347,10 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
                 if type(rd) is list:
                     delta["reasoning_details"] = rd
             fr = ch["finish_reason"] if "finish_reason" in ch else ch.get("finishReason")
-            idx = ch.get("index")
+            idx = wire_int(ch.get("index"))
             choices.append(
                 {
-                    "index": idx if type(idx) is int or is_number(idx) else pos,
+                    "index": pos if idx is None else idx,
                     "delta": delta,
                     "finish_reason": fr if isinstance(fr, str) else None,
                     "logprobs": ch.get("logprobs"),
@@ -498,8 +500,14 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         return False
 
     def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
-        if isinstance(raw, dict) and "choices" in raw:
-            self._note_shapes(raw)
+        if isinstance(raw, dict):
+            if "choices" in raw:
+                self._note_shapes(raw)
+            if raw.get("usage") is not None:  # hostile counts are left out; name them
+                bad: list[str] = []
+                openai_usage(raw["usage"], bad)
+                if bad:
+                    self.facts.setdefault("hostile_values", []).extend(bad)
         chunk = normalize_openrouter_chunk(raw)
         if chunk is None:
             return
