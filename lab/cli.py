@@ -5,7 +5,8 @@
     lab demo [--out DIR] [--n N]       record every bundled fake scenario, replay, tables, plots
     lab fake-server [--port N]         the scripted fake providers on loopback
     lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
-    lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F]
+    lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P]
+    lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
@@ -367,10 +368,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"\n--- {row.stream_id} ({row.serving_provider or '-'}): {row.field}")
             print(row.diff.rstrip("\n") if row.diff else f"{a}: {row.a}\n{b}: {row.b}")
         return 0
+    provider = getattr(args, "provider", None)
+    if provider is not None and provider not in _providers():
+        raise UsageError(f"--provider {provider}: unknown; one of: {', '.join(_providers())}")
+    kwargs = {"provider": provider} if provider is not None else {}
     view = _table_view(args)
     for_people = view.fmt not in ("csv", "json")
     capture = _open_loaded(args.path, say=for_people)
-    results = replay(capture, config=config, workers=args.workers, progress=for_people)
+    results = replay(capture, config=config, workers=args.workers, progress=for_people, **kwargs)
     _print_table("streams", tables.streams(results), STREAM_VIEW, view)
     return 0
 
@@ -458,6 +463,95 @@ def _key_help() -> str:
     from lab.providers import get_adapter
 
     return "; ".join(f"{name}: {_key_names(get_adapter(name))}" for name in _providers())
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from lab.providers import get_adapter
+    from lab.proxy import ProxyConfig, require_uvicorn, serve
+
+    try:
+        adapter = get_adapter(args.provider)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    upstream = args.upstream or adapter.default_base_url
+    if not upstream:
+        raise UsageError(
+            f"provider {args.provider!r} has no public API: give --upstream http://host/v1"
+        )
+    try:
+        _check_base_url(upstream)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--base-url", "--upstream", 1)) from None
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: must be 0-65535 (0 = any free port)")
+    _check_out_dir("--out", args.out)
+    try:
+        require_uvicorn()
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    config = ProxyConfig(
+        provider=args.provider,
+        upstream=upstream,
+        out=args.out,
+        label=args.label,
+        roll_bytes=int(args.roll_mb * 1024 * 1024),
+        roll_seconds=args.roll_minutes * 60.0,
+    )
+    try:
+        serve(config, host=args.host, port=args.port)
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise UsageError(f"--port {args.port} on {args.host}: {exc.strerror}") from None
+        raise
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def _add_proxy_parser(sub: Any) -> None:
+    px = sub.add_parser(
+        "proxy",
+        help="a recording reverse proxy in front of a provider API",
+        description="Serve a streaming reverse proxy whose root stands for the upstream base "
+        "URL (POST {proxy}/chat/completions goes to {upstream}/chat/completions), recording "
+        "every exchange byte for byte under --out. Point any client at it by changing its "
+        "base URL. The first line printed is the proxy's URL, then one line per finished "
+        "exchange. The client's key is forwarded and never written. An X-Lab-Session header "
+        "names the exchange's session (not forwarded). Needs the [proxy] extra (uvicorn).",
+    )
+    px.add_argument("--provider", required=True, help="one of: " + ", ".join(_providers()))
+    px.add_argument(
+        "--upstream",
+        default=None,
+        help="the upstream base URL (default: the provider's public API; 'custom' needs one)",
+    )
+    px.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 = any free)")
+    px.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    px.add_argument("--out", default="captures", help="capture root directory (default: captures)")
+    px.add_argument(
+        "--label", default=None, help="a label stored with each recording (default: none)"
+    )
+    px.add_argument(
+        "--roll-mb",
+        type=_positive_float,
+        default=256.0,
+        help="start a new recording directory after this many MiB of responses (default 256)",
+    )
+    px.add_argument(
+        "--roll-minutes",
+        type=_positive_float,
+        default=60.0,
+        help="... or after this many minutes (default 60)",
+    )
+    px.set_defaults(func=cmd_proxy)
 
 
 def _table_options() -> argparse.ArgumentParser:
@@ -570,7 +664,15 @@ def build_parser() -> argparse.ArgumentParser:
         "no title, every row unless --limit (default: table)",
     )
     rp.add_argument("--workers", type=_positive, default=None, help=_WORKERS_HELP)
+    rp.add_argument(
+        "--provider",
+        default=None,
+        help="replay every stream as this family, one of: "
+        + ", ".join(_providers())
+        + " (default: each stream's recorded family, else the one its request shows)",
+    )
     rp.set_defaults(func=cmd_replay)
+    _add_proxy_parser(sub)
 
     rep = sub.add_parser(
         "report",

@@ -144,33 +144,59 @@ def _error_result(
     )
 
 
-def replay_request(request: Any, *, config: Any = None) -> StreamResult:
-    """Replay one :class:`~lab.capture.RecordedRequest` (all its attempts)."""
+def replay_request(
+    request: Any, *, config: Any = None, provider: str | None = None
+) -> StreamResult:
+    """Replay one :class:`~lab.capture.RecordedRequest` (all its attempts).
+
+    The family is **provider** when given (``lab replay --provider``), else the recorded
+    one, else the one :func:`lab.infer.infer_family` reads from the request; when none can
+    be told, the result is one error row (``unknown_provider``) and nothing raises.
+    """
     from lab.http.transports import ReplayTransport
+    from lab.infer import model_from_path
 
     exchanges = list(request.exchanges)
     first = exchanges[0]
+    family = _family_for(request, first, provider)
+    if isinstance(family, StreamResult):
+        return family
     try:
         body = json.loads(first.request_body)
     except ValueError:
         body = {"model": request.model, "messages": [], "stream": True}
-    if isinstance(body, dict) and "model" not in body and request.model:
-        body = {"model": request.model, **body}  # a family that moves the model into the URL
+    model = request.model or model_from_path(first.url)
+    if isinstance(body, dict) and "model" not in body and model:
+        body = {"model": model, **body}  # a family that moves the model into the URL
     transport = ReplayTransport(exchanges)
-    with _gc_paused():
-        result = run_stream(
-            request.provider,
-            body,
-            transport=transport,
-            base_url=_REPLAY_BASE_URL,
-            config=config,
-            stream_id=request.stream_id,
-            meta=request.meta,
+    try:
+        with _gc_paused():
+            result = run_stream(
+                family,
+                body,
+                transport=transport,
+                base_url=_REPLAY_BASE_URL,
+                config=config,
+                stream_id=request.stream_id,
+                meta=request.meta,
+            )
+    except (ValueError, TypeError) as exc:  # this request cannot be sent (no model, ...)
+        result = _error_result(
+            family,
+            request.model,
+            request.stream_id,
+            "unreplayable",
+            f"cannot replay {first.method} {first.url} as {family!r}: {exc}",
         )
-    # Timings: the recorded arrival offsets, not the replay's.
+        result.meta = dict(request.meta or {})
+        return result
+    # Timings: the recorded arrival offsets, not the replay's; none for an exchange whose
+    # source did not time its reads (an imported cassette), so timing tables leave it out.
     for ex in exchanges:
         if ex.attempt in result.read_t_ns or ex.attempt < len(result.attempts):
-            result.read_t_ns[ex.attempt] = list(ex.read_t_ns)
+            timed = (ex.meta or {}).get("timing", "reads") == "reads"
+            result.read_t_ns[ex.attempt] = list(ex.read_t_ns) if timed else []
+    result.meta = dict(request.meta or {})
     seen = transport.requests_seen
     for i, (req, ex) in enumerate(zip(seen, exchanges, strict=False)):
         if _canonical(req.content) != _canonical(ex.request_body):
@@ -180,6 +206,32 @@ def replay_request(request: Any, *, config: Any = None) -> StreamResult:
             )
     if len(seen) < len(exchanges):
         result.divergence.append(f"replay used {len(seen)} of {len(exchanges)} recorded attempts")
+    return result
+
+
+def _family_for(request: Any, first: Any, provider: str | None) -> str | StreamResult:
+    """The family one recorded request replays with, or its error row (see replay_request)."""
+    from lab.infer import resolve_family
+    from lab.providers import PROVIDERS
+
+    known = ", ".join(sorted(PROVIDERS))
+    if provider is not None:
+        if provider in PROVIDERS:
+            return provider
+        message = f"unknown provider {provider!r} (given to replay); known providers: {known}"
+    else:
+        guess = resolve_family(request.provider, first)
+        if guess is not None:
+            return guess.family
+        message = (
+            f"cannot tell the provider family of {first.method} {first.url} (recorded "
+            f"provider {request.provider!r}; no known path, header or body shape); "
+            f"replay it with provider=... (lab replay --provider P), one of: {known}"
+        )
+    result = _error_result(
+        request.provider, request.model, request.stream_id, "unknown_provider", message
+    )
+    result.meta = dict(request.meta or {})
     return result
 
 
@@ -221,6 +273,7 @@ def replay(
     config: Any = None,
     workers: int | None = None,
     progress: bool = False,
+    provider: str | None = None,
 ) -> Results:
     """Replay every logical request of a capture (path, directory, glob or Capture).
 
@@ -233,6 +286,9 @@ def replay(
     private temporary directory (``tempfile.mkdtemp``, removed afterwards); a share a child
     never delivered is replayed in this process, with a ``RuntimeWarning``.
     **progress** shows a progress bar (streams done, over all processes).
+    **provider** replays every stream as that family (``lab replay --provider P``); by
+    default each stream's recorded family, else the one its request shows
+    (:func:`lab.infer.infer_family`), else it is one error row and the rest replay.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
         raise TypeError(f"workers must be an int or None, not {type(workers).__name__}")
@@ -244,7 +300,7 @@ def replay(
         # a Capture's plan holds row numbers only: each process builds its own records
         plan = source if isinstance(source, list) else source.request_plan()
         if len(plan) > 1:
-            return Results(_replay_parallel(source, plan, cfg, workers, progress))
+            return Results(_replay_parallel(source, plan, cfg, workers, progress, provider))
     if isinstance(source, list):
         requests = source
     else:  # thousands of long-lived records: the collector would only rescan them
@@ -254,7 +310,7 @@ def replay(
     results = Results()
     try:
         for r in requests:
-            results.append(replay_request(r, config=cfg))
+            results.append(replay_request(r, config=cfg, provider=provider))
             if bar is not None:
                 bar.update(1)
     finally:
@@ -331,7 +387,13 @@ def _count_done(state: Any, lock: Any, n: int) -> None:
 
 
 def _child_main(
-    source: Any, config: Any, shares: list[Any], state: Any, lock: Any, folder: str
+    source: Any,
+    config: Any,
+    shares: list[Any],
+    state: Any,
+    lock: Any,
+    folder: str,
+    provider: str | None = None,
 ) -> None:
     global _gc_lock, _gc_depth
     _gc_lock, _gc_depth = threading.Lock(), 0  # a fork copies a lock in whatever state it was
@@ -340,7 +402,10 @@ def _child_main(
     # over the whole inherited heap (pickling 1,760 results: 176 ms with it, 96 without).
     gc.disable()
     while (i := _claim(state, lock)) < len(shares):
-        results = [replay_request(r, config=config) for r in _requests_of(source, shares[i])]
+        results = [
+            replay_request(r, config=config, provider=provider)
+            for r in _requests_of(source, shares[i])
+        ]
         tmp = os.path.join(folder, f"{i}.tmp")
         with open(tmp, "wb") as f:
             pickle.dump(results, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -364,7 +429,12 @@ def _guided_bounds(n: int, workers: int, largest: int = 64) -> list[tuple[int, i
 
 
 def _replay_parallel(
-    source: Any, plan: list[Any], cfg: LabConfig, workers: int, progress: bool
+    source: Any,
+    plan: list[Any],
+    cfg: LabConfig,
+    workers: int,
+    progress: bool,
+    provider: str | None = None,
 ) -> list[StreamResult]:
     n = len(plan)
     bounds = _guided_bounds(n, workers)
@@ -406,13 +476,18 @@ def _replay_parallel(
     try:
         for _ in range(min(workers, len(shares)) - 1):  # no child without a share to take
             args = (source, cfg, shares, state, lock, folder)
+            if provider is not None:  # the override, when there is one
+                args += (provider,)
             child = ctx.Process(target=_child_main, args=args, daemon=True)
             child.start()
             children.append(child)
         # unpickling builds as many objects as the replay did: the collector stays paused
         with _gc_paused():
             while (i := _claim(state, lock)) < len(shares):
-                done[i] = [replay_request(r, config=cfg) for r in _requests_of(source, shares[i])]
+                done[i] = [
+                    replay_request(r, config=cfg, provider=provider)
+                    for r in _requests_of(source, shares[i])
+                ]
                 _count_done(state, lock, len(done[i]))
                 show()
                 collect()
@@ -425,7 +500,10 @@ def _replay_parallel(
                 show()
             lost = sorted(waiting)  # claimed by a child that died before delivering it
             for i in lost:
-                done[i] = [replay_request(r, config=cfg) for r in _requests_of(source, shares[i])]
+                done[i] = [
+                    replay_request(r, config=cfg, provider=provider)
+                    for r in _requests_of(source, shares[i])
+                ]
                 _count_done(state, lock, len(done[i]))
         if lost:
             failed = [c.exitcode for c in children if c.exitcode]

@@ -150,6 +150,8 @@ class StreamResult:
     """Fingerprint of the LabConfig that produced this result."""
     divergence: list[str] = field(default_factory=list)
     """Replay only: where re-running the ladder asked for something the capture did not hold."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Replay only: the recorded request's caller metadata (``session``, ``source``, ...)."""
 
     def __repr__(self) -> str:
         error = f"{self.error.type}: {_clip(self.error.message, 60)!r}" if self.error else None

@@ -70,6 +70,8 @@ STREAM_COLUMNS = [
     "outcome",
     "anomalies",
     "divergence",
+    "session",
+    "source",
 ]
 
 
@@ -110,6 +112,12 @@ def _stream_table(data: object, fn: str) -> pd.DataFrame:
             )
         return data
     return streams(_need_results(data, fn))
+
+
+def _meta_text(r: StreamResult, key: str) -> str | None:
+    """A text field of the recorded request's metadata (``session``, ``source``), if any."""
+    value = r.meta.get(key) if r.meta else None
+    return None if value is None else str(value)
 
 
 def _duration_ms(r: StreamResult) -> float | None:
@@ -198,6 +206,8 @@ def streams(results: Iterable[StreamResult] | pd.DataFrame) -> pd.DataFrame:
                 "outcome": r.outcome,
                 "anomalies": ",".join(_anomalies(r)),
                 "divergence": "; ".join(r.divergence),
+                "session": _meta_text(r, "session"),
+                "source": _meta_text(r, "source"),
             }
         )
     df = pd.DataFrame(rows, columns=STREAM_COLUMNS)
