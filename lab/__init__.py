@@ -10,6 +10,8 @@ The names most sessions need are here; each lives in its own module::
     lab.run_stream(...)     the one code path live and replay share (lab.stream)
     lab.LabConfig           every tunable heuristic (lab.config)
     lab.open_capture(path)  the raw capture tables (lab.capture.open)
+    lab.recording_client(out, provider=P)        an httpx.Client that records (lab.clients),
+    lab.async_recording_client(out, provider=P)  to hand to the openai / anthropic SDKs
 
 Tables, plots, anomalies, fixtures and the tuner are the submodules ``lab.tables``,
 ``lab.plots``, ``lab.anomalies``, ``lab.fixtures`` and ``lab.tuning``. Names are imported
@@ -25,6 +27,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from lab.capture import open as open_capture
+    from lab.clients import async_recording_client, recording_client
     from lab.config import LabConfig
     from lab.guards import SpillGuardConfig
     from lab.recorder import Recorder
@@ -38,8 +41,10 @@ __all__ = [
     "Results",
     "SpillGuardConfig",
     "StreamResult",
+    "async_recording_client",
     "compare",
     "open_capture",
+    "recording_client",
     "replay",
     "replay_sse",
     "run_stream",
@@ -51,8 +56,10 @@ _HOME = {
     "Results": ("lab.result", "Results"),
     "SpillGuardConfig": ("lab.guards", "SpillGuardConfig"),
     "StreamResult": ("lab.result", "StreamResult"),
+    "async_recording_client": ("lab.clients", "async_recording_client"),
     "compare": ("lab.replay", "compare"),
     "open_capture": ("lab.capture", "open"),
+    "recording_client": ("lab.clients", "recording_client"),
     "replay": ("lab.replay", "replay"),
     "replay_sse": ("lab.replay", "replay_sse"),
     "run_stream": ("lab.stream", "run_stream"),
