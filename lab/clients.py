@@ -1,10 +1,13 @@
 """httpx clients that record every exchange, to hand to an httpx-based SDK.
 
->>> import openai, lab                                             # doctest: +SKIP
->>> http = lab.recording_client("captures", provider="openai")
->>> client = openai.OpenAI(base_url=..., api_key=..., http_client=http)
->>> ...                                  # use the SDK as usual; every stream is recorded
->>> http.close()                         # writes the capture; http.capture_path says where
+::
+
+    import openai, lab
+
+    http = lab.recording_client("captures", provider="openai")
+    client = openai.OpenAI(base_url=..., api_key=..., http_client=http)
+    ...                                  # use the SDK as usual; every stream is recorded
+    http.close()                         # writes the capture; http.capture_path says where
 
 The current ``anthropic`` SDK (2.x) speaks ``httpx2``, httpx's successor, and refuses an
 ``httpx.Client``; pass ``http="httpx2"`` to get an ``httpx2.Client`` recording through the
