@@ -5,11 +5,12 @@ another path (an SDK client over a bare ``RecordingTransport``, an imported HAR 
 cassette) may not: its ``provider`` column then holds a host name or ``"unknown"``. Replay
 asks :func:`infer_family` instead of failing, in this order:
 
-1. the path shape: ``...:streamGenerateContent`` / ``...:generateContent`` is Gemini,
-   ``.../messages`` is Anthropic, ``.../chat/completions`` is OpenAI-compatible (which
-   vendor comes from the host: ``openrouter.ai`` or OpenRouter's ``/api/v1/`` path,
-   ``api.openai.com``, ``api.deepseek.com``, ``api.z.ai`` / ``open.bigmodel.cn``,
-   ``integrate.api.nvidia.com``; any other host is ``custom``);
+1. the host, when it is the host of a registered provider's public base URL
+   (``openrouter.ai``, ``api.openai.com``, ``api.anthropic.com``, ... read from each
+   adapter's ``default_base_url``; ``open.bigmodel.cn`` is Z.ai too); then the path shape:
+   ``...:streamGenerateContent`` / ``...:generateContent`` is Gemini, ``.../messages`` is
+   Anthropic, ``.../api/v1/chat/completions`` OpenRouter and any other
+   ``.../chat/completions`` an OpenAI-compatible server of unknown vendor (``custom``);
 2. the headers only one family sends: ``anthropic-version``, ``x-goog-api-key``;
 3. the body shape: ``contents`` (Gemini), ``anthropic_version`` (Anthropic),
    ``messages`` (OpenAI-compatible, ``custom``).
@@ -29,19 +30,26 @@ from urllib.parse import unquote, urlsplit
 
 __all__ = ["FamilyGuess", "infer_family", "model_from_path", "resolve_family"]
 
-# host (or a suffix of it) -> the vendor of an OpenAI-compatible endpoint
-_CHAT_HOSTS: tuple[tuple[str, str], ...] = (
-    ("openrouter.ai", "openrouter"),
-    ("api.openai.com", "openai"),
-    ("api.deepseek.com", "deepseek"),
-    ("api.z.ai", "zai"),
-    ("open.bigmodel.cn", "zai"),
-    ("integrate.api.nvidia.com", "nvidia"),
-)
-_FAMILY_HOSTS: tuple[tuple[str, str], ...] = (
-    ("api.anthropic.com", "anthropic"),
-    ("generativelanguage.googleapis.com", "google"),
-)
+# hosts that serve a registered provider besides the host of its default base URL
+_HOST_ALIASES: tuple[tuple[str, str], ...] = (("open.bigmodel.cn", "zai"),)
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+
+
+def _registry_hosts() -> list[tuple[str, str]]:
+    """(host, provider) for every registered provider with a public default base URL
+    (a loopback default such as vLLM's or Ollama's names no vendor), then the aliases."""
+    from lab.providers import PROVIDERS, get_adapter
+
+    hosts = []
+    for name in sorted(PROVIDERS):
+        try:
+            base = get_adapter(name).default_base_url
+        except (ImportError, AttributeError, ValueError):
+            continue
+        host = (urlsplit(base).hostname or "").lower() if base else ""
+        if host and host not in _LOOPBACK:
+            hosts.append((host, name))
+    return hosts + list(_HOST_ALIASES)
 
 
 @dataclass(frozen=True)
@@ -79,21 +87,18 @@ def model_from_path(url_or_path: str) -> str | None:
 
 
 def _by_path(host: str, path: str) -> FamilyGuess | None:
+    for pattern, family in _registry_hosts():
+        if _host_matches(host, pattern):
+            return FamilyGuess(family, f"host {host!r}")
     last = path.rsplit("/", 1)[-1]
     if ":" in last and last.split(":", 1)[1] in ("streamGenerateContent", "generateContent"):
         return FamilyGuess("google", f"path {path!r}")
     if path.endswith("/messages"):
         return FamilyGuess("anthropic", f"path {path!r}")
+    if path.endswith("/api/v1/chat/completions"):
+        return FamilyGuess("openrouter", f"path {path!r} (OpenRouter's /api/v1/)")
     if path.endswith("/chat/completions"):
-        for pattern, family in _CHAT_HOSTS:
-            if _host_matches(host, pattern):
-                return FamilyGuess(family, f"path {path!r} on host {host!r}")
-        if path.endswith("/api/v1/chat/completions"):
-            return FamilyGuess("openrouter", f"path {path!r} (OpenRouter's /api/v1/)")
         return FamilyGuess("custom", f"path {path!r} (OpenAI-compatible, host {host!r})")
-    for pattern, family in _FAMILY_HOSTS:
-        if _host_matches(host, pattern):
-            return FamilyGuess(family, f"host {host!r}")
     return None
 
 
@@ -133,8 +138,8 @@ def infer_family(
 
     >>> infer_family("POST", "http://127.0.0.1:8000/v1/messages").family
     'anthropic'
-    >>> infer_family("POST", "https://openrouter.ai/api/v1/chat/completions").family
-    'openrouter'
+    >>> infer_family("POST", "https://openrouter.ai/api/v1/chat/completions").evidence
+    "host 'openrouter.ai'"
     >>> infer_family("POST", "http://h/x", body=b'{"contents": []}').evidence
     "body field 'contents'"
     """
