@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import ast
-import inspect
 import io
 import json
 import math
@@ -20,7 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.view import MISSING, format_cost
+from lab.view import DECIMALS, MISSING, format_cost
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `lab --help` stays fast
     import pandas as pd
@@ -36,18 +34,6 @@ CELL_MIN = 12
 """Fitting to the width never cuts a column narrower than this (or its header), and never
 cuts the first column (the row's id): it leaves columns out from the right instead."""
 GAP = "  "
-
-DECIMALS = {  # decimals shown for float columns (the data keep every digit)
-    "ttft_ms": 1,
-    "median_ttft_ms": 1,
-    "duration_ms": 1,
-    "t_ms": 1,
-    "tokens_per_s": 1,
-    "median_tokens_per_s": 1,
-    "leak_rate": 3,
-    "error_rate": 3,
-}
-"""Decimals per float column; other floats get 3 significant digits (costs are tiny)."""
 
 
 def _missing(value: Any) -> bool:
@@ -171,23 +157,6 @@ def render(df: pd.DataFrame, *, fmt: str = "table", width: int = 100) -> tuple[s
 # -- config example ---------------------------------------------------------------------
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each annotated field of ``cls`` (read from its source)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, after in zip(body, body[1:], strict=False):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(after.value.value)
-    return docs
-
-
 def _comment(doc: str, indent: str) -> list[str]:
     text = " ".join(doc.split()).replace("``", "`")
     return [f"{indent}// {ln}" for ln in textwrap.wrap(text, 88 - len(indent))]
@@ -201,6 +170,7 @@ def config_example() -> str:
     """
     from lab.config import LabConfig
     from lab.guards import SpillGuardConfig
+    from lab.tuning import field_docs
 
     cfg = LabConfig()
     data = json.loads(cfg.model_dump_json())

@@ -4,8 +4,16 @@ The page embeds its figures as base64 PNGs and its tables as HTML, so it can be 
 attached to an issue as one file. It holds only derived data: request headers are never part
 of it, and the captures it reads are already redacted.
 
-A small inline script checks that every figure decoded and records page errors on
-``<body data-images-ok=... data-errors=...>`` so a headless browser test can verify it.
+Reading it: a table of contents, the summary line and the plots, then one section per table
+(per serving backend first, with its 95 % intervals when the table has them). Numbers are
+rounded for reading (rates as percentages, times to 0.1 ms, costs to 3 significant digits);
+a missing value is always ``—``; every table scrolls inside its own box, with long cells cut
+(the whole text in the cell's tooltip), so the page itself never scrolls sideways at 1280 px.
+
+A small inline script (the page's own, never built from data) checks that every figure
+decoded, records page errors and measures whether anything overflows the page, on
+``<body data-images-ok=... data-errors=... data-overflow=...>``, so a headless browser
+test can verify it.
 """
 
 from __future__ import annotations
@@ -13,23 +21,37 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from lab.result import StreamResult
+from lab.view import DECIMALS, MISSING, format_cost
 
 __all__ = ["build_html", "write_report"]
 
+CELL_CHARS = 60
+"""A table cell longer than this is cut (``…``); the whole text is its tooltip."""
+TABLE_ROWS = 200
+"""Rows each table shows before it says how many more there are."""
+
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px;
+       padding: 0 1rem; color: #222; line-height: 1.4; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2.2rem;
+     border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
+nav ol { columns: 2; font-size: 0.9rem; }
+.scroll { max-height: 32rem; overflow: auto; border: 1px solid #ddd; max-width: 100%; }
 table { border-collapse: collapse; font-size: 0.8rem; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-.figs img { max-width: 48%; margin: 0.5rem; border: 1px solid #eee; }
+th, td { border-bottom: 1px solid #eee; padding: 3px 8px; text-align: left;
+         vertical-align: top; white-space: nowrap; }
+th { background: #f3f3f3; position: sticky; top: 0; z-index: 1; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.missing { color: #999; }
+.figs { display: flex; flex-wrap: wrap; gap: 0.5rem; }
+.figs img { max-width: calc(50% - 0.5rem); height: auto; border: 1px solid #eee; }
 .note { color: #666; font-size: 0.85rem; }
 """
 
@@ -41,12 +63,23 @@ window.addEventListener('load', function () {
   var imgs = document.querySelectorAll('img');
   var ok = 0;
   imgs.forEach(function (i) { if (i.complete && i.naturalWidth > 0) { ok += 1; } });
+  var over = 0;
+  document.querySelectorAll('td, th, p, h1, h2, li').forEach(function (el) {
+    var box = el.getBoundingClientRect();
+    if (box.right > document.documentElement.clientWidth + 1 && !el.closest('.scroll')) {
+      over += 1;
+    }
+  });
+  var page = document.documentElement.scrollWidth > document.documentElement.clientWidth;
   document.body.setAttribute('data-images', String(imgs.length));
   document.body.setAttribute('data-images-ok', String(ok));
   document.body.setAttribute('data-errors', String(window.__labErrors.length));
+  document.body.setAttribute('data-overflow', String(over + (page ? 1 : 0)));
 });
 </script>
 """
+
+_PERCENT = {"leak_rate", "error_rate"}
 
 
 def _png(fig) -> str:
@@ -55,25 +88,78 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _table(df: pd.DataFrame, limit: int = 200) -> str:
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
+def _value(column: str, value: Any) -> tuple[str, str]:
+    """(text, css class) of one cell: rounded, the one missing marker."""
+    if _missing(value):
+        return MISSING, "missing"
+    if column == "cost" or column.endswith("_cost"):
+        return format_cost(float(value)), "num"
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), ""
+    if column in _PERCENT:
+        return f"{float(value) * 100:.1f} %", "num"
+    if isinstance(value, float):
+        digits = DECIMALS.get(column)
+        if digits is None:
+            return (f"{value:.0f}" if value == int(value) else f"{value:.3g}"), "num"
+        return f"{value:.{digits}f}", "num"
+    if isinstance(value, int) or hasattr(value, "dtype"):
+        return str(value), "num"
+    text = str(value)
+    return text, ""
+
+
+def _td(column: str, value: Any) -> str:
+    text, cls = _value(column, value)
+    attrs = f" class='{cls}'" if cls else ""
+    if len(text) > CELL_CHARS:
+        attrs += f" title='{html.escape(text, quote=True)}'"
+        text = text[: CELL_CHARS - 1] + "…"
+    return f"<td{attrs}>{html.escape(text)}</td>"
+
+
+def _intervals(df: pd.DataFrame) -> pd.DataFrame:
+    """Rates with their 95 % interval in one cell, when the table has the interval columns."""
+    out = df.copy()
+    for rate in ("leak_rate", "error_rate"):
+        lo, hi = f"{rate}_ci_low", f"{rate}_ci_high"
+        if rate in out and lo in out and hi in out:
+            out[rate] = [
+                MISSING if _missing(r) else f"{r * 100:.1f} % ({low * 100:.0f}–{high * 100:.0f} %)"
+                for r, low, high in zip(out[rate], out[lo], out[hi], strict=True)
+            ]
+            out = out.drop(columns=[lo, hi])
+    return out
+
+
+def _table(df: pd.DataFrame, limit: int = TABLE_ROWS) -> str:
     if df.empty:
         return "<p class='note'>(none)</p>"
-    more = f"<p class='note'>{len(df) - limit} more rows not shown</p>" if len(df) > limit else ""
-    # pandas' default prints 6 decimals: a $3.6e-06 cost would show as 0.000004
-    formatters = {c: _cost for c in df.columns if c == "cost" or c.endswith("_cost")}
-    html = df.head(limit).to_html(
-        index=False, na_rep="", escape=True, border=0, formatters=formatters
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    rows = "".join(
+        "<tr>" + "".join(_td(c, v) for c, v in zip(df.columns, row, strict=True)) + "</tr>"
+        for row in df.head(limit).itertuples(index=False)
     )
-    return html + more
+    more = (
+        f"<p class='note'>{len(df) - limit} more rows not shown "
+        "(<code>lab replay PATH --format csv</code> prints them all)</p>"
+        if len(df) > limit
+        else ""
+    )
+    return f"<div class='scroll'><table><tr>{head}</tr>{rows}</table></div>{more}"
 
 
-def _cost(value: float) -> str:
-    """USD with 3 significant digits of a small cost (``$0.0000405``), at least 4 decimals;
-    empty when unknown."""
-    if pd.isna(value):
-        return ""
-    digits = 4 if value <= 0 else max(4, 2 - math.floor(math.log10(value)))
-    return f"${value:.{digits}f}"
+_STREAM_COLUMNS = [
+    "stream_id", "serving_provider", "model", "leak_guards", "leak_chars", "error_type",
+    "classifier", "degradation_path", "finish_reason", "ttft_ms", "duration_ms",
+    "output_tokens", "cost", "anomalies", "provider", "attempts", "n_chunks", "text_chars",
+    "reasoning_chars", "tokens_per_s", "outcome",
+]  # fmt: skip
+"""The streams table as the report shows it: what matters first (the box scrolls)."""
 
 
 def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab report") -> str:
@@ -98,26 +184,40 @@ def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab repo
     )
     n_leaked = int(st["leaked"].sum()) if len(st) else 0
     n_err = int(st["error_type"].notna().sum()) if len(st) else 0
+    att = tables.attempts(results)
+    interval_note = (
+        " Rates show their 95 % Wilson interval in brackets." if "leak_rate_ci_low" in bb else ""
+    )
     sections = [
+        ("plots", "Plots", f"<div class='figs'>{imgs}</div>"),
+        (
+            "backends",
+            "By serving backend",
+            f"<p class='note'>One row per backend that served a stream; the leakiest first."
+            f"{interval_note}</p>" + _table(_intervals(bb)),
+        ),
+        (
+            "streams",
+            "Streams",
+            "<p class='note'>One row per logical request; the table scrolls sideways and "
+            "down inside its box.</p>" + _table(st[[c for c in _STREAM_COLUMNS if c in st]]),
+        ),
+        ("leaks", "Where reasoning leaked (guard events)", _table(tables.leaks(results))),
+        ("classifiers", "Error classifiers", _table(tables.classifiers(st))),
+        ("attempts", "Degradation attempts", _table(att)),
+    ]
+    toc = "".join(f"<li><a href='#{sid}'>{html.escape(name)}</a></li>" for sid, name, _ in sections)
+    body = [
         f"<h1>{html.escape(title)}</h1>",
         f"<p>{len(st)} streams, {n_leaked} with leaked reasoning, {n_err} ended in an error.</p>",
-        f"<div class='figs'>{imgs}</div>",
-        "<h2>By serving backend</h2>",
-        _table(bb),
-        "<h2>Streams</h2>",
-        _table(st.drop(columns=["error_message"])),
-        "<h2>Where reasoning leaked (guard events)</h2>",
-        _table(tables.leaks(results)),
-        "<h2>Error classifiers</h2>",
-        _table(tables.classifiers(st)),
-        "<h2>Degradation attempts</h2>",
-        _table(tables.attempts(results)),
+        f"<nav><b>Contents</b><ol>{toc}</ol></nav>",
+        *(f"<h2 id='{sid}'>{html.escape(name)}</h2>\n{content}" for sid, name, content in sections),
     ]
-    body = "\n".join(sections)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>{_CHECK}</head>"
-        f"<body>{body}</body></html>"
+        f"<body>{chr(10).join(body)}</body></html>"
     )
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "ablation",
     "changed_cases",
     "corpus_from_captures",
+    "field_docs",
     "load_corpus",
     "mark_seam",
     "predict",
@@ -591,8 +592,9 @@ def mark_seam(text: str, seam: int | None, mark: str = "┃") -> str:
 # -- widgets (thin shell) ----------------------------------------------------------------
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """Attribute docstrings (the string literal under each field) of a model class."""
+def field_docs(cls: type) -> dict[str, str]:
+    """Attribute docstrings (the string literal under each field) of a model class, each
+    on one line (the tuner's tooltips and ``lab config example`` read them)."""
     docs: dict[str, str] = {}
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
@@ -749,7 +751,7 @@ class SpillTuner:
         self._muted = False
         self.compare_result: pd.DataFrame | None = None
 
-        docs = _field_docs(SpillGuardConfig)
+        docs = field_docs(SpillGuardConfig)
         self.controls: dict[str, Any] = {}
         self._parse: dict[str, Any] = {}
         self._format: dict[str, Any] = {}

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lab.result import StreamResult
 
 __all__ = [
+    "DECIMALS",
     "MISSING",
     "SUMMARY_COLUMNS",
     "format_cost",
@@ -38,6 +39,19 @@ __all__ = [
 
 MISSING = "—"
 """How every table and view of the lab shows a missing value (no usage, no error, ...)."""
+
+DECIMALS = {
+    "ttft_ms": 1,
+    "median_ttft_ms": 1,
+    "duration_ms": 1,
+    "t_ms": 1,
+    "tokens_per_s": 1,
+    "median_tokens_per_s": 1,
+    "leak_rate": 3,
+    "error_rate": 3,
+}
+"""Decimals shown per float column in every table view (console, report, summary); the data
+keep every digit. The report shows the two rates as percentages to one decimal instead."""
 
 SUMMARY_COLUMNS = [
     "stream_id",

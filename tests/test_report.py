@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def test_report_page_embeds_every_figure_and_table(report):
         "Error classifiers",
         "Degradation attempts",
     ):
-        assert f"<h2>{heading}" in page
+        assert re.search(f"<h2 id='[a-z]+'>{heading}", page), heading
     assert "Chutes" in page and "think_stripper" in page
 
 
@@ -46,13 +47,17 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path):
+def _browser_or_skip() -> str:
     browser = _chromium()
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
         pytest.skip("chromium not installed (CI installs it; apt-get install chromium)")
-    cmd = [
+    return browser
+
+
+def _headless(browser: str, profile: Path, *extra: str) -> list[str]:
+    return [
         browser,
         "--headless",
         "--no-sandbox",
@@ -62,36 +67,89 @@ def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path)
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
         "--virtual-time-budget=5000",
-        "--dump-dom",
-        report.as_uri(),
+        *extra,
     ]
+
+
+def _body_attrs(browser: str, page: Path, profile: Path, width: int) -> dict[str, str]:
+    cmd = _headless(browser, profile, f"--window-size={width},900", "--dump-dom", page.as_uri())
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
     body = re.search(r"<body([^>]*)>", dom)
     assert body, dom[:500]
-    attrs = dict(re.findall(r'(data-[a-z-]+)="([^"]*)"', body.group(1)))
+    return dict(re.findall(r'(data-[a-z-]+)="([^"]*)"', body.group(1)))
+
+
+def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path):
+    attrs = _body_attrs(_browser_or_skip(), report, tmp_path / "profile", 1280)
     assert attrs["data-images"] == "4"
     assert attrs["data-images-ok"] == "4"
     assert attrs["data-errors"] == "0"
 
 
+def test_report_at_1280_px_never_overflows_the_page(report, tmp_path):
+    """Wide tables scroll inside their own box; nothing else reaches past the window."""
+    browser = _browser_or_skip()
+    attrs = _body_attrs(browser, report, tmp_path / "profile", 1280)
+    assert attrs["data-overflow"] == "0"
+    shot = tmp_path / "report-1280.png"
+    cmd = _headless(
+        browser, tmp_path / "profile", "--window-size=1280,2400", f"--screenshot={shot}"
+    )
+    subprocess.run([*cmd, report.as_uri()], capture_output=True, timeout=120)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (1280, 2400)
+
+
+def test_report_has_a_table_of_contents_linking_every_section(report):
+    page = report.read_text(encoding="utf-8")
+    links = re.findall(r"<li><a href='#([a-z]+)'>", page)
+    assert links == ["plots", "backends", "streams", "leaks", "classifiers", "attempts"]
+    for sid in links:
+        assert f"<h2 id='{sid}'>" in page
+    assert page.count("<div class='scroll'>") == 5
+
+
+def test_report_rounds_numbers_and_shows_missing_one_way(report):
+    page = report.read_text(encoding="utf-8")
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert cells and not {"None", "nan", "NaN", "<NA>", "&lt;NA&gt;"} & set(cells)
+    assert "<td class='missing'>—</td>" in page
+    rates = [c for c in cells if c.endswith(" %")]
+    assert "33.3 %" in rates and all(re.fullmatch(r"\d+\.\d %", c) for c in rates)
+    times = re.findall(r"<td class='num'>(\d+\.\d+)</td>", page)
+    assert times and all(len(t.split(".")[1]) == 1 for t in times)
+
+
 def test_report_shows_small_costs_with_three_significant_digits(report):
     page = report.read_text(encoding="utf-8")
-    costs = re.findall(r"<td>\$(0\.\d+)</td>", page)
+    costs = re.findall(r"<td class='num'>\$(0\.\d+)</td>", page)
     assert costs, "no cost cell in the report"
     # pandas' default would print 0.000041 for 4.05e-05: 3 significant digits are kept
     significant = [c.split(".")[1].lstrip("0") for c in costs if float(c) > 0]
     assert significant and all(len(d) >= 3 for d in significant)
 
 
-def test_cost_cell_format():
-    from lab.report import _cost
+def test_report_cuts_long_cells_and_keeps_the_whole_text_in_the_tooltip():
+    from lab.report import CELL_CHARS, _td
 
-    assert [_cost(v) for v in (4.05e-05, 3.6e-06, 0.0123, 0.0, float("nan"))] == [
+    long = "x" * 100 + "<b>"
+    cell = _td("error_message", long)
+    assert cell == (f"<td title='{'x' * 100}&lt;b&gt;'>{'x' * (CELL_CHARS - 1)}…</td>")
+
+
+def test_cost_cell_format():
+    from lab.view import format_cost
+
+    assert [format_cost(v) for v in (4.05e-05, 3.6e-06, 0.0123, 0.0, float("nan"), None)] == [
         "$0.0000405",
         "$0.00000360",
         "$0.0123",
         "$0.0000",
-        "",
+        "—",
+        "—",
     ]
