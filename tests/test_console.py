@@ -152,4 +152,7 @@ def test_ctrl_c_in_a_running_demo_exits_130_with_one_line(tmp_path):
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err) == (130, "lab demo: interrupted (Ctrl-C)\n")
+    assert err == "lab demo: interrupted (Ctrl-C)\n"
+    # 130, or (now and then, when the interrupt lands while the capture threads are being
+    # joined) killed by SIGINT at interpreter exit: a shell reports both as $? = 130
+    assert proc.returncode in (130, -signal.SIGINT)
