@@ -44,6 +44,16 @@ Detectors and the real-world bug each one catches (``reference/wire-formats.md``
   error object turned into a ``done`` chunk) but the result holds no error: the partial answer
   looks complete (OmniRoute #4177, hydra #869, the luca ``provider_unavailable`` regression).
 
+- ``tool_calls_dropped`` – the reference rule lost tool calls the provider sent: Gemini
+  ``functionCall`` parts after the first of a chunk (kept only in
+  ``metadata["ignored_function_calls"]``), or a call streamed as ``partialArgs`` pieces
+  built piece by piece as empty calls (``facts["tool_calls_dropped"]``; the switch
+  ``LabConfig.assemble_function_calls`` builds them whole).
+- ``usage_not_final`` – the stream ended before the provider's final usage report (Gemini's
+  chunk with ``finishReason``, Anthropic's ``message_delta``): the usage known is a running
+  count that understates what was generated (``facts["provisional_usage"]``; under
+  ``LabConfig.final_usage_only`` the result reports no usage instead).
+
 Every threshold is a field of :class:`AnomalyConfig` whose default is the module constant of
 the same name in capitals; pass ``config=`` to :func:`detect` (or to a detector) to change it.
 """
@@ -86,8 +96,10 @@ __all__ = [
     "recording_cut",
     "think_tags_after_guards",
     "tool_markup_in_content",
+    "tool_calls_dropped",
     "tool_markup_in_reasoning",
     "truncated_tool_arguments",
+    "usage_not_final",
 ]
 
 # --------------------------------------------------------------------------- thresholds
@@ -424,6 +436,14 @@ def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = No
 def unhandled_shapes(result: StreamResult) -> dict[str, int]:
     """The field paths / event types behind ``unhandled_shape``, with how often each came."""
     return dict(result.facts.get("unhandled_shapes") or {})
+def tool_calls_dropped(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Tool calls the provider sent were dropped or built in pieces by the reference rule."""
+    return bool(result.facts.get("tool_calls_dropped"))
+
+
+def usage_not_final(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The stream ended before the final usage report: the usage known is a running count."""
+    return bool(result.facts.get("provisional_usage"))
 
 
 # --------------------------------------------------------------------------- registry
@@ -453,6 +473,8 @@ DETECTORS: dict[str, Detector] = {
     "unhandled_shape": unhandled_shape,
     "hostile_value": hostile_value,
     "dedup_dropped_repeat": dedup_dropped_repeat,
+    "tool_calls_dropped": tool_calls_dropped,
+    "usage_not_final": usage_not_final,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

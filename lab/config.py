@@ -94,6 +94,19 @@ class LabConfig(BaseModel):
     error: an empty, binary or foreign-format body) ends with an ``empty_response`` error
     chunk. The reference pipeline reports such a turn as an empty response further up; the
     lab says it on the stream so tables and classifiers see it."""
+    assemble_function_calls: bool = False
+    """Lab addition, off as in the reference (§11.2 builds the first ``functionCall`` of each
+    Gemini chunk as one whole call): build function calls as Gemini streams them: every
+    ``functionCall`` part of a chunk, and a call whose arguments arrive as ``partialArgs``
+    over several chunks (``willContinue``; nested objects and arrays; no arguments at all)
+    assembled into one call. Under the default the anomaly ``tool_calls_dropped`` names a
+    stream where the reference rule dropped calls or built argument fragments as calls."""
+    final_usage_only: bool = False
+    """Lab addition, off as in the reference (§11.2 attaches the running usage to every
+    chunk): a Gemini or Anthropic stream cut before the provider's final usage report (the
+    chunk with ``finishReason``; ``message_delta``) reports no usage, since its counts so
+    far understate what was generated; they stay in ``facts["provisional_usage"]``, and
+    the anomaly ``usage_not_final`` names such a stream under either setting."""
 
     @classmethod
     def coerce(cls, value: Any) -> LabConfig:
@@ -185,6 +198,8 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "read_all_reasoning_fields",
     "normalize_usage_reasoning",
     "dedup_partial_overlaps_only",
+    "assemble_function_calls",
+    "final_usage_only",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

@@ -228,6 +228,8 @@ def test_registry_lists_every_detector_in_report_order():
         "unhandled_shape",
         "hostile_value",
         "dedup_dropped_repeat",
+        "tool_calls_dropped",
+        "usage_not_final",
     ]
 
 
@@ -528,7 +530,8 @@ def test_gemini_stream_with_finish_reason_needs_no_done():
 
 def test_gemini_stream_without_finish_reason_is_truncated():
     r = gemini(gemini_chunk("Hello"), gemini_chunk(" world"))
-    assert detect(r) == ["eof_without_terminator"]
+    # the usage it carried was a running count: never the final report
+    assert detect(r) == ["eof_without_terminator", "usage_not_final"]
 
 
 def test_anthropic_stream_ending_with_message_stop_needs_no_done():

@@ -30,12 +30,6 @@ NAMES = sorted(EXPECTED)
 KNOWN_GAPS: frozenset[str] = frozenset(
     {
         "anthropic-json-tool-cut",
-        "google-gemini-tool-call",
-        "google-gemini3-text-cut",
-        "google-gemini3-tool-call",
-        "google-no-args-tool-call",
-        "google-streamed-function-args",
-        "google-vertex-streamed-nested-args",
         # issue 18c additions
         "custom-moonshot-kimi-usage-inside-choice",
     }
@@ -44,7 +38,6 @@ KNOWN_GAPS: frozenset[str] = frozenset(
 
 KNOWN_REFERENCE_GAPS: frozenset[str] = KNOWN_GAPS - {
     "anthropic-json-tool-cut",
-    "google-gemini3-text-cut",
     "custom-moonshot-kimi-usage-inside-choice",  # unhandled_shape names choices[0].usage
 }
 

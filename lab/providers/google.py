@@ -22,6 +22,7 @@ as its routing key and :meth:`GoogleAdapter.wire_body` drops it before sending.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 from lab import _json
@@ -44,7 +45,15 @@ from lab.model import (
     new_chunk,
     new_thought,
 )
-from lab.providers.base import RetryAttempt, StreamAdapter, is_number, join_url
+from lab.providers.base import (
+    RetryAttempt,
+    StreamAdapter,
+    is_number,
+    join_url,
+    note_shape,
+    note_unknown_keys,
+    wire_int,
+)
 
 __all__ = ["GoogleAdapter", "google_usage", "normalize_google_chunk"]
 
@@ -58,14 +67,17 @@ FINISH_REASON_MAP: dict[str, str] = {
 """Gemini finishReason -> the lab's cross-provider finish reason (others: lowercased)."""
 
 
-def google_usage(meta: Any) -> Usage | None:
-    """``usageMetadata`` -> :class:`Usage`; output includes ``thoughtsTokenCount``."""
+def google_usage(meta: Any, bad: list[str] | None = None) -> Usage | None:
+    """``usageMetadata`` -> :class:`Usage`; output includes ``thoughtsTokenCount``.
+
+    Every count goes through :func:`~lab.providers.base.wire_int`: a hostile value is left
+    out (its path appended to **bad**). ``toolUsePromptTokenCount`` is part of the total,
+    not of the input (as the Gemini SDKs count it)."""
     if not isinstance(meta, dict):
         return None
 
     def n(key: str) -> int | None:
-        v = meta.get(key)
-        return int(v) if is_number(v) else None
+        return wire_int(meta.get(key), f"usageMetadata.{key}", bad)
 
     prompt = n("promptTokenCount")
     candidates = n("candidatesTokenCount")
@@ -159,6 +171,274 @@ def _any_finish(chunk: dict) -> bool:
     )
 
 
+# -- the shapes this adapter reads (everything else is counted in facts["unhandled_shapes"])
+
+RESPONSE_KEYS = frozenset(
+    {
+        "candidates",
+        "usageMetadata",
+        "promptFeedback",
+        "error",
+        "modelVersion",
+        "responseId",
+        "createTime",
+        "text",
+        "functionCalls",
+        "function_calls",
+        "functionCall",
+        "function_call",
+        "thoughtSignature",
+        "thoughtSummary",
+    }
+)
+"""``GenerateContentResponse`` keys read (or knowingly ignored: ``responseId``,
+``createTime``); the four function-call keys and ``text`` are the reference normalizer's."""
+CANDIDATE_METADATA_KEYS: tuple[str, ...] = (
+    "finishMessage",
+    "safetyRatings",
+    "citationMetadata",
+    "groundingMetadata",
+    "urlContextMetadata",
+    "avgLogprobs",
+    "logprobsResult",
+)
+"""Candidate fields passed through to the chunk's ``metadata`` under their own names."""
+CANDIDATE_KEYS = frozenset({"content", "finishReason", "index", *CANDIDATE_METADATA_KEYS})
+CONTENT_KEYS = frozenset({"parts", "role"})
+PART_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall", "function_call"})
+CALL_KEYS = frozenset({"name", "args", "id", "partialArgs", "willContinue"})
+PARTIAL_ARG_KEYS = frozenset(
+    {"jsonPath", "stringValue", "numberValue", "boolValue", "nullValue", "willContinue"}
+)
+USAGE_KEYS = frozenset(
+    {
+        "promptTokenCount",
+        "candidatesTokenCount",
+        "thoughtsTokenCount",
+        "cachedContentTokenCount",
+        "totalTokenCount",
+        # knowingly ignored: per-modality breakdowns, the traffic class, tool-use prompt
+        # tokens (part of the total, not of the input, as the Gemini SDKs count them)
+        "promptTokensDetails",
+        "candidatesTokensDetails",
+        "cacheTokensDetails",
+        "toolUsePromptTokenCount",
+        "toolUsePromptTokensDetails",
+        "trafficType",
+    }
+)
+PROMPT_FEEDBACK_KEYS = frozenset({"blockReason", "blockReasonMessage", "safetyRatings"})
+
+# -- streamed function calls (LabConfig.assemble_function_calls) ----------------------------
+
+MAX_ARG_PATH_DEPTH = 64
+"""Deepest ``partialArgs.jsonPath`` built (segments); a deeper path is counted, not built."""
+MAX_ARRAY_GAP = 1024
+"""An array index at most this far past the end pads with ``null``; farther is refused
+(a hostile ``[999999999]`` must not allocate)."""
+
+_PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d{1,9})\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+def parse_json_path(path: Any) -> list[str | int] | None:
+    """``$.recipe.ingredients[0].name`` -> ``["recipe", "ingredients", 0, "name"]``; also
+    ``$['a.b']``. None for anything else (not a string, no ``$``, too deep, the root)."""
+    if not isinstance(path, str) or not path.startswith("$"):
+        return None
+    segs: list[str | int] = []
+    pos, end = 1, len(path)
+    while pos < end:
+        m = _PATH_STEP.match(path, pos)
+        if m is None or len(segs) >= MAX_ARG_PATH_DEPTH:
+            return None
+        key, index, sq, dq = m.groups()
+        if index is not None:
+            segs.append(int(index))
+        else:
+            segs.append(key if key is not None else sq if sq is not None else dq)
+        pos = m.end()
+    return segs if segs and isinstance(segs[0], str) else None
+
+
+class _CallBuilder:
+    """One function call being assembled from its parts (name, id, args, partialArgs)."""
+
+    __slots__ = ("name", "id", "args", "signature", "strings", "bad")
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.id: str | None = None
+        self.args: dict[str, Any] = {}
+        self.signature: str | None = None
+        self.strings: dict[tuple, list[str]] = {}
+        """Streamed string values by path: pieces joined once, when the call is built."""
+        self.bad: list[Any] = []
+
+    def add(self, fc: dict, signature: str | None) -> None:
+        name = fc.get("name")
+        if isinstance(name, str) and name and not self.name:
+            self.name = name
+        cid = fc.get("id")
+        if isinstance(cid, str) and cid and self.id is None:
+            self.id = cid
+        if signature and self.signature is None:
+            self.signature = signature
+        args = fc.get("args")
+        if isinstance(args, dict):
+            self.args.update(args)
+        elif args is not None:
+            self.bad.append({"args": args})
+        partial = fc.get("partialArgs")
+        if isinstance(partial, list):
+            for pa in partial:
+                self._apply(pa)
+        elif partial is not None:
+            self.bad.append({"partialArgs": partial})
+
+    def _apply(self, pa: Any) -> None:
+        segs = parse_json_path(pa.get("jsonPath")) if isinstance(pa, dict) else None
+        if segs is None:
+            self.bad.append(pa)
+            return
+        key = tuple(segs)
+        s = pa.get("stringValue")
+        if isinstance(s, str):
+            pieces = self.strings.get(key)
+            if pieces is not None:  # the next piece of a streamed string
+                pieces.append(s)
+            elif self._set(segs, s):
+                self.strings[key] = [s]
+            else:
+                self.bad.append(pa)
+            return
+        if pa.get("numberValue") is not None:
+            value = pa["numberValue"]
+            if not is_number(value):
+                self.bad.append(pa)
+                return
+        elif isinstance(pa.get("boolValue"), bool):
+            value = pa["boolValue"]
+        elif "nullValue" in pa:
+            value = None
+        else:
+            self.bad.append(pa)
+            return
+        self.strings.pop(key, None)
+        if not self._set(segs, value):
+            self.bad.append(pa)
+
+    def _set(self, segs: list[str | int], value: Any) -> bool:
+        cur: Any = self.args
+        for i, seg in enumerate(segs):
+            last = i == len(segs) - 1
+            want: type = dict
+            if not last:
+                want = list if isinstance(segs[i + 1], int) else dict
+            if isinstance(seg, int):
+                if not isinstance(cur, list) or seg - len(cur) > MAX_ARRAY_GAP:
+                    return False
+                if seg >= len(cur):
+                    cur.extend([None] * (seg - len(cur) + 1))
+                child = cur[seg]
+            else:
+                if not isinstance(cur, dict):
+                    return False
+                child = cur.get(seg)
+            if last:
+                cur[seg] = value
+                return True
+            if child is None:
+                child = want()
+                cur[seg] = child
+            elif not isinstance(child, want):
+                return False
+            cur = child
+        return True
+
+    def build(self, *, truncated: bool) -> dict[str, Any]:
+        for key, pieces in self.strings.items():
+            self._set(list(key), "".join(pieces))
+        self.strings = {}
+        call: dict[str, Any] = {"name": self.name, "args": self.args}
+        if self.id is not None:
+            call["id"] = self.id
+        if self.signature is not None:
+            call["thoughtSignature"] = self.signature
+        if truncated:
+            call["truncated"] = True
+        if self.bad:
+            call["unread_arguments"] = self.bad
+        return call
+
+
+class FunctionCallAssembler:
+    """Gemini function calls as the API streams them, into whole calls.
+
+    A chunk's function-call parts are matched to open calls by position (the n-th part
+    continues the n-th open call). A part with ``willContinue: true`` keeps its call open;
+    any other part (``{}``, a name alone, the last ``partialArgs``) ends it. ``partialArgs``
+    entries set the value at ``jsonPath`` (nested objects and arrays are created as the
+    path says); a ``stringValue`` at a path already streamed appends to it. A different
+    name on an open call's position ends that call and starts another.
+    """
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open: dict[int, _CallBuilder] = {}
+
+    def feed(self, parts: list[tuple[dict, str | None]]) -> list[dict[str, Any]]:
+        """Feed one chunk's function-call parts ``(functionCall, part signature)``; return
+        the calls this chunk completed, in order."""
+        done: list[dict[str, Any]] = []
+        for slot, (fc, signature) in enumerate(parts):
+            builder = self.open.get(slot)
+            name = fc.get("name")
+            if builder is not None and isinstance(name, str) and name and builder.name:
+                if name != builder.name:  # a new call where an unfinished one stood
+                    done.append(builder.build(truncated=True))
+                    builder = None
+            if builder is None:
+                builder = self.open[slot] = _CallBuilder()
+            builder.add(fc, signature)
+            if fc.get("willContinue") is not True:
+                done.append(builder.build(truncated=False))
+                del self.open[slot]
+        if self.open and max(self.open) >= len(self.open):  # a call ended before another:
+            self.open = dict(enumerate(self.open[k] for k in sorted(self.open)))  # close up
+        return done
+
+    def close(self, *, truncated: bool) -> list[dict[str, Any]]:
+        """Every call still open (the response ended: finish reason or end of stream)."""
+        built = [self.open[k].build(truncated=truncated) for k in sorted(self.open)]
+        self.open = {}
+        return built
+
+
+def _call_parts(raw: dict) -> list[tuple[dict, str | None]]:
+    """The chunk's function-call objects with the signature of the part holding each, from
+    the same sources (and in the same precedence) as :func:`normalize_google_chunk`."""
+    found: list[tuple[dict, str | None]] = []
+    for key in ("functionCalls", "function_calls"):
+        if isinstance(raw.get(key), list):
+            found.extend((c, None) for c in raw[key] if isinstance(c, dict))
+    for key in ("functionCall", "function_call"):
+        if isinstance(raw.get(key), dict):
+            found.append((raw[key], None))
+    if not found:
+        for p in _parts(raw):
+            fc = p.get("functionCall", p.get("function_call"))
+            if isinstance(fc, dict):
+                found.append((fc, _signature(p.get("thoughtSignature"))))
+    return found
+
+
+def _is_fragment(fc: dict) -> bool:
+    """A function-call object that is only a piece of a call (the reference rule would
+    build it as a whole call)."""
+    return bool(fc.get("partialArgs") or fc.get("willContinue") or not fc.get("name"))
+
+
 class GoogleAdapter(StreamAdapter):
     """Gemini API (``generativelanguage.googleapis.com``), reproduced per reference §11."""
 
@@ -217,6 +497,10 @@ class GoogleAdapter(StreamAdapter):
         )
         self.pending_usage: Usage | None = None
         self.raw_usage: dict | None = None
+        self.usage_final = False
+        """A chunk with a finish reason (or a prompt block) came: the usage is the final one."""
+        self.assembler = FunctionCallAssembler() if cfg.assemble_function_calls else None
+        self.calls_made = False
         self.ended = False
 
     # -- stage 02 -----------------------------------------------------------------------
@@ -234,6 +518,9 @@ class GoogleAdapter(StreamAdapter):
         try:
             raw = _json.loads(text)
         except (ValueError, RecursionError) as exc:
+            if event.unterminated:  # the stream was cut inside this event: a truncation
+                self.facts["cut_event"] = True
+                return out
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in stream: {exc}"
             out.extend(self.fail(google_provider_error(what, original_error={"data": text[:2000]})))
@@ -248,16 +535,76 @@ class GoogleAdapter(StreamAdapter):
             self._on_raw(raw, out)
         return out
 
+    def _note_shapes(self, raw: dict) -> None:
+        """Count what this adapter does not read, one known-key set per object level."""
+        f = self.facts
+        note_unknown_keys(f, raw, RESPONSE_KEYS, "")
+        cands = raw.get("candidates")
+        if isinstance(cands, list):
+            if len(cands) > 1:
+                note_shape(f, "candidates[1:]")
+            cand = cands[0] if cands else None
+            if isinstance(cand, dict):
+                note_unknown_keys(f, cand, CANDIDATE_KEYS, "candidates")
+                content = cand.get("content")
+                if isinstance(content, dict):
+                    note_unknown_keys(f, content, CONTENT_KEYS, "candidates.content")
+                    for p in _parts(raw):
+                        note_unknown_keys(f, p, PART_KEYS, "candidates.content.parts")
+                        fc = p.get("functionCall", p.get("function_call"))
+                        if isinstance(fc, dict):
+                            self._note_call_shapes(fc)
+        elif cands is not None:
+            note_shape(f, "candidates (not a list)")
+        for key in ("functionCall", "function_call"):
+            if isinstance(raw.get(key), dict):
+                self._note_call_shapes(raw[key])
+        usage = raw.get("usageMetadata")
+        if isinstance(usage, dict):
+            note_unknown_keys(f, usage, USAGE_KEYS, "usageMetadata")
+        pf = raw.get("promptFeedback")
+        if isinstance(pf, dict):
+            note_unknown_keys(f, pf, PROMPT_FEEDBACK_KEYS, "promptFeedback")
+
+    def _note_call_shapes(self, fc: dict) -> None:
+        f = self.facts
+        note_unknown_keys(f, fc, CALL_KEYS, "functionCall")
+        partial = fc.get("partialArgs")
+        if isinstance(partial, list):
+            for pa in partial:
+                if isinstance(pa, dict):
+                    note_unknown_keys(f, pa, PARTIAL_ARG_KEYS, "functionCall.partialArgs")
+
     def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
-        if isinstance(raw, dict) and isinstance(raw.get("usageMetadata"), dict):
-            usage = google_usage(raw["usageMetadata"])
-            if usage is not None:
-                self.pending_usage = usage
-                self.raw_usage = raw["usageMetadata"]
+        if isinstance(raw, dict):
+            self._note_shapes(raw)
+            if isinstance(raw.get("usageMetadata"), dict):
+                bad: list[str] = []
+                usage = google_usage(raw["usageMetadata"], bad)
+                for path in bad:
+                    note_shape(self.facts, f"{path} (unreadable value)")
+                if usage is not None:
+                    self.pending_usage = usage
+                    self.raw_usage = raw["usageMetadata"]
+            if isinstance(raw.get("modelVersion"), str):
+                self.facts["served_model"] = raw["modelVersion"]
         chunk = normalize_google_chunk(raw)
         if chunk is None:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1
             return
+        if _any_finish(chunk) or _block_reason(chunk):
+            self.usage_final = True
+        if self.assembler is not None:
+            calls = self.assembler.feed(_call_parts(raw))
+            native = _finish_reason(chunk)
+            if native is not None:  # the response is over: every open call with it
+                calls.extend(self.assembler.close(truncated=native != "STOP"))
+            chunk["functionCalls"] = calls or None
+        elif chunk.get("functionCalls"):
+            calls = chunk["functionCalls"]
+            lost = len(calls) - 1 + sum(1 for c in calls[:1] if _is_fragment(c))
+            if lost:
+                self.facts["tool_calls_dropped"] = self.facts.get("tool_calls_dropped", 0) + lost
         err = chunk.get("error")
         if err is not None and not self.committed:
             inner = err if isinstance(err, dict) else {"message": str(err)}
@@ -314,6 +661,9 @@ class GoogleAdapter(StreamAdapter):
             if tail:
                 out.append(self.process_chunk({"text": tail}))
         out.append(self.process_chunk(chunk))
+        if self.assembler is not None and chunk.get("functionCalls"):
+            for call in chunk["functionCalls"][1:]:  # every call of the chunk, in order
+                out.append(ProcessedChunk(type="function_call", function_call=_call(call)))
         if fired:
             self.stopped = True
 
@@ -352,9 +702,10 @@ class GoogleAdapter(StreamAdapter):
         calls = chunk.get("functionCalls") or []
         finish = None
         if native:
+            # a call made in this chunk or an earlier one: Gemini sends STOP after its calls
             finish = (
                 "tool_calls"
-                if calls and native == "STOP"
+                if (calls or self.calls_made) and native == "STOP"
                 else FINISH_REASON_MAP.get(native, native.lower())
             )
             self._record_finish(finish)
@@ -370,17 +721,11 @@ class GoogleAdapter(StreamAdapter):
                 thoughts.append(new_thought(kind="raw", content=p["text"]))
 
         if calls:
+            self.calls_made = True
             first = calls[0]
-            name = first.get("name") if isinstance(first.get("name"), str) else ""
-            args = first.get("args") if isinstance(first.get("args"), dict) else {}
-            if len(calls) > 1:
+            if self.assembler is None and len(calls) > 1:
                 metadata["ignored_function_calls"] = calls[1:]
-            call = FunctionCall(
-                name=name,
-                args=args,
-                id=first.get("id") if isinstance(first.get("id"), str) else None,
-                thought_signature=metadata.get("thoughtSignature"),
-            )
+            call = _call(first, signature=metadata.get("thoughtSignature"))
             return new_chunk(
                 type="function_call", function_call=call, thoughts=thoughts, metadata=metadata
             )
@@ -399,7 +744,9 @@ class GoogleAdapter(StreamAdapter):
 
     def _metadata(self, chunk: dict, *, finish: str | None, native: str | None) -> dict[str, Any]:
         metadata: dict[str, Any] = {}
-        if self.pending_usage is not None:
+        if self.pending_usage is not None and (
+            self.usage_final or not self.config.final_usage_only
+        ):
             metadata["usage"] = self.pending_usage
         sig = _signature(chunk.get("thoughtSignature"))
         if sig is None:
@@ -420,12 +767,24 @@ class GoogleAdapter(StreamAdapter):
             metadata["finish_reason"] = finish
         if native:
             metadata["native_finish_reason"] = native
+        cands = chunk.get("candidates")
+        cand = cands[0] if isinstance(cands, list) and cands else None
+        if isinstance(cand, dict):
+            for key in CANDIDATE_METADATA_KEYS:
+                value = cand.get(key)
+                if value is not None:
+                    metadata[key] = value
         return metadata
 
     # -- end of stream ------------------------------------------------------------------
 
+    def _note_provisional_usage(self) -> None:
+        if self.pending_usage is not None and not self.usage_final:
+            self.facts["provisional_usage"] = self.pending_usage.model_dump()
+
     def finish(self) -> list[ProcessedChunk]:
-        """Natural end: the speaker tail as a text chunk."""
+        """Natural end: the speaker tail as a text chunk; a streamed call the stream cut is
+        built with ``arguments_truncated``."""
         out: list[ProcessedChunk] = []
         if self.stopped or self.ended:
             return out
@@ -434,10 +793,16 @@ class GoogleAdapter(StreamAdapter):
             tail = self.speaker.flush()
             if tail:
                 out.append(self.process_chunk({"text": tail}))
+        if self.assembler is not None:
+            for call in self.assembler.close(truncated=True):
+                self.facts["cut_tool_use"] = True
+                out.append(ProcessedChunk(type="function_call", function_call=_call(call)))
+        self._note_provisional_usage()
         return out
 
     def fail(self, error: ProviderError) -> list[ProcessedChunk]:
-        """Error path: the speaker tail, then the error chunk."""
+        """Error path: the speaker tail, then the error chunk (calls still streaming in its
+        ``metadata["incomplete_tool_calls"]``)."""
         out: list[ProcessedChunk] = []
         if self.ended:
             return out
@@ -446,6 +811,30 @@ class GoogleAdapter(StreamAdapter):
             tail = self.speaker.flush()
             if tail:
                 out.append(self.process_chunk({"text": tail}))
+        metadata: dict[str, Any] = {"finish_reason": "error"}
+        if self.assembler is not None and self.assembler.open:
+            metadata["incomplete_tool_calls"] = [
+                _call(c).model_dump() for c in self.assembler.close(truncated=True)
+            ]
+        self._note_provisional_usage()
         self._record_finish("error")
-        out.append(ProcessedChunk(type="error", error=error, metadata={"finish_reason": "error"}))
+        out.append(ProcessedChunk(type="error", error=error, metadata=metadata))
         return out
+
+
+def _call(call: dict, signature: str | None = None) -> FunctionCall:
+    """A function-call object (as sent, or as assembled) as a :class:`FunctionCall`."""
+    name = call.get("name") if isinstance(call.get("name"), str) else ""
+    args = call.get("args") if isinstance(call.get("args"), dict) else {}
+    fields: dict[str, Any] = {}
+    if call.get("unread_arguments"):
+        fields["unread_arguments"] = call["unread_arguments"]
+    own = call.get("thoughtSignature")
+    return FunctionCall(
+        name=name,
+        args=args,
+        id=call.get("id") if isinstance(call.get("id"), str) else None,
+        thought_signature=own if isinstance(own, str) and own else signature,
+        arguments_truncated=call.get("truncated") is True,
+        provider_fields=fields,
+    )
