@@ -51,7 +51,8 @@ Detectors and the real-world bug each one catches (``reference/wire-formats.md``
   ``LabConfig.assemble_function_calls`` builds them whole).
 - ``usage_not_final`` – the stream ended before the provider's final usage report (Gemini's
   chunk with ``finishReason``, Anthropic's ``message_delta``): the usage known is a running
-  count that understates what was generated (``facts["provisional_usage"]``; under
+  count that understates what was generated (``facts["provisional_usage"]``; a stream
+  that ended in an error is not flagged, the error says it failed; under
   ``LabConfig.final_usage_only`` the result reports no usage instead).
 
 Every threshold is a field of :class:`AnomalyConfig` whose default is the module constant of
@@ -443,6 +444,8 @@ def tool_calls_dropped(result: StreamResult, config: AnomalyConfig | None = None
 
 def usage_not_final(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The stream ended before the final usage report: the usage known is a running count."""
+    if result.error is not None:
+        return False  # the error says the stream failed; a short count goes with it
     return bool(result.facts.get("provisional_usage"))
 
 

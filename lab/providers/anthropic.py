@@ -46,7 +46,14 @@ from lab.model import (
     new_chunk,
     new_thought,
 )
-from lab.providers.base import RetryAttempt, StreamAdapter, is_number, join_url
+from lab.providers.base import (
+    RetryAttempt,
+    StreamAdapter,
+    join_url,
+    note_shape,
+    note_unknown_keys,
+    wire_int,
+)
 
 __all__ = ["STOP_REASON_MAP", "AnthropicAdapter"]
 
@@ -61,6 +68,56 @@ STOP_REASON_MAP: dict[str, str] = {
     "refusal": "content_filter",
 }
 """Anthropic stop_reason -> the lab's cross-provider finish reason (others kept as is)."""
+
+
+EVENT_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    }
+)
+MESSAGE_KEYS = frozenset(
+    {
+        "id",
+        "model",
+        "usage",
+        # knowingly ignored: constant or null at message_start
+        "type",
+        "role",
+        "content",
+        "stop_reason",
+        "stop_sequence",
+        "container",
+    }
+)
+USAGE_COUNTS: tuple[str, ...] = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+USAGE_KEYS = frozenset(
+    {*USAGE_COUNTS, "server_tool_use", "service_tier", "cache_creation", "inference_geo"}
+)
+"""``usage`` keys read (``service_tier``, ``inference_geo`` and the ``cache_creation`` TTL
+breakdown are knowingly ignored; ``server_tool_use`` counts go to the done chunk)."""
+MESSAGE_DELTA_KEYS = frozenset({"stop_reason", "stop_sequence", "stop_details", "container"})
+CLIENT_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+SERVER_CALL_BLOCK_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Tool calls the API runs itself: read into ``metadata["server_tools"]``, never a client
+function call."""
+SERVER_RESULT_SUFFIX = "_tool_result"
+"""``web_search_tool_result``, ``web_fetch_tool_result``, ``code_execution_tool_result``,
+``mcp_tool_result``, ...: what a server tool returned (``metadata["server_tools"]``)."""
+DELTA_TYPES = frozenset(
+    {"text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta"}
+)
 
 
 class AnthropicAdapter(StreamAdapter):
@@ -119,6 +176,9 @@ class AnthropicAdapter(StreamAdapter):
         self.thinking_blocks: list[dict[str, Any]] = []
         self.last_signature: str | None = None
         self.usage_raw: dict[str, int] = {}
+        self.usage_final = False
+        """``message_delta`` came: the usage is the final report, not message_start's."""
+        self.server_tool_use: dict[str, int] = {}
         self.message_id: str | None = None
         self.ended = False
 
@@ -134,6 +194,9 @@ class AnthropicAdapter(StreamAdapter):
         try:
             payload = _json.loads(text)
         except (ValueError, RecursionError) as exc:
+            if event.unterminated:  # the stream was cut inside this event: a truncation
+                self.facts["cut_event"] = True
+                return out
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in event data: {exc}"
             error = ProviderError(
@@ -148,13 +211,14 @@ class AnthropicAdapter(StreamAdapter):
             return out
         if not isinstance(payload, dict):
             self._count("unknown_events")
+            note_shape(self.facts, f"event data ({type(payload).__name__})")
             return out
         kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
-        handler = getattr(self, f"_on_{kind}", None) if kind else None
-        if handler is None:
+        if kind not in EVENT_TYPES:
             self._count("unknown_events")
+            note_shape(self.facts, f"event:{kind}")
             return out
-        handler(payload, out)
+        getattr(self, f"_on_{kind}")(payload, out)
         return out
 
     def _count(self, key: str) -> None:
@@ -165,6 +229,7 @@ class AnthropicAdapter(StreamAdapter):
 
     def _on_message_start(self, payload: dict, out: list[ProcessedChunk]) -> None:
         message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+        note_unknown_keys(self.facts, message, MESSAGE_KEYS, "message")
         if isinstance(message.get("id"), str):
             self.message_id = message["id"]
         if isinstance(message.get("model"), str):
@@ -177,16 +242,34 @@ class AnthropicAdapter(StreamAdapter):
     def _update_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):
             return
-        for key in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-        ):
-            if is_number(usage.get(key)):
-                self.usage_raw[key] = int(usage[key])
+        note_unknown_keys(self.facts, usage, USAGE_KEYS, "usage")
+        bad: list[str] = []
+        for key in USAGE_COUNTS:
+            value = wire_int(usage.get(key), f"usage.{key}", bad)
+            if value is not None:
+                self.usage_raw[key] = value
+        stu = usage.get("server_tool_use")
+        if isinstance(stu, dict):
+            for key, raw in stu.items():
+                value = wire_int(raw, f"usage.server_tool_use.{key}", bad)
+                if value is not None:
+                    self.server_tool_use[str(key)] = value
+        for path in bad:
+            note_shape(self.facts, f"{path} (unreadable value)")
 
     def _usage(self) -> Usage | None:
+        """The usage so far; under ``final_usage_only`` only once ``message_delta`` came."""
+        if self.config.final_usage_only and not self.usage_final:
+            return None
+        return self._usage_so_far()
+
+    def _note_provisional_usage(self) -> None:
+        if not self.usage_final:
+            usage = self._usage_so_far()
+            if usage is not None:
+                self.facts["provisional_usage"] = usage.model_dump()
+
+    def _usage_so_far(self) -> Usage | None:
         u = self.usage_raw
         if not u:
             return None
@@ -199,17 +282,31 @@ class AnthropicAdapter(StreamAdapter):
             cache_write_tokens=cache_write,
         )
 
-    def _on_content_block_start(self, payload: dict, out: list[ProcessedChunk]) -> None:
+    def _index(self, payload: dict) -> int | None:
         index = payload.get("index")
-        index = int(index) if is_number(index) else len(self.blocks)
+        bad: list[str] = []
+        value = wire_int(index, "index", bad)
+        if bad:
+            note_shape(self.facts, "index (unreadable value)")
+        return value
+
+    def _on_content_block_start(self, payload: dict, out: list[ProcessedChunk]) -> None:
+        index = self._index(payload)
+        if index is None:
+            index = len(self.blocks)
         cb = payload.get("content_block") if isinstance(payload.get("content_block"), dict) else {}
         btype = cb.get("type") if isinstance(cb.get("type"), str) else "unknown"
         block: dict[str, Any] = {"type": btype, "parts": [], "signature": "", "open": True}
         self.blocks[index] = block
-        if btype == "tool_use":
+        if btype in ("tool_use", *SERVER_CALL_BLOCK_TYPES):
             block["id"] = cb.get("id") if isinstance(cb.get("id"), str) else None
             block["name"] = cb.get("name") if isinstance(cb.get("name"), str) else ""
             block["input"] = cb.get("input") if isinstance(cb.get("input"), dict) else {}
+            if btype != "tool_use":
+                block["server_name"] = cb.get("server_name")
+            self.committed = True
+        elif btype.endswith(SERVER_RESULT_SUFFIX):
+            block["result"] = {k: v for k, v in cb.items()}
             self.committed = True
         elif btype == "redacted_thinking":
             data = cb.get("data") if isinstance(cb.get("data"), str) else ""
@@ -222,14 +319,17 @@ class AnthropicAdapter(StreamAdapter):
             if isinstance(cb.get("signature"), str):
                 block["signature"] = cb["signature"]
         elif btype == "text":
+            if isinstance(cb.get("citations"), list) and cb["citations"]:
+                block["citations"] = list(cb["citations"])
             if isinstance(cb.get("text"), str) and cb["text"]:
                 self._text(cb["text"], out)
         else:
             self._count("unknown_blocks")
+            note_shape(self.facts, f"content_block:{btype}")
 
     def _on_content_block_delta(self, payload: dict, out: list[ProcessedChunk]) -> None:
-        index = payload.get("index")
-        block = self.blocks.get(int(index)) if is_number(index) else None
+        index = self._index(payload)
+        block = self.blocks.get(index) if index is not None else None
         delta = payload.get("delta") if isinstance(payload.get("delta"), dict) else {}
         dtype = delta.get("type")
         if dtype == "text_delta" and isinstance(delta.get("text"), str):
@@ -242,15 +342,26 @@ class AnthropicAdapter(StreamAdapter):
         elif dtype == "input_json_delta" and isinstance(delta.get("partial_json"), str):
             if block is not None:
                 block["parts"].append(delta["partial_json"])
+        elif dtype == "citations_delta" and isinstance(delta.get("citation"), dict):
+            if block is not None:
+                block.setdefault("citations", []).append(delta["citation"])
         else:
             self._count("unknown_deltas")
+            note_shape(self.facts, f"delta:{dtype if isinstance(dtype, str) else '?'}")
 
     def _on_content_block_stop(self, payload: dict, out: list[ProcessedChunk]) -> None:
-        index = payload.get("index")
-        block = self.blocks.get(int(index)) if is_number(index) else None
+        index = self._index(payload)
+        block = self.blocks.get(index) if index is not None else None
         if block is None or not block["open"]:
             return
         block["open"] = False
+        server = self._server_entry(block)
+        if server is not None:
+            out.append(ProcessedChunk(type="text", content="", metadata={"server_tools": [server]}))
+        elif block.get("citations"):
+            out.append(
+                ProcessedChunk(type="text", content="", metadata={"citations": block["citations"]})
+            )
         if block["type"] == "thinking":
             sig = block["signature"] or None
             self.thinking_blocks.append(
@@ -266,13 +377,17 @@ class AnthropicAdapter(StreamAdapter):
             out.append(self._call_chunk(block))
 
     def _on_message_delta(self, payload: dict, out: list[ProcessedChunk]) -> None:
+        self.usage_final = True
         self._update_usage(payload.get("usage"))
         delta = payload.get("delta") if isinstance(payload.get("delta"), dict) else {}
+        note_unknown_keys(self.facts, delta, MESSAGE_DELTA_KEYS, "message_delta.delta")
         stop = delta.get("stop_reason")
         metadata: dict[str, Any] = {}
         usage = self._usage()
         if usage is not None:
             metadata["usage"] = usage
+        if self.server_tool_use:
+            metadata["server_tool_use"] = dict(self.server_tool_use)
         if isinstance(stop, str) and stop:
             finish = STOP_REASON_MAP.get(stop, stop)
             self._record_finish(finish)
@@ -351,6 +466,8 @@ class AnthropicAdapter(StreamAdapter):
             args, truncated, error = parsed.args, parsed.truncated, parsed.error
         else:  # no input_json_delta (or only ""): the start event's input, normally {}
             args, truncated, error = dict(block.get("input") or {}), False, None
+        if block["open"]:  # the stream ended inside the block: its input may be cut
+            truncated = True
         provider_fields: dict[str, Any] = {}
         if self.thinking_blocks:
             provider_fields["thinking_blocks"] = list(self.thinking_blocks)
@@ -374,6 +491,26 @@ class AnthropicAdapter(StreamAdapter):
         return ProcessedChunk(
             type="function_call", function_call=self._build_call(block), metadata=metadata
         )
+
+    def _server_entry(self, block: dict) -> dict[str, Any] | None:
+        """A server tool's call (its input parsed) or result, as kept in metadata."""
+        btype = block["type"]
+        if btype in SERVER_CALL_BLOCK_TYPES:
+            raw = "".join(block["parts"])
+            entry: dict[str, Any] = {"type": btype, "id": block.get("id"), "name": block["name"]}
+            if block.get("server_name") is not None:
+                entry["server_name"] = block["server_name"]
+            if raw:
+                parsed = self._parse_arguments(raw, block["name"])
+                entry["input"] = parsed.args
+                if parsed.truncated or parsed.error is not None:
+                    entry["raw_input"] = raw
+            else:
+                entry["input"] = dict(block.get("input") or {})
+            return entry
+        if btype.endswith(SERVER_RESULT_SUFFIX):
+            return block.get("result")
+        return None
 
     def _open_tool_blocks(self) -> list[dict]:
         return [b for _, b in sorted(self.blocks.items()) if b["open"] and b["type"] == "tool_use"]
@@ -414,9 +551,10 @@ class AnthropicAdapter(StreamAdapter):
         self.ended = True
         self._flush_guards(out, error_path=False)
         for block in self._open_tool_blocks():
-            block["open"] = False
             self.facts["cut_tool_use"] = True
             out.append(self._call_chunk(block))
+            block["open"] = False
+        self._note_provisional_usage()
         return out
 
     def fail(self, error: ProviderError) -> list[ProcessedChunk]:
@@ -432,8 +570,9 @@ class AnthropicAdapter(StreamAdapter):
             metadata["usage"] = usage
         partial = []
         for block in self._open_tool_blocks():
-            block["open"] = False
             partial.append(self._build_call(block).model_dump())
+            block["open"] = False
+        self._note_provisional_usage()
         if partial:
             metadata["incomplete_tool_calls"] = partial
         self._record_finish("error")
