@@ -94,9 +94,10 @@ class Recorder:
         """Send one logical request (with its degradation attempts) and record every byte."""
         if not isinstance(body, dict):
             raise TypeError("body must be a dict (the provider's JSON request body)")
-        body = {**body, "stream": True} if "stream" not in body else body
+        adapter = get_adapter(provider)
+        if adapter.stream_key and "stream" not in body:
+            body = {**body, "stream": True}
         if api_key is None:
-            adapter = get_adapter(provider)
             api_key = adapter.api_key_from_env()
             if not api_key and base_url is None and (adapter.api_key_envs or adapter.api_key_env):
                 raise NoAPIKeyError(

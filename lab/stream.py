@@ -8,7 +8,7 @@ differs (a real one wrapped in :class:`~lab.http.transports.RecordingTransport`,
     for each attempt (plan.current):
         POST attempt.body                         # extensions["lab"] names the attempt
         HTTP failure -> plan.on_failure(status, message) -> next attempt | error chunk
-        200 -> bytes -> SSEDecoder -> adapter.feed(event) -> ProcessedChunks
+        200 -> bytes -> adapter.new_decoder() (SSE) -> adapter.feed(event) -> ProcessedChunks
                pre-commit SSE error -> plan.on_failure -> cancel, reset, next attempt
         EOF -> adapter.finish();  timeout / read error -> adapter.fail(error)
     chunks -> Processor -> outcome;  chunks -> StreamResult
@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 
 from lab.config import LabConfig
-from lab.http.sse import SSEDecoder
 from lab.model import ProcessedChunk, ProviderError, Usage
 from lab.providers import get_adapter
 from lab.providers.base import RetryAttempt, StreamAdapter
@@ -269,7 +268,7 @@ def _run_attempt(
 
         adapter.on_precommit_error = precommit
         chunks_before = len(adapter.emitted)
-        decoder = SSEDecoder()
+        decoder = adapter.new_decoder()
         seq = 0
         # replay of a recording cut on the recorder's side (killed, interrupted): the stream
         # ends where the recording does, as it had for the user, with the recorded end

@@ -462,3 +462,32 @@ def test_record_interrupted_says_where_the_partial_capture_is_and_exits_130(
     )
     assert "== streams" not in out
     assert len(lab.capture.open(path).requests()) == 1  # what finished is readable
+
+
+def test_record_google_sends_no_stream_key_and_gets_the_answer(
+    fake_server, tmp_path, capsys, monkeypatch
+):
+    # the real Gemini API (and the fake) answer a body with "stream" with a 400
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    fake_server.clear_requests()
+    code = main(
+        [
+            "record",
+            "--provider",
+            "google",
+            "--model",
+            "fake/clean",
+            "--prompt",
+            "hi",
+            "--base-url",
+            fake_server.base_url + "/v1beta",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    (request,) = fake_server.requests
+    assert request.status == 200
+    assert set(request.body) == {"contents"}
+    assert "café" in capsys.readouterr().out

@@ -1035,3 +1035,41 @@ def test_anthropic_thinking_then_tool_use(server):
     assert partial[0] == "" and len(partial) >= 3
     assert json.loads("".join(partial)) == {"city": "Zürich", "days": 3}
     assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_gemini_rejects_an_unknown_body_field_as_the_real_api_does(server):
+    resp = post(
+        server,
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "stream": True},
+        gemini_path("fake/clean"),
+    )
+    assert resp.status_code == 400
+    assert resp.headers["content-type"] == "application/json; charset=UTF-8"
+    message = 'Invalid JSON payload received. Unknown name "stream": Cannot find field.'
+    assert resp.json() == {
+        "error": {
+            "code": 400,
+            "message": message,
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.BadRequest",
+                    "fieldViolations": [{"description": message}],
+                }
+            ],
+        }
+    }
+    assert server.requests[-1].status == 400
+
+
+def test_gemini_takes_every_request_field_in_either_spelling(server):
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "systemInstruction": {"parts": [{"text": "be brief"}]},
+        "generation_config": {"temperature": 0.2},
+        "safetySettings": [],
+        "tools": [],
+        "toolConfig": {},
+    }
+    resp = post(server, body, gemini_path("fake/clean"))
+    assert resp.status_code == 200

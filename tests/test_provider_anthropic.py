@@ -6,6 +6,7 @@ import json
 
 import httpx
 
+from lab.anomalies import detect
 from lab.config import LabConfig
 from lab.fakes import render_body
 from lab.providers import get_adapter
@@ -326,3 +327,159 @@ def test_http_529_is_retryable_overloaded():
     assert r.error.retryable is True
     assert r.error.status == 529
     assert len(r.attempts) == 1
+
+
+# -- cuts, server tools, unknown shapes, usage (issue 18) --------------------------------------
+
+
+def test_a_stream_cut_inside_an_event_is_a_truncation_not_invalid_json():
+    whole = body(MESSAGE_START, *tool_block(0, "", stop=False))
+    cut = whole + b'event: content_block_delta\ndata: {"type": "content_block_delta", "ind'
+    r = replay_sse("anthropic", cut)
+    assert r.error is None and r.facts["invalid_json"] == 0
+    assert r.facts["cut_event"] is True
+    (call,) = r.function_calls
+    assert (call.name, call.args, call.arguments_truncated) == ("read_file", {}, True)
+    assert detect(r) == ["eof_without_terminator", "truncated_tool_arguments", "usage_not_final"]
+
+
+def test_invalid_json_in_a_whole_event_still_ends_the_stream_as_an_error():
+    r = replay_sse("anthropic", body(MESSAGE_START, ev("content_block_delta", "{not json"), PING))
+    assert r.error is not None and r.error.code == "invalid_json"
+
+
+SERVER_TOOL_EVENTS = (
+    block_start(
+        0,
+        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}},
+    ),
+    delta(0, {"type": "input_json_delta", "partial_json": '{"query": "ti'}),
+    delta(0, {"type": "input_json_delta", "partial_json": 'des"}'}),
+    block_stop(0),
+    block_start(
+        1,
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01",
+            "content": [
+                {"type": "web_search_result", "title": "Tides", "url": "https://t.example"}
+            ],
+        },
+    ),
+    block_stop(1),
+    block_start(2, {"type": "text", "text": "", "citations": []}),
+    delta(
+        2,
+        {
+            "type": "citations_delta",
+            "citation": {"type": "web_search_result_location", "cited_text": "High at 6."},
+        },
+    ),
+    delta(2, {"type": "text_delta", "text": "High tide is at 6."}),
+    block_stop(2),
+)
+
+
+def test_server_tools_and_citations_go_to_metadata_never_client_calls():
+    end = ev(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 40, "server_tool_use": {"web_search_requests": 1}},
+        },
+    )
+    r = replay_sse("anthropic", body(MESSAGE_START, *SERVER_TOOL_EVENTS, end, MESSAGE_STOP))
+    assert (r.text, r.finish_reason, r.error) == ("High tide is at 6.", "stop", None)
+    assert r.function_calls == []
+    server = [e for c in r.chunks for e in c.metadata.get("server_tools", [])]
+    assert server == [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_01",
+            "name": "web_search",
+            "input": {"query": "tides"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01",
+            "content": [
+                {"type": "web_search_result", "title": "Tides", "url": "https://t.example"}
+            ],
+        },
+    ]
+    citations = [e for c in r.chunks for e in c.metadata.get("citations", [])]
+    assert citations == [{"type": "web_search_result_location", "cited_text": "High at 6."}]
+    assert r.chunks[-1].metadata["server_tool_use"] == {"web_search_requests": 1}
+    assert "unknown_blocks" not in r.facts and "unknown_deltas" not in r.facts
+    assert "unhandled_shapes" not in r.facts
+    assert detect(r) == []
+
+
+def test_unknown_events_blocks_and_deltas_are_counted_as_unhandled_shapes():
+    r = replay_sse(
+        "anthropic",
+        body(
+            MESSAGE_START,
+            ev("future_event", {"type": "future_event"}),
+            block_start(0, {"type": "hologram", "data": "x"}),
+            delta(0, {"type": "hologram_delta", "x": 1}),
+            block_stop(0),
+            *text_block(1, "ok"),
+            message_delta("end_turn"),
+        ),
+    )
+    assert r.text == "ok" and r.error is None
+    assert r.facts["unhandled_shapes"] == {
+        "event:future_event": 1,
+        "content_block:hologram": 1,
+        "delta:hologram_delta": 1,
+    }
+
+
+def test_final_usage_only_reports_no_usage_for_a_stream_cut_before_message_delta():
+    cut = body(MESSAGE_START, *text_block(0, "Looking"), *tool_block(1, '{"path": "a"}'))
+    running = replay_sse("anthropic", cut).usage  # the call chunk carries the count so far
+    assert (running.input_tokens, running.output_tokens) == (472 + 900, 2)
+    r = replay_sse("anthropic", cut, config=LabConfig(final_usage_only=True))
+    assert r.usage is None
+    assert r.facts["provisional_usage"]["input_tokens"] == 472 + 900
+    assert "usage_not_final" in detect(r)
+    whole = replay_sse(
+        "anthropic",
+        body(MESSAGE_START, *text_block(0, "Looking"), message_delta("end_turn"), MESSAGE_STOP),
+        config=LabConfig(final_usage_only=True),
+    )
+    assert (whole.usage.input_tokens, whole.usage.output_tokens) == (472 + 900, 89)
+    assert "provisional_usage" not in whole.facts
+
+
+def test_hostile_numbers_never_raise_and_are_counted():
+    start = ev(
+        "message_start",
+        '{"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1e999, '
+        '"output_tokens": -3, "cache_read_input_tokens": NaN, "cache_creation_input_tokens": "7"}}}',
+    )
+    r = replay_sse(
+        "anthropic",
+        body(
+            start,
+            ev(
+                "content_block_start",
+                '{"type": "content_block_start", "index": 1e999, '
+                '"content_block": {"type": "text", "text": ""}}',
+            ),
+            ev(
+                "content_block_delta",
+                '{"type": "content_block_delta", "index": -1, '
+                '"delta": {"type": "text_delta", "text": "hi"}}',
+            ),
+            message_delta("end_turn", output_tokens=5),
+        ),
+    )
+    assert (r.text, r.error) == ("hi", None)
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (0, 5)
+    shapes = r.facts["unhandled_shapes"]
+    assert shapes["usage.input_tokens (unreadable value)"] == 1
+    assert shapes["usage.cache_read_input_tokens (unreadable value)"] == 1
+    assert shapes["index (unreadable value)"] == 2

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from lab.anomalies import detect
 from lab.config import LabConfig
 from lab.fakes import render_body
 from lab.providers import get_adapter
@@ -295,3 +296,227 @@ def test_invalid_json_ends_the_stream_as_an_error():
     )
     assert r.text == "a"
     assert r.error is not None and r.chunks[-1].type == "error"
+
+
+# -- streamed function calls, JSON-array framing, cuts, shapes (issue 18) ----------------------
+
+ASSEMBLE = LabConfig(assemble_function_calls=True)
+
+
+def call_part(**fc: Any) -> dict:
+    return {"functionCall": fc}
+
+
+def pa(path: str, **value: Any) -> dict:
+    return {"jsonPath": path, **value}
+
+
+def streamed_call_body() -> bytes:
+    """One call streamed as partialArgs (nested objects, arrays, a string in three pieces,
+    number, bool, null), ended by an empty functionCall; STOP comes in a later chunk."""
+    return sse(
+        resp([{**call_part(name="plan", willContinue=True), "thoughtSignature": "CikSig"}]),
+        resp(
+            [
+                call_part(
+                    partialArgs=[pa("$.trip.city", stringValue="Zür", willContinue=True)],
+                    willContinue=True,
+                )
+            ]
+        ),
+        resp(
+            [
+                call_part(
+                    partialArgs=[pa("$.trip.city", stringValue="ich", willContinue=True)],
+                    willContinue=True,
+                )
+            ]
+        ),
+        resp([call_part(partialArgs=[pa("$.trip.city", stringValue="")], willContinue=True)]),
+        resp(
+            [
+                call_part(
+                    partialArgs=[
+                        pa("$.trip.days[0].n", numberValue=1),
+                        pa("$.trip.days[0].rain", boolValue=False),
+                    ],
+                    willContinue=True,
+                )
+            ]
+        ),
+        resp(
+            [
+                call_part(
+                    partialArgs=[
+                        pa("$.trip.days[1].n", numberValue=2.5),
+                        pa("$.note", nullValue=None),
+                    ],
+                    willContinue=True,
+                )
+            ]
+        ),
+        resp([call_part(willContinue=True)]),
+        resp([call_part()]),
+        resp([call_part(name="read_theme")]),
+        resp([{"text": ""}], "STOP"),
+    )
+
+
+def test_streamed_function_call_arguments_assemble_into_whole_calls():
+    r = replay_sse("google", streamed_call_body(), config=ASSEMBLE)
+    assert r.error is None and r.finish_reason == "tool_calls"
+    assert [(c.name, c.args, c.arguments_truncated) for c in r.function_calls] == [
+        (
+            "plan",
+            {
+                "trip": {"city": "Zürich", "days": [{"n": 1, "rain": False}, {"n": 2.5}]},
+                "note": None,
+            },
+            False,
+        ),
+        ("read_theme", {}, False),
+    ]
+    assert r.function_calls[0].thought_signature == "CikSig"
+    assert detect(r) == []
+
+
+def test_under_the_reference_rule_streamed_fragments_are_named_tool_calls_dropped():
+    r = replay_sse("google", streamed_call_body())
+    assert [c.name for c in r.function_calls] == ["plan", "", "", "", "", "", "", "", "read_theme"]
+    assert r.facts["tool_calls_dropped"] == 8
+    assert detect(r) == ["tool_calls_dropped"]
+
+
+def test_every_function_call_part_of_a_chunk_is_built():
+    parts = [
+        call_part(name="a", args={"x": 1}),
+        call_part(name="b", args={"y": 2}),
+    ]
+    r = replay_sse("google", sse(resp(parts, "STOP")), config=ASSEMBLE)
+    assert [(c.name, c.args) for c in r.function_calls] == [("a", {"x": 1}), ("b", {"y": 2})]
+    assert r.finish_reason == "tool_calls"
+    ref = replay_sse("google", sse(resp(parts, "STOP")))
+    assert [c.name for c in ref.function_calls] == ["a"]
+    assert ref.chunks[-1].metadata["ignored_function_calls"] == [{"name": "b", "args": {"y": 2}}]
+    assert "tool_calls_dropped" in detect(ref)
+
+
+def test_a_streamed_call_cut_by_the_connection_is_kept_truncated():
+    body = sse(
+        resp([call_part(name="plan", willContinue=True)]),
+        resp(
+            [
+                call_part(
+                    partialArgs=[pa("$.city", stringValue="Zü", willContinue=True)],
+                    willContinue=True,
+                )
+            ]
+        ),
+    )
+    r = replay_sse("google", body, config=ASSEMBLE)
+    (call,) = r.function_calls
+    assert (call.name, call.args, call.arguments_truncated) == ("plan", {"city": "Zü"}, True)
+    assert r.finish_reason is None and r.error is None
+    assert {"eof_without_terminator", "truncated_tool_arguments"} <= set(detect(r))
+
+
+def test_hostile_argument_paths_are_kept_aside_never_built():
+    bad = [
+        pa("$.x[999999999]", stringValue="far"),
+        pa("$" + ".a" * 100, stringValue="deep"),
+        pa("no-dollar", numberValue=1),
+        pa("$.n", numberValue=float("inf")),
+        pa("$.ok", stringValue="yes"),
+        pa("$.ok.inner", stringValue="not an object"),
+    ]
+    r = replay_sse(
+        "google", sse(resp([call_part(name="f", partialArgs=bad)], "STOP")), config=ASSEMBLE
+    )
+    (call,) = r.function_calls
+    assert call.args == {"ok": "yes"}
+    assert len(call.provider_fields["unread_arguments"]) == 5
+
+
+def test_a_body_without_alt_sse_is_a_streamed_json_array_and_replays_the_same():
+    chunks = [
+        json.loads(line[6:])
+        for line in streamed_call_body().decode().split("\n")
+        if line.startswith("data: ")
+    ]
+    array = (
+        "[" + ",\r\n".join(json.dumps(c, indent=2, ensure_ascii=False) for c in chunks) + "]"
+    ).encode()
+    want = replay_sse("google", streamed_call_body(), config=ASSEMBLE)
+    for reads in ([array], [array[i : i + 5] for i in range(0, len(array), 5)]):
+        got = replay_sse("google", reads, config=ASSEMBLE)
+        assert [(c.name, c.args) for c in got.function_calls] == [
+            (c.name, c.args) for c in want.function_calls
+        ]
+        assert (got.finish_reason, got.usage, got.error) == (want.finish_reason, want.usage, None)
+        assert got.facts["unterminated_tail"] is False
+
+
+def test_a_json_array_cut_inside_an_element_is_a_truncation():
+    array = b'[{"candidates": [{"content": {"parts": [{"text": "Hel"}]}}]},\n{"candidates": [{"content": {"parts": [{"text": "lo'
+    r = replay_sse("google", array)
+    assert (r.text, r.error, r.finish_reason) == ("Hel", None, None)
+    assert r.facts["cut_event"] is True
+    assert "eof_without_terminator" in detect(r)
+
+
+def test_an_sse_stream_cut_inside_an_event_is_a_truncation_not_invalid_json():
+    r = replay_sse("google", sse(resp([{"text": "Hel"}])) + b'data: {"candidates": [{"cont')
+    assert (r.text, r.error) == ("Hel", None)
+    assert r.facts["invalid_json"] == 0 and r.facts["cut_event"] is True
+
+
+def test_final_usage_only_reports_no_usage_before_the_finish_chunk():
+    cut = sse(resp([{"text": "Hel"}]))
+    assert replay_sse("google", cut).usage.input_tokens == 138  # the reference: running count
+    r = replay_sse("google", cut, config=LabConfig(final_usage_only=True))
+    assert r.usage is None and r.facts["provisional_usage"]["input_tokens"] == 138
+    assert detect(r) == ["eof_without_terminator", "usage_not_final"]
+    whole = replay_sse(
+        "google", cut + sse(resp([{"text": "lo"}], "STOP")), config=LabConfig(final_usage_only=True)
+    )
+    assert whole.usage.input_tokens == 138 and "provisional_usage" not in whole.facts
+
+
+def test_unread_fields_are_counted_per_path_and_candidate_extras_kept():
+    grounding = {"webSearchQueries": ["tides"]}
+    chunk = resp(
+        [{"text": "ok"}, {"executableCode": {"code": "print(1)"}}],
+        "STOP",
+        usage={"promptTokenCount": 3, "candidatesTokenCount": 1, "futureCount": 2},
+        sdkExtra={"x": 1},
+    )
+    chunk["candidates"][0]["groundingMetadata"] = grounding
+    r = replay_sse("google", sse(chunk))
+    assert r.text == "ok"
+    assert r.facts["unhandled_shapes"] == {
+        "sdkExtra": 1,
+        "candidates.content.parts.executableCode": 1,
+        "usageMetadata.futureCount": 1,
+    }
+    assert r.chunks[-1].metadata["groundingMetadata"] == grounding
+
+
+def test_hostile_usage_numbers_never_raise():
+    usage = {
+        "promptTokenCount": 1e999,
+        "candidatesTokenCount": -4,
+        "totalTokenCount": "9",
+        "thoughtsTokenCount": 3,
+    }
+    r = replay_sse("google", sse(resp([{"text": "ok"}], "STOP", usage=usage)))
+    assert r.text == "ok" and r.error is None
+    assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens) == (0, 3, None)
+    assert r.facts["unhandled_shapes"]["usageMetadata.promptTokenCount (unreadable value)"] == 1
+
+
+def test_every_real_gemini_body_reads_every_field_it_carries():
+    import pathlib
+
+    for path in sorted(pathlib.Path(__file__).parent.glob("realworld/google-*.sse")):
+        r = replay_sse("google", path.read_bytes(), config=LabConfig.complete())
+        assert "unhandled_shapes" not in r.facts, (path.name, r.facts.get("unhandled_shapes"))

@@ -225,6 +225,52 @@ def g_mid_stream_error(ctx: Ctx) -> Script:
     return s.script()
 
 
+REQUEST_FIELDS = frozenset(
+    {
+        "model",
+        "contents",
+        "tools",
+        "toolConfig",
+        "safetySettings",
+        "systemInstruction",
+        "generationConfig",
+        "cachedContent",
+        "labels",
+        # proto JSON parsing takes the original snake_case names as well
+        "tool_config",
+        "safety_settings",
+        "system_instruction",
+        "generation_config",
+        "cached_content",
+    }
+)
+"""Top-level ``GenerateContentRequest`` fields; the real API rejects any other with a 400."""
+
+
+def unknown_fields_error(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The real Gemini API's 400 for a body with unknown top-level fields (``"stream"``,
+    ``"messages"``, ...), or None when every field is known."""
+    unknown = [k for k in body if k not in REQUEST_FIELDS]
+    if not unknown:
+        return None
+    lines = [
+        f'Invalid JSON payload received. Unknown name "{k}": Cannot find field.' for k in unknown
+    ]
+    return {
+        "error": {
+            "code": 400,
+            "message": "\n".join(lines),
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.BadRequest",
+                    "fieldViolations": [{"description": line} for line in lines],
+                }
+            ],
+        }
+    }
+
+
 @unknown_model(FAMILY)
 def g_unknown_model(ctx: Ctx) -> Script:
     err = {

@@ -5,7 +5,9 @@ Routes (POST; the scenario is chosen by the requested model id):
 - OpenRouter: ``/api/v1/chat/completions``
 - OpenAI-compatible: ``/v1/chat/completions``, ``/chat/completions``, ``/v4/chat/completions``
   (any path ending in ``/chat/completions`` other than OpenRouter's)
-- Gemini: ``/v1beta/models/{model}:streamGenerateContent?alt=sse``
+- Gemini: ``/v1beta/models/{model}:streamGenerateContent?alt=sse`` (a body with a field
+  ``GenerateContentRequest`` does not have, such as ``"stream"``, gets the real API's 400
+  ``INVALID_ARGUMENT`` "Unknown name")
 - Anthropic: ``/v1/messages`` (any path ending in ``/messages``)
 
 The scenario seed is the request's ``seed`` (``generationConfig.seed`` for Gemini), else the
@@ -31,6 +33,7 @@ from typing import Any, TextIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .base import dumps
+from .google import unknown_fields_error
 from .scenarios import SCENARIOS, Script, script
 
 __all__ = ["FakeServer", "RecordedRequest", "serve_forever"]
@@ -124,6 +127,12 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 400
             self._send_json(400, {"error": {"message": "Invalid JSON body", "code": 400}})
             return
+        if family == "google":  # the real API refuses unknown fields before anything else
+            rejected = unknown_fields_error(body)
+            if rejected is not None:
+                record.status = 400
+                self._send_json(400, rejected, "application/json; charset=UTF-8")
+                return
         model = path_model or str(body.get("model") or "")
         record.model = model
         seed, call_index = self.server.fake.next_seed(family, model, body, headers)
@@ -139,10 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._play(plan)
 
     # ------------------------------------------------------------------ writing
-    def _send_json(self, status: int, payload: Any) -> None:
+    def _send_json(self, status: int, payload: Any, content_type: str = "application/json") -> None:
         data = dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

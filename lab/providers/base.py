@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from lab.config import LabConfig
 from lab.guards.base import GuardNote, NoteSink
 from lab.guards.json_repair import parse_tool_arguments
-from lab.http.sse import SSEEvent
+from lab.http.sse import SSEDecoder, SSEEvent
 from lab.model import GuardEvent, ProcessedChunk, ProviderError, Usage
 
 __all__ = [
@@ -171,6 +171,15 @@ class StreamAdapter:
     def wire_body(body: dict) -> dict:
         """The JSON actually sent for ``body`` (a family may move keys into the URL)."""
         return body
+
+    stream_key: ClassVar[bool] = True
+    """Does the request body say ``"stream": true``? (Gemini streams by its URL and rejects
+    the key with a 400.) The recorder adds the key only when this is set."""
+
+    def new_decoder(self) -> SSEDecoder | Any:
+        """The framer of this family's response bodies (``decode(chunk, seq)`` /
+        ``flush()`` -> :class:`~lab.http.sse.SSEEvent`); SSE unless a family says otherwise."""
+        return SSEDecoder()
 
     def __init__(
         self,

@@ -35,6 +35,7 @@ from lab.errors import (
     parse_status_code,
 )
 from lab.guards import RecentTextDedup, SpeakerBoundaryGuard
+from lab.http.jsonarray import SniffingDecoder
 from lab.http.sse import SSEEvent
 from lab.model import (
     FunctionCall,
@@ -328,31 +329,29 @@ class _CallBuilder:
             self.bad.append(pa)
 
     def _set(self, segs: list[str | int], value: Any) -> bool:
+        """Put **value** at **segs**, creating the objects and arrays the path names; False
+        (nothing changed) when the path contradicts what is there or asks a far index."""
         cur: Any = self.args
-        for i, seg in enumerate(segs):
-            last = i == len(segs) - 1
-            want: type = dict
-            if not last:
-                want = list if isinstance(segs[i + 1], int) else dict
-            if isinstance(seg, int):
-                if not isinstance(cur, list) or seg - len(cur) > MAX_ARRAY_GAP:
-                    return False
-                if seg >= len(cur):
-                    cur.extend([None] * (seg - len(cur) + 1))
-                child = cur[seg]
-            else:
-                if not isinstance(cur, dict):
-                    return False
-                child = cur.get(seg)
-            if last:
-                cur[seg] = value
-                return True
-            if child is None:
-                child = want()
-                cur[seg] = child
-            elif not isinstance(child, want):
+        depth = 0
+        for depth, seg in enumerate(segs[:-1]):  # walk what exists
+            child = _child(cur, seg)
+            if child is _MISSING or child is None:
+                break
+            if not isinstance(child, list if isinstance(segs[depth + 1], int) else dict):
                 return False
             cur = child
+        else:
+            depth = len(segs) - 1
+        # from here on every container is new: check the whole rest before creating any
+        if not _fits(cur, segs[depth]) or any(
+            isinstance(seg, int) and seg > MAX_ARRAY_GAP for seg in segs[depth + 1 :]
+        ):
+            return False
+        for i in range(depth, len(segs) - 1):
+            new: Any = [] if isinstance(segs[i + 1], int) else {}
+            _put(cur, segs[i], new)
+            cur = new
+        _put(cur, segs[-1], value)
         return True
 
     def build(self, *, truncated: bool) -> dict[str, Any]:
@@ -369,6 +368,32 @@ class _CallBuilder:
         if self.bad:
             call["unread_arguments"] = self.bad
         return call
+
+
+_MISSING = object()
+
+
+def _child(container: Any, seg: str | int) -> Any:
+    if isinstance(seg, int):
+        if isinstance(container, list) and seg < len(container):
+            return container[seg]
+        return _MISSING
+    return container.get(seg, _MISSING) if isinstance(container, dict) else _MISSING
+
+
+def _fits(container: Any, seg: str | int) -> bool:
+    if isinstance(seg, int):
+        return isinstance(container, list) and seg - len(container) <= MAX_ARRAY_GAP
+    return isinstance(container, dict)
+
+
+def _put(container: Any, seg: str | int, value: Any) -> None:
+    if isinstance(seg, int):
+        if seg >= len(container):
+            container.extend([None] * (seg - len(container) + 1))
+        container[seg] = value
+    else:
+        container[seg] = value
 
 
 class FunctionCallAssembler:
@@ -468,10 +493,16 @@ class GoogleAdapter(StreamAdapter):
             headers["x-goog-api-key"] = api_key
         return headers
 
+    stream_key = False  # the URL (:streamGenerateContent) streams; the API rejects the key
+
     @staticmethod
     def wire_body(body: dict) -> dict:
         """The body as Gemini takes it: without the lab's ``model`` routing key."""
         return {k: v for k, v in body.items() if k != "model"}
+
+    def new_decoder(self) -> SniffingDecoder:
+        """SSE (``alt=sse``) or, without it, the streamed JSON array, element by element."""
+        return SniffingDecoder()
 
     def failure_message(self, status: int, body_text: str) -> str:
         return parse_error_message("google", body_text, status) or f"HTTP {status}"
