@@ -19,6 +19,10 @@ Properties, for every input:
 And ``lab.guards.repair_truncated_json`` over random truncations of valid JSON: the result
 is None or the original with trailing entries dropped, never a changed or invented value.
 
+And hostile values (``1e999``, ``NaN``, negative, huge, wrong types, 2,000-deep nesting) in
+every field the Gemini and Anthropic adapters read, under the default and the complete
+config: no exception, nothing fabricated, the result serializes.
+
 Default run: ~200 examples per family. ``pytest -m slow tests/test_fuzz.py``: 10,000 per
 family, every split position, 10 MB lines, 10,000 JSON truncations.
 """
@@ -199,7 +203,7 @@ def json_strings(body: bytes) -> Counter:
     for p in payloads:
         try:
             obj = json.loads(p)
-        except ValueError:
+        except (ValueError, RecursionError):  # hostile nesting holds no string to count
             continue
         _walk(obj, pool)
     return pool
@@ -426,3 +430,250 @@ def repair_truncations(examples: int) -> None:
 @pytest.mark.slow
 def test_json_repair_never_fabricates_on_10k_random_truncations():
     repair_truncations(10_000)
+
+
+# -- hostile values in every field an adapter reads (Gemini, Anthropic) ------------------------
+
+_DEEP = "__DEEP__"
+_BIG = "__BIG__"
+HOSTILE = st.sampled_from(
+    [
+        float("inf"),  # serialized as Infinity; 1e999 parses to the same
+        float("-inf"),
+        float("nan"),
+        _BIG,  # the literal 1e999
+        -1,
+        2**64,
+        10**30,
+        3.5,
+        "7",
+        "",
+        None,
+        True,
+        [],
+        {},
+        [1, "x"],
+        {"a": {"b": None}},
+        _DEEP,  # 2,000 nested arrays: past the JSON parser's recursion limit
+    ]
+)
+"""Wire values a hostile or broken endpoint may put in any field."""
+SMALL = st.one_of(st.integers(0, 50), st.sampled_from(["", "x", "Zürich", "$.a", "STOP"]))
+VALUE = st.one_of(HOSTILE, SMALL)
+
+
+def _render(obj: Any) -> str:
+    text = json.dumps(obj, ensure_ascii=False)  # inf/nan as Infinity/NaN, as some servers do
+    return text.replace(f'"{_DEEP}"', "[" * 2000 + "]" * 2000).replace(f'"{_BIG}"', "1e999")
+
+
+def _maybe(d: dict, draw: Any) -> dict:
+    """Each key kept or dropped, so absent, well-typed and hostile all occur."""
+    return {k: v for k, v in d.items() if draw(st.booleans())}
+
+
+@st.composite
+def gemini_chunks(draw: Any) -> str:
+    partial = _maybe(
+        {
+            "jsonPath": draw(
+                st.one_of(VALUE, st.sampled_from(["$.a", "$.a[0].b", "$.a[1e9]", "$"]))
+            ),
+            "stringValue": draw(VALUE),
+            "numberValue": draw(VALUE),
+            "boolValue": draw(VALUE),
+            "nullValue": draw(VALUE),
+            "willContinue": draw(VALUE),
+        },
+        draw,
+    )
+    call = _maybe(
+        {
+            "name": draw(VALUE),
+            "args": draw(st.one_of(VALUE, st.just({"k": float("inf")}))),
+            "id": draw(VALUE),
+            "partialArgs": draw(st.one_of(VALUE, st.just([partial]), st.just(partial))),
+            "willContinue": draw(VALUE),
+        },
+        draw,
+    )
+    part = _maybe(
+        {
+            "text": draw(VALUE),
+            "thought": draw(VALUE),
+            "thoughtSignature": draw(VALUE),
+            "functionCall": draw(st.one_of(VALUE, st.just(call))),
+        },
+        draw,
+    )
+    candidate = _maybe(
+        {
+            "content": draw(
+                st.one_of(VALUE, st.just({"parts": [part, part]}), st.just({"parts": draw(VALUE)}))
+            ),
+            "finishReason": draw(
+                st.one_of(VALUE, st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY"]))
+            ),
+            "index": draw(VALUE),
+            "groundingMetadata": draw(VALUE),
+            "safetyRatings": draw(VALUE),
+        },
+        draw,
+    )
+    usage = {
+        k: draw(VALUE)
+        for k in (
+            "promptTokenCount",
+            "candidatesTokenCount",
+            "thoughtsTokenCount",
+            "cachedContentTokenCount",
+            "totalTokenCount",
+        )
+    }
+    chunk = _maybe(
+        {
+            "candidates": draw(
+                st.one_of(VALUE, st.just([candidate]), st.just([candidate, candidate]))
+            ),
+            "usageMetadata": draw(st.one_of(VALUE, st.just(usage))),
+            "promptFeedback": draw(st.one_of(VALUE, st.just({"blockReason": draw(VALUE)}))),
+            "error": draw(st.one_of(VALUE, st.just({"code": draw(VALUE), "message": draw(VALUE)}))),
+            "thoughtSummary": draw(VALUE),
+            "thoughtSignature": draw(VALUE),
+            "modelVersion": draw(VALUE),
+            "functionCalls": draw(st.one_of(VALUE, st.just([call]))),
+            "text": draw(VALUE),
+        },
+        draw,
+    )
+    return "data: " + _render(chunk) + "\n\n"
+
+
+@st.composite
+def anthropic_events(draw: Any) -> str:
+    usage = {
+        k: draw(VALUE)
+        for k in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        )
+    }
+    usage["server_tool_use"] = draw(st.one_of(VALUE, st.just({"web_search_requests": draw(VALUE)})))
+    block = _maybe(
+        {
+            "type": draw(
+                st.one_of(
+                    VALUE,
+                    st.sampled_from(
+                        [
+                            "text",
+                            "thinking",
+                            "tool_use",
+                            "server_tool_use",
+                            "web_search_tool_result",
+                            "redacted_thinking",
+                        ]
+                    ),
+                )
+            ),
+            "id": draw(VALUE),
+            "name": draw(VALUE),
+            "input": draw(VALUE),
+            "text": draw(VALUE),
+            "thinking": draw(VALUE),
+            "signature": draw(VALUE),
+            "data": draw(VALUE),
+            "citations": draw(VALUE),
+        },
+        draw,
+    )
+    delta = _maybe(
+        {
+            "type": draw(
+                st.one_of(
+                    VALUE,
+                    st.sampled_from(
+                        [
+                            "text_delta",
+                            "thinking_delta",
+                            "signature_delta",
+                            "input_json_delta",
+                            "citations_delta",
+                        ]
+                    ),
+                )
+            ),
+            "text": draw(VALUE),
+            "thinking": draw(VALUE),
+            "signature": draw(VALUE),
+            "partial_json": draw(
+                st.one_of(VALUE, st.sampled_from(['{"a": ', "1}", '{"x": 1e999}']))
+            ),
+            "citation": draw(VALUE),
+            "stop_reason": draw(
+                st.one_of(VALUE, st.sampled_from(["end_turn", "tool_use", "max_tokens"]))
+            ),
+            "stop_sequence": draw(VALUE),
+        },
+        draw,
+    )
+    kind = draw(
+        st.sampled_from(
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+                "error",
+                "ping",
+            ]
+        )
+    )
+    payload = _maybe(
+        {
+            "type": draw(st.one_of(st.just(kind), VALUE)),
+            "index": draw(st.one_of(VALUE, st.integers(0, 3))),
+            "message": draw(
+                st.one_of(VALUE, st.just({"id": draw(VALUE), "model": draw(VALUE), "usage": usage}))
+            ),
+            "content_block": draw(st.one_of(VALUE, st.just(block))),
+            "delta": draw(st.one_of(VALUE, st.just(delta))),
+            "usage": draw(st.one_of(VALUE, st.just(usage))),
+            "error": draw(st.one_of(VALUE, st.just({"type": draw(VALUE), "message": draw(VALUE)}))),
+        },
+        draw,
+    )
+    return f"event: {kind}\ndata: {_render(payload)}\n\n"
+
+
+HOSTILE_STREAMS = {"google": gemini_chunks(), "anthropic": anthropic_events()}
+
+
+def hostile_values(family: str, examples: int) -> None:
+    from lab.config import LabConfig
+
+    @settings(max_examples=examples, **_SETTINGS)
+    @given(events=st.lists(HOSTILE_STREAMS[family], min_size=1, max_size=8))
+    def check(events: list[str]) -> None:
+        body = "".join(events).encode()
+        for config in (None, LabConfig.complete()):
+            r = replay_sse(family, body, config=config)
+            check_result(r, body)
+            json.dumps(r.to_dict())  # the result serializes whatever the wire held
+
+    check()
+
+
+@pytest.mark.parametrize("family", sorted(HOSTILE_STREAMS))
+def test_hostile_values_in_every_read_field_never_raise(family):
+    hostile_values(family, DEFAULT_EXAMPLES // 2)  # each example replays twice
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(HOSTILE_STREAMS))
+def test_hostile_values_in_every_read_field_never_raise_10k(family):
+    hostile_values(family, SLOW_EXAMPLES)
