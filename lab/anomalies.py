@@ -437,6 +437,8 @@ def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = No
 def unhandled_shapes(result: StreamResult) -> dict[str, int]:
     """The field paths / event types behind ``unhandled_shape``, with how often each came."""
     return dict(result.facts.get("unhandled_shapes") or {})
+
+
 def tool_calls_dropped(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Tool calls the provider sent were dropped or built in pieces by the reference rule."""
     return bool(result.facts.get("tool_calls_dropped"))

@@ -479,7 +479,12 @@ def test_hostile_numbers_never_raise_and_are_counted():
     )
     assert (r.text, r.error) == ("hi", None)
     assert (r.usage.input_tokens, r.usage.output_tokens) == (0, 5)
-    shapes = r.facts["unhandled_shapes"]
-    assert shapes["usage.input_tokens (unreadable value)"] == 1
-    assert shapes["usage.cache_read_input_tokens (unreadable value)"] == 1
-    assert shapes["index (unreadable value)"] == 2
+    assert r.facts["hostile_values"] == [
+        "usage.input_tokens",
+        "usage.output_tokens",
+        "usage.cache_read_input_tokens",
+        "usage.cache_creation_input_tokens",
+        "index",
+        "index",
+    ]
+    assert "hostile_value" in detect(r)

@@ -511,7 +511,12 @@ def test_hostile_usage_numbers_never_raise():
     r = replay_sse("google", sse(resp([{"text": "ok"}], "STOP", usage=usage)))
     assert r.text == "ok" and r.error is None
     assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens) == (0, 3, None)
-    assert r.facts["unhandled_shapes"]["usageMetadata.promptTokenCount (unreadable value)"] == 1
+    assert r.facts["hostile_values"] == [
+        "usageMetadata.promptTokenCount",
+        "usageMetadata.candidatesTokenCount",
+        "usageMetadata.totalTokenCount",
+    ]
+    assert "hostile_value" in detect(r)
 
 
 def test_every_real_gemini_body_reads_every_field_it_carries():

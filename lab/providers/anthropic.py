@@ -254,8 +254,8 @@ class AnthropicAdapter(StreamAdapter):
                 value = wire_int(raw, f"usage.server_tool_use.{key}", bad)
                 if value is not None:
                     self.server_tool_use[str(key)] = value
-        for path in bad:
-            note_shape(self.facts, f"{path} (unreadable value)")
+        if bad:
+            self.facts.setdefault("hostile_values", []).extend(bad)
 
     def _usage(self) -> Usage | None:
         """The usage so far; under ``final_usage_only`` only once ``message_delta`` came."""
@@ -287,7 +287,7 @@ class AnthropicAdapter(StreamAdapter):
         bad: list[str] = []
         value = wire_int(index, "index", bad)
         if bad:
-            note_shape(self.facts, "index (unreadable value)")
+            self.facts.setdefault("hostile_values", []).extend(bad)
         return value
 
     def _on_content_block_start(self, payload: dict, out: list[ProcessedChunk]) -> None:

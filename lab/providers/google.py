@@ -612,8 +612,8 @@ class GoogleAdapter(StreamAdapter):
             if isinstance(raw.get("usageMetadata"), dict):
                 bad: list[str] = []
                 usage = google_usage(raw["usageMetadata"], bad)
-                for path in bad:
-                    note_shape(self.facts, f"{path} (unreadable value)")
+                if bad:
+                    self.facts.setdefault("hostile_values", []).extend(bad)
                 if usage is not None:
                     self.pending_usage = usage
                     self.raw_usage = raw["usageMetadata"]
