@@ -15,7 +15,12 @@ The reference pipeline has no Anthropic stream adapter; this one follows the wir
     message_delta        cumulative usage; stop_reason end_turn/stop_sequence -> stop,
                          max_tokens -> length, tool_use -> tool_calls, refusal ->
                          content_filter -> done
-    message_stop         noted;  ping: ignored, counted;  unknown events: ignored, counted
+                         citations_delta -> the text block's citations (metadata)
+    server tools         server_tool_use / mcp_tool_use (input parsed) and *_tool_result
+                         blocks -> metadata["server_tools"] at their block stop: never
+                         client function calls
+    message_stop         noted;  ping: ignored, counted;  unknown events, blocks and
+                         deltas: ignored, counted (facts["unhandled_shapes"])
     error                lab.errors.anthropic_stream_error (overloaded_error ->
                          provider_overloaded, retryable); the stream ends
 
@@ -23,7 +28,8 @@ Lab choices: no parameter-degradation ladder (seed 02 gives it to OpenRouter and
 OpenAI-compatible adapters only; the Gemini adapter has none either), so a failure is the
 stream's error; the attempt commits at the first content (not at ``message_start``, which
 every stream opens with); a stream cut inside a ``tool_use`` block at EOF yields the
-repaired call (truncated), while on the error path the partial calls go into the error
+repaired call (truncated) - also when the cut falls inside an event, which is a truncation,
+not invalid JSON - while on the error path the partial calls go into the error
 chunk's ``metadata["incomplete_tool_calls"]`` so the error stays the outcome;
 ``Usage.input_tokens`` is input + cache read + cache write (the contract: input includes
 cached tokens).
@@ -195,7 +201,7 @@ class AnthropicAdapter(StreamAdapter):
             payload = _json.loads(text)
         except (ValueError, RecursionError) as exc:
             if event.unterminated:  # the stream was cut inside this event: a truncation
-                self.facts["cut_event"] = True
+                self.facts["cut_event_chars"] = len(text)
                 return out
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in event data: {exc}"

@@ -16,7 +16,15 @@ blocking candidate ``finishReason`` (SAFETY, RECITATION, ...) -> content_blocked
 first function call; text; ``STOP`` -> done; otherwise text "".
 
 The Gemini body carries no model (it is in the URL); the lab keeps ``"model"`` in the body
-as its routing key and :meth:`GoogleAdapter.wire_body` drops it before sending.
+as its routing key and :meth:`GoogleAdapter.wire_body` drops it before sending, and it
+never says ``"stream"`` (:attr:`GoogleAdapter.stream_key`: the API rejects the key).
+
+Beyond the reference: without ``alt=sse`` the body is one streamed JSON array, framed
+element by element (:class:`lab.http.jsonarray.SniffingDecoder`); under
+``LabConfig.assemble_function_calls`` function calls are built as the API streams them
+(:class:`FunctionCallAssembler`: every part, ``partialArgs`` over several chunks); ``STOP``
+after a call is ``tool_calls``; a body cut inside an event is a truncation; fields this
+adapter does not read are counted in ``facts["unhandled_shapes"]``.
 """
 
 from __future__ import annotations
@@ -218,7 +226,7 @@ USAGE_KEYS = frozenset(
         "thoughtsTokenCount",
         "cachedContentTokenCount",
         "totalTokenCount",
-        # knowingly ignored: per-modality breakdowns, the traffic class, tool-use prompt
+        # knowingly ignored: per-modality breakdowns, the traffic class and tier, tool-use prompt
         # tokens (part of the total, not of the input, as the Gemini SDKs count them)
         "promptTokensDetails",
         "candidatesTokensDetails",
@@ -226,6 +234,7 @@ USAGE_KEYS = frozenset(
         "toolUsePromptTokenCount",
         "toolUsePromptTokensDetails",
         "trafficType",
+        "serviceTier",
     }
 )
 PROMPT_FEEDBACK_KEYS = frozenset({"blockReason", "blockReasonMessage", "safetyRatings"})
@@ -550,7 +559,7 @@ class GoogleAdapter(StreamAdapter):
             raw = _json.loads(text)
         except (ValueError, RecursionError) as exc:
             if event.unterminated:  # the stream was cut inside this event: a truncation
-                self.facts["cut_event"] = True
+                self.facts["cut_event_chars"] = len(text)
                 return out
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in stream: {exc}"
