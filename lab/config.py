@@ -81,6 +81,10 @@ class LabConfig(BaseModel):
     reasoning so ``output_tokens`` includes it as everywhere else (the anomaly
     ``usage_excludes_reasoning`` says so under the default). Endpoints known to report this
     way (``xai``) always normalize."""
+    usage_in_choices: bool = False
+    """Lab addition, off as in the reference (which reads a chunk's top-level ``usage``
+    only; a choice's own ``usage`` is counted as an ``unhandled_shape``): read the usage a
+    choice carries when the chunk has none (Moonshot/Kimi puts it in ``choices[0]``)."""
     dedup_partial_overlaps_only: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
@@ -200,6 +204,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "dedup_partial_overlaps_only",
     "assemble_function_calls",
     "final_usage_only",
+    "usage_in_choices",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

@@ -30,14 +30,11 @@ NAMES = sorted(EXPECTED)
 KNOWN_GAPS: frozenset[str] = frozenset(
     {
         # issue 18c additions
-        "custom-moonshot-kimi-usage-inside-choice",
     }
 )
 
 
-KNOWN_REFERENCE_GAPS: frozenset[str] = KNOWN_GAPS - {
-    "custom-moonshot-kimi-usage-inside-choice",  # unhandled_shape names choices[0].usage
-}
+KNOWN_REFERENCE_GAPS: frozenset[str] = KNOWN_GAPS
 
 
 def _cases(gaps: frozenset[str]) -> list:

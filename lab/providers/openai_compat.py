@@ -322,6 +322,16 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
 
 
+def choice_usage(raw: dict) -> dict | None:
+    """The usage object a choice carries (Moonshot/Kimi: ``choices[0].usage``), if any."""
+    choices = raw.get("choices")
+    if isinstance(choices, list):
+        for ch in choices:
+            if isinstance(ch, dict) and isinstance(ch.get("usage"), dict):
+                return ch["usage"]
+    return None
+
+
 def _reasoning_details_text(entries: list) -> tuple[str, str]:
     """``reasoning_details`` entries -> (raw text, summary text); encrypted entries carry none."""
     raw: list[str] = []
@@ -550,6 +560,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self.pending_think: list[str] = []
         self.ended = False
         self._read_all = cfg.read_all_reasoning_fields
+        self._choice_keys = CHOICE_KEYS | {"usage"} if cfg.usage_in_choices else CHOICE_KEYS
 
     @property
     def _capture_thoughts(self) -> bool:
@@ -656,7 +667,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             for pos, ch in enumerate(choices_raw):
                 if not isinstance(ch, dict):
                     continue
-                note_unknown_keys(facts, ch, CHOICE_KEYS, "choices[]")
+                note_unknown_keys(facts, ch, self._choice_keys, "choices[]")
                 delta_raw = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
                 note_unknown_keys(facts, delta_raw, DELTA_KEYS, "choices[].delta")
                 delta: dict[str, Any] = {}
@@ -688,6 +699,10 @@ class OpenAICompatibleAdapter(StreamAdapter):
         usage = raw.get("usage")
         if isinstance(usage, dict):
             out["usage"] = usage
+        elif self.config.usage_in_choices:
+            usage = choice_usage(raw)
+            if usage is not None:
+                out["usage"] = usage
         return out
 
     def _read_reasoning(self, delta_raw: dict, typed: str, delta: dict) -> str | None:

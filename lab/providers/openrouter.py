@@ -55,6 +55,7 @@ from lab.providers.openai_compat import (
     CHUNK_KEYS,
     DELTA_KEYS,
     OpenAICompatibleAdapter,
+    choice_usage,
     ordered_body,
 )
 
@@ -509,6 +510,14 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 if bad:
                     self.facts.setdefault("hostile_values", []).extend(bad)
         chunk = normalize_openrouter_chunk(raw)
+        if (
+            self.config.usage_in_choices
+            and isinstance(raw, dict)
+            and (chunk is None or "usage" not in chunk)
+        ):
+            usage = openai_usage(choice_usage(raw))
+            if usage is not None:
+                chunk = {**(chunk or {}), "usage": usage}
         if chunk is None:
             return
         err = chunk.get("error")
@@ -532,7 +541,12 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         if isinstance(choices, list):
             for ch in choices:
                 if isinstance(ch, dict):
-                    note_unknown_keys(facts, ch, _OR_CHOICE_KEYS, "choices[]")
+                    known = (
+                        _OR_CHOICE_KEYS | {"usage"}
+                        if self.config.usage_in_choices
+                        else _OR_CHOICE_KEYS
+                    )
+                    note_unknown_keys(facts, ch, known, "choices[]")
                     delta = ch.get("delta")
                     if isinstance(delta, dict):
                         note_unknown_keys(facts, delta, _OR_DELTA_KEYS, "choices[].delta")
