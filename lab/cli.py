@@ -431,7 +431,10 @@ _WORKERS_HELP = (
     "replay on N processes, this one included (default 1); results equal a serial replay's"
 )
 _PATH_HELP = "a recording directory, a root of recordings, a .parquet, a glob"
-_CONFIG_HELP = "a LabConfig / SpillGuardConfig JSON file (default: the built-in defaults)"
+_CONFIG_HELP = (
+    "a LabConfig / SpillGuardConfig JSON file, or 'complete' for every switch beyond the "
+    "reference pipeline (default: the built-in defaults, the reference)"
+)
 _DEST_HELP = "where fixtures go (default: tests/fixtures)"
 
 
@@ -653,8 +656,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="CONFIG",
         help="A/B: the streams whose output changes under CONFIG against --config, each "
-        "side named by its file name ('lab config example' prints a commented config to "
-        "start from; default: no comparison)",
+        "side named by its file name; 'complete' (every switch beyond the reference "
+        "pipeline on: what the reference loses on this capture) and 'reference' name the "
+        "built-in configs ('lab config example' prints a commented config to start from; "
+        "default: no comparison)",
     )
     rp.add_argument(
         "--format",

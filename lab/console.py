@@ -207,13 +207,37 @@ def strip_comments(text: str) -> str:
     return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("//"))
 
 
+def _named_complete() -> Any:
+    from lab.config import LabConfig
+
+    return LabConfig.complete()
+
+
+def _named_reference() -> Any:
+    from lab.config import LabConfig
+
+    return LabConfig()
+
+
+NAMED_CONFIGS = {"complete": _named_complete, "reference": _named_reference}
+"""Config names ``--config`` / ``--compare`` accept besides a file."""
+
+
 def load_config(path: str | Path | None) -> Any:
-    """A LabConfig from a JSON file that may hold ``//`` comment lines (None: defaults)."""
+    """A LabConfig from a JSON file that may hold ``//`` comment lines (None: defaults).
+
+    Two names stand for built-in configs when no file of that name exists: ``reference``
+    (the defaults: the reference pipeline) and ``complete`` (``LabConfig.complete()``: every
+    switch beyond the reference on), so ``lab replay CAPTURE --compare complete`` shows what
+    the reference pipeline loses on a capture.
+    """
     from lab.config import ConfigError, LabConfig
 
     if path is None:
         return LabConfig()
     p = Path(path)
+    if str(path) in NAMED_CONFIGS and not p.exists():
+        return NAMED_CONFIGS[str(path)]()
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -153,3 +153,12 @@ def test_docs_providers_example_registers_a_working_provider():
 def test_docs_providers_table_lists_every_registered_provider():
     text = (Path(__file__).parent.parent / "docs" / "providers.md").read_text(encoding="utf-8")
     assert [p for p in providers.PROVIDERS if f"| `{p}` |" not in text] == []
+
+
+def test_replay_compare_complete_shows_what_the_reference_loses(capsys):
+    from lab.cli import main
+
+    assert main(["replay", "captures/", "--compare", "complete"]) == 0
+    out = capsys.readouterr().out
+    assert "3 streams whose output changed under complete against defaults" in out
+    assert out.count('"name": "get_time"') == 3  # the parallel call the reference drops
