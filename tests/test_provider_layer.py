@@ -162,3 +162,27 @@ def test_replay_compare_complete_shows_what_the_reference_loses(capsys):
     out = capsys.readouterr().out
     assert "3 streams whose output changed under complete against defaults" in out
     assert out.count('"name": "get_time"') == 3  # the parallel call the reference drops
+
+
+GROQ_TOOL_USE_FAILED = (
+    '{"error":{"message":"Failed to call a function. Please adjust your prompt. See '
+    '\'failed_generation\' for more details.","type":"invalid_request_error",'
+    '"code":"tool_use_failed","failed_generation":"<function=get_weather{\\"city\\": '
+    '\\"Bern\\"}</function>"}}'
+)
+
+
+def test_groq_failed_generation_is_carried_on_the_http_error():
+    err = normalize_http_error("groq", 400, GROQ_TOOL_USE_FAILED)
+    assert (err.type, err.status) == ("api_error", 400)
+    assert (
+        err.original_error["failed_generation"]
+        == '<function=get_weather{"city": "Bern"}</function>'
+    )
+
+
+def test_groq_failed_generation_is_carried_on_a_stream_error():
+    body = f"data: {GROQ_TOOL_USE_FAILED}\n\n".encode()
+    r = replay_sse("groq", body)
+    assert r.error is not None
+    assert r.error.original_error["failed_generation"].startswith("<function=get_weather")

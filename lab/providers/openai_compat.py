@@ -1191,6 +1191,18 @@ class GroqAdapter(OpenAICompatibleAdapter):
     api_key_env = "GROQ_API_KEY"
     reasoning_fields = ("reasoning",)
 
+    @classmethod
+    def normalize_http_error(
+        cls, status: int, body_text: str, *, body_error_codes: bool = False
+    ) -> ProviderError:
+        """As every endpoint, plus the model's raw output of a failed tool call
+        (``error.failed_generation``) in ``original_error["failed_generation"]``."""
+        error = super().normalize_http_error(status, body_text, body_error_codes=body_error_codes)
+        failed = _get(_parse_json(body_text), "error", "failed_generation")
+        if isinstance(failed, str) and isinstance(error.original_error, dict):
+            error.original_error["failed_generation"] = failed
+        return error
+
 
 class XaiAdapter(OpenAICompatibleAdapter):
     """xAI Grok: ``reasoning_content``; its ``completion_tokens`` leave reasoning out, so
