@@ -163,7 +163,7 @@ class LabConfig(BaseModel):
         (``lab replay --compare``) shows what the reference pipeline loses on it. The switches
         are listed in :data:`COMPLETE_SWITCHES`.
         """
-        return cls(**{name: True for name in COMPLETE_SWITCHES})
+        return cls.model_validate(dict.fromkeys(COMPLETE_SWITCHES, True))
 
     def fingerprint(self) -> str:
         """A short stable id of this config (for tables comparing configs).

@@ -436,7 +436,8 @@ def _parse_google_error(text: str) -> tuple[Any, str | None, Any]:
     parsed = _parse_json(span.group(0)) if span else None
     if not isinstance(parsed, Mapping):
         return None, None, None
-    api_error = parsed.get("error") if isinstance(parsed.get("error"), Mapping) else parsed
+    inner = parsed.get("error")
+    api_error: Mapping = inner if isinstance(inner, Mapping) else parsed
     code = api_error.get("code")
     extracted: str | None = None
     message = api_error.get("message")

@@ -690,7 +690,7 @@ class Processor:
             if kind in ("step-start", "step-finish", "reasoning"):
                 continue
             if (
-                kind != "tool"
+                not isinstance(part, ToolPart)
                 or part.tool != current.tool
                 or part.state == "pending"
                 or part.input_key != current.input_key

@@ -223,11 +223,12 @@ def normalize_messages(provider: str, model: str, messages: list[dict]) -> list[
 
 
 def _function_tools(tools: list[dict] | None) -> list[dict]:
-    out = []
+    out: list[dict] = []
     for t in tools or ():
         if not isinstance(t, dict):
             continue
-        fn = t.get("function") if isinstance(t.get("function"), dict) else t
+        inner = t.get("function")
+        fn: dict = inner if isinstance(inner, dict) else t
         if isinstance(fn.get("name"), str):
             out.append(fn)
     return out
@@ -262,7 +263,8 @@ def _image_url(part: dict) -> str | None:
 
 
 def _tool_args(tc: dict) -> dict:
-    fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+    inner = tc.get("function")
+    fn: dict = inner if isinstance(inner, dict) else {}
     args = fn.get("arguments")
     if isinstance(args, dict):
         return args

@@ -668,7 +668,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if not isinstance(ch, dict):
                     continue
                 note_unknown_keys(facts, ch, self._choice_keys, "choices[]")
-                delta_raw = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+                got = ch.get("delta")
+                delta_raw: dict = got if isinstance(got, dict) else {}
                 note_unknown_keys(facts, delta_raw, DELTA_KEYS, "choices[].delta")
                 delta: dict[str, Any] = {}
                 if isinstance(delta_raw.get("role"), str):
@@ -1017,7 +1018,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             ignored = [{"index": i, **a} for i, a in built if i != 0]
         if ignored:
             self.facts.setdefault("dropped_tool_calls", []).extend(a["name"] for a in ignored)
-        calls = []
+        calls: list[FunctionCall] = []
         for _, acc in keep:
             if not acc["name"]:
                 continue
@@ -1282,7 +1283,9 @@ class CustomAdapter(OpenAICompatibleAdapter):
     api_key_env = "CUSTOM_API_KEY"
     include_persona_speaker_stop = False
     requires_base_url = True
-    should_retry_without_stop = staticmethod(custom_should_retry_without_stop)
+    # mypy reads a callable class attribute as a method (self bound); this one is a plain
+    # function, as the ClassVar on the base class says.
+    should_retry_without_stop = staticmethod(custom_should_retry_without_stop)  # type: ignore[assignment]
 
     def reset(self) -> None:
         super().reset()
