@@ -148,3 +148,23 @@ def test_real_body_under_reference_config_names_every_difference(name):
     r = _replay(name)
     if mismatches(name, r):
         assert detect(r), f"{name}: the reference result differs but no anomaly says so"
+
+
+def _chat_bodies() -> list[str]:
+    from lab.providers import get_adapter
+
+    return [
+        n
+        for n in NAMES
+        if get_adapter(SOURCES[n]["provider"]).family == "openai_compatible"
+        and not SOURCES[n].get("request_path")  # chat completions, not another API
+        and n not in KNOWN_GAPS
+    ]
+
+
+@pytest.mark.parametrize("name", _chat_bodies())
+def test_custom_catch_all_reads_every_openai_compatible_body_under_complete_config(name):
+    src = SOURCES[name]
+    body = (HERE / src["file"]).read_bytes()
+    r = replay_sse("custom", body, config=LabConfig.complete(), stream_id=name)
+    assert mismatches(name, r) == []
