@@ -172,7 +172,10 @@ def _report(results: list, out: Path | None, view: TableView | None = None) -> d
 
     st = tables.streams(results)
     _print_table("streams", st, STREAM_VIEW, view)
-    _print_table("by backend", tables.by_backend(st), None, view)
+    bb = tables.by_backend(st)
+    _print_table("by backend", bb, None, view)
+    for sentence in tables.backend_verdicts(bb):
+        print(sentence)
     _print_table(
         "leaks",
         tables.leaks(results),

@@ -47,25 +47,62 @@ def _figure(width: float = 7.0, height: float = 3.6) -> tuple[Figure, object]:
 
 
 def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
-    """Horizontal bars: share of streams where reasoning leaked, per serving backend."""
+    """Horizontal bars: share of streams where reasoning leaked, per serving backend, with
+    the Wilson 95 % interval of each rate as an error bar.
+
+    A backend whose interval lies wholly above the rest's pooled rate (``leak_worse``) is
+    drawn dark and labelled "worse"; the rest's rate is a tick on its bar.
+    """
     df = by_backend_table.sort_values("leak_rate")
     fig, ax = _figure(7.0, max(2.4, 0.45 * len(df) + 1.2))
     if df.empty:
         ax.text(0.5, 0.5, "no streams", ha="center", va="center")
         return fig
-    bars = ax.barh(df["serving_provider"], df["leak_rate"] * 100, color="#d62728")
-    for bar, leaked, total in zip(bars, df["leaked"], df["streams"], strict=True):
+    worse = df["leak_worse"].to_numpy(bool) if "leak_worse" in df else [False] * len(df)
+    colors = ["#8b0000" if w else "#f08080" for w in worse]
+    rate = df["leak_rate"].to_numpy(float) * 100
+    bars = ax.barh(df["serving_provider"], rate, color=colors)
+    has_ci = {"leak_rate_ci_low", "leak_rate_ci_high"} <= set(df.columns)
+    if has_ci:
+        low = df["leak_rate_ci_low"].to_numpy(float) * 100
+        high = df["leak_rate_ci_high"].to_numpy(float) * 100
+        ax.errorbar(
+            rate,
+            range(len(df)),
+            xerr=[rate - low, high - rate],
+            fmt="none",
+            ecolor="#333333",
+            elinewidth=1,
+            capsize=3,
+            label="Wilson 95 % interval",
+        )
+    if "rest_leak_rate" in df:
+        rest = df["rest_leak_rate"].to_numpy(float) * 100
+        ax.scatter(
+            rest,
+            range(len(df)),
+            marker="|",
+            s=160,
+            color="#1f77b4",
+            zorder=3,
+            label="rest of the backends (pooled)",
+        )
+    ends = high if has_ci else rate
+    for i, (bar, leaked, total) in enumerate(zip(bars, df["leaked"], df["streams"], strict=True)):
+        note = f"{int(leaked)}/{int(total)}" + ("  worse" if worse[i] else "")
         ax.annotate(
-            f"{int(leaked)}/{int(total)}",
-            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            note,
+            (ends[i], bar.get_y() + bar.get_height() / 2),
             xytext=(4, 0),
             textcoords="offset points",
             va="center",
             fontsize=8,
         )
     ax.set_xlabel("streams with leaked reasoning (%)")
-    ax.set_xlim(0, 110)
+    ax.set_xlim(0, 125)
     ax.set_title("Reasoning leaks by serving backend")
+    if has_ci or "rest_leak_rate" in df:
+        ax.legend(loc="lower right", fontsize=7)
     return fig
 
 

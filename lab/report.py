@@ -162,6 +162,12 @@ _STREAM_COLUMNS = [
 """The streams table as the report shows it: what matters first (the box scrolls)."""
 
 
+def _verdicts(sentences: list[str]) -> str:
+    """The per-backend verdicts as a list (backend names come from the wire: escaped)."""
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+    return f"<ul class='verdicts'>{items}</ul>"
+
+
 def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab report") -> str:
     """The report page for ``results`` as one HTML string."""
     from lab import plots, tables
@@ -194,7 +200,9 @@ def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab repo
             "backends",
             "By serving backend",
             f"<p class='note'>One row per backend that served a stream; the leakiest first."
-            f"{interval_note}</p>" + _table(_intervals(bb)),
+            f"{interval_note}</p>"
+            + _verdicts(tables.backend_verdicts(bb))
+            + _table(_intervals(bb)),
         ),
         (
             "streams",

@@ -24,16 +24,20 @@ from collections.abc import Iterable
 import pandas as pd
 
 from lab.result import StreamResult
+from lab.stats import DEFAULT_CONFIDENCE, wilson_interval
 
 __all__ = [
     "LEAK_GUARDS",
+    "MIN_STREAMS_TO_COMPARE",
     "STREAM_COLUMNS",
     "attempts",
     "backend_labels",
+    "backend_verdicts",
     "by_backend",
     "classifiers",
     "leaks",
     "streams",
+    "unserved",
 ]
 
 LEAK_GUARDS = frozenset({"think_stripper", "spill_guard", "cleanup"})
@@ -277,12 +281,25 @@ def _event_read(r: StreamResult, attempt: int, seq: int) -> tuple[int | None, fl
     return best.read_seq, t
 
 
+_NO_BACKEND_SUFFIX = " (no backend: failed before streaming)"
+_UNKNOWN_BACKEND = "(unknown)"
+
+
+def unserved(labels: pd.Series) -> pd.Series:
+    """Which backend labels name no backend: a router's requests that failed before any
+    chunk named one (``"openrouter (no backend: failed before streaming)"``) and
+    ``"(unknown)"``. :func:`by_backend` keeps those rows for their errors, never compares them.
+    """
+    text = labels.astype("object").astype(str)
+    return (text == _UNKNOWN_BACKEND) | text.str.endswith(_NO_BACKEND_SUFFIX)
+
+
 def _unnamed_backend(provider: object) -> str | None:
     """Label for streams with no serving backend in the stream."""
     if not isinstance(provider, str):
         return None
     if _names_backend(provider):  # OpenRouter names a backend on every chunk
-        return f"{provider} (no backend: failed before streaming)"
+        return f"{provider}{_NO_BACKEND_SUFFIX}"
     return f"{provider} (direct)"
 
 
@@ -305,12 +322,36 @@ def backend_labels(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.Se
     return (
         stream_table["serving_provider"]
         .fillna(stream_table["provider"].astype("object").map(_unnamed_backend))
-        .fillna("(unknown)")
+        .fillna(_UNKNOWN_BACKEND)
     )
 
 
-def by_backend(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.DataFrame:
-    """One row per serving backend: streams, leak rate, error rate, classifiers, TTFT, speed.
+MIN_STREAMS_TO_COMPARE = 10
+"""A backend with fewer streams (or whose rest has fewer) is "too few streams to tell",
+whatever its interval says.
+
+The flag compares a backend's interval with the rest's pooled rate taken as exact, which
+over-states the evidence of a handful of streams: 1 leak in 1 stream has the interval
+20.7 %-100 %, wholly above a rest that leaked 3 times in 61 (4.9 %), yet Fisher's exact test
+of the same counts gives p = 4/62 = 0.065."""
+
+
+def by_backend(
+    stream_table: pd.DataFrame | Iterable[StreamResult],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_streams: int = MIN_STREAMS_TO_COMPARE,
+) -> pd.DataFrame:
+    """One row per serving backend: streams, leak and error rates with Wilson intervals,
+    classifiers, TTFT, speed.
+
+    ``leak_rate_ci_low``/``_high`` and ``error_rate_ci_low``/``_high`` are Wilson score
+    intervals at ``confidence`` (:func:`lab.stats.wilson_interval`). ``rest_leak_rate`` is
+    the pooled rate of every *other* backend (leaked streams over streams, rows in
+    rows :func:`unserved` says no backend served left out: nothing could leak there), and ``leak_worse`` is
+    True when this backend and its rest served at least ``min_streams`` streams each and
+    its whole interval lies above that rate; likewise for errors.
+    :func:`backend_verdicts` says the same in words.
 
     Takes the streams table (filter it first to narrow the view) or the results.
     """
@@ -331,6 +372,8 @@ def by_backend(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.DataFr
             "cost": g["cost"].sum(min_count=1),
         }
     )
+    for what, count in (("leak", "leaked"), ("error", "errors")):
+        _add_interval(out, what, count, confidence, min_streams)
     cls = df.dropna(subset=["classifier"])
     if len(cls):
         counts = cls.groupby(["serving_provider", "classifier"]).size().unstack(fill_value=0)
@@ -339,6 +382,105 @@ def by_backend(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.DataFr
         out = out.astype({c: "int64" for c in counts.columns})
     out = out.reset_index().sort_values(["leak_rate", "streams"], ascending=[False, False])
     return out.reset_index(drop=True)
+
+
+def _add_interval(
+    out: pd.DataFrame, what: str, count: str, confidence: float, min_streams: int
+) -> None:
+    """Insert ``{what}_rate_ci_low/_high``, ``rest_{what}_rate`` and ``{what}_worse`` after
+    ``{what}_rate`` (``out`` is indexed by backend label, ``count`` its success column)."""
+    n = out["streams"].astype("int64")
+    k = out[count].astype("int64")
+    bounds = [wilson_interval(int(ki), int(ni), confidence) for ki, ni in zip(k, n, strict=True)]
+    low = pd.Series([b[0] for b in bounds], index=out.index, dtype="float64")
+    high = pd.Series([b[1] for b in bounds], index=out.index, dtype="float64")
+    compared = ~unserved(out.index.to_series()).to_numpy()
+    total_k = int(k[compared].sum())
+    total_n = int(n[compared].sum())
+    rest_n = (total_n - n).where(compared)
+    rest = ((total_k - k) / rest_n).where(rest_n > 0)
+    enough = (n >= min_streams) & (rest_n >= min_streams)
+    worse = (low > rest).fillna(False) & compared & enough
+    at = out.columns.get_loc(f"{what}_rate") + 1
+    for offset, (name, values) in enumerate(
+        (
+            (f"{what}_rate_ci_low", low),
+            (f"{what}_rate_ci_high", high),
+            (f"rest_{what}_rate", rest.astype("float64")),
+            (f"{what}_worse", worse.astype(bool)),
+        )
+    ):
+        out.insert(at + offset, name, values)
+
+
+def backend_verdicts(
+    by_backend_table: pd.DataFrame,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_streams: int = MIN_STREAMS_TO_COMPARE,
+) -> list[str]:
+    """Sentences saying which backends leak (and fail) more than the rest with
+    ``confidence``, which less, and which have too few streams to tell.
+
+    A backend is *worse* when its Wilson interval lies wholly above the pooled rate of the
+    rest (``leak_worse``), *better* when wholly below, and *too few streams to tell* when
+    the interval contains the rest's rate, or it or its rest served fewer than
+    ``min_streams`` streams.
+    Pass the ``confidence`` and ``min_streams`` the table was built with.
+    """
+    level = f"{confidence:.0%}".replace("%", " %")
+    no_backend = unserved(by_backend_table["serving_provider"])
+    rows = by_backend_table[~no_backend]
+    sentences: list[str] = []
+    for what, count, noun in (("leak", "leaked", "leak"), ("error", "errors", "error")):
+        title = f"{noun.capitalize()}s"
+        if len(rows) < 2:
+            sentences.append(
+                f"{title}: {len(rows)} backend(s) in the table, nothing to compare them with."
+            )
+            continue
+        if int(rows[count].sum()) == 0:
+            sentences.append(f"{title}: no backend had a single {noun} in {_n(rows)}.")
+            continue
+        worse, better, unsure = [], [], []
+        total = int(rows["streams"].sum())
+        for _, r in rows.iterrows():
+            rest = r[f"rest_{what}_rate"]
+            low, high = r[f"{what}_rate_ci_low"], r[f"{what}_rate_ci_high"]
+            desc = (
+                f"{r['serving_provider']} ({int(r[count])}/{int(r['streams'])}, "
+                f"interval {low:.1%}–{high:.1%} vs {rest:.1%} for the rest)"
+            )
+            if bool(r[f"{what}_worse"]):
+                worse.append(desc)
+            elif high < rest and min(r["streams"], total - r["streams"]) >= min_streams:
+                better.append(desc)
+            else:
+                unsure.append(f"{r['serving_provider']} ({_n(r['streams'])})")
+        if worse:
+            sentences.append(
+                f"{title}: worse than the rest with {level} confidence: {'; '.join(worse)}."
+            )
+        else:
+            sentences.append(f"{title}: no backend is worse than the rest with {level} confidence.")
+        if better:
+            sentences.append(
+                f"{title}: better than the rest with {level} confidence: {'; '.join(better)}."
+            )
+        if unsure:
+            sentences.append(f"{title}: too few streams to tell: {', '.join(unsure)}.")
+    alone = by_backend_table[no_backend]
+    if len(alone):
+        sentences.append(
+            f"Not compared: {_n(alone)} that no backend served "
+            f"({', '.join(alone['serving_provider'])})."
+        )
+    return sentences
+
+
+def _n(streams: pd.DataFrame | int) -> str:
+    n = int(streams["streams"].sum()) if isinstance(streams, pd.DataFrame) else int(streams)
+    return f"{n} stream" if n == 1 else f"{n} streams"
 
 
 def classifiers(stream_table: pd.DataFrame | Iterable[StreamResult]) -> pd.DataFrame:

@@ -49,6 +49,12 @@ DECIMALS = {
     "median_tokens_per_s": 1,
     "leak_rate": 3,
     "error_rate": 3,
+    "leak_rate_ci_low": 3,
+    "leak_rate_ci_high": 3,
+    "rest_leak_rate": 3,
+    "error_rate_ci_low": 3,
+    "error_rate_ci_high": 3,
+    "rest_error_rate": 3,
 }
 """Decimals shown per float column in every table view (console, report, summary); the data
 keep every digit. The report shows the two rates as percentages to one decimal instead."""

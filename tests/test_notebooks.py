@@ -134,6 +134,9 @@ def test_notebook_executes_headless_without_errors(path, monkeypatch):
     if path.name.startswith("01-"):
         assert "worst backend: " in text
         assert "worst backend: openrouter (no backend" not in text
+        # the verdicts in words, from lab.tables.backend_verdicts
+        assert "Leaks: no backend is worse than the rest with 95 % confidence." in text
+        assert "Leaks: too few streams to tell: Parasail (1 stream)" in text
     if path.name.startswith("03-"):
         assert "spill stream(s) on Novita" in text
         assert "repository fixtures match their golden" in text

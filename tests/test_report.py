@@ -37,6 +37,19 @@ def test_report_page_embeds_every_figure_and_table(report):
     assert "Chutes" in page and "think_stripper" in page
 
 
+def test_report_says_which_backends_are_worse_with_confidence_and_which_are_too_small(report):
+    page = report.read_text(encoding="utf-8")
+    verdicts = page[page.index("<ul class='verdicts'>") : page.index("</ul>")]
+    # the bundled sample: every backend has too few streams for its leaks to tell; the
+    # direct OpenAI endpoint fails more than the rest (24 of its 42 requests)
+    assert "<li>Leaks: no backend is worse than the rest with 95 % confidence.</li>" in verdicts
+    assert "<li>Leaks: too few streams to tell: Parasail (1 stream), " in verdicts
+    assert (
+        "<li>Errors: worse than the rest with 95 % confidence: openai (direct) "
+        "(24/42, interval 42.2%–70.9% vs 25.9% for the rest).</li>"
+    ) in verdicts
+
+
 def test_report_never_contains_request_headers(report):
     page = report.read_text(encoding="utf-8").lower()
     assert "authorization" not in page
