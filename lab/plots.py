@@ -61,14 +61,16 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
     worse = df["leak_worse"].to_numpy(bool) if "leak_worse" in df else [False] * len(df)
     colors = ["#8b0000" if w else "#f08080" for w in worse]
     rate = df["leak_rate"].to_numpy(float) * 100
-    bars = ax.barh(df["serving_provider"], rate, color=colors)
+    ys = list(range(len(df)))  # numeric positions: error bars and ticks share one axis
+    bars = ax.barh(ys, rate, color=colors)
+    ax.set_yticks(ys, [str(b) for b in df["serving_provider"]])
     has_ci = {"leak_rate_ci_low", "leak_rate_ci_high"} <= set(df.columns)
     if has_ci:
         low = df["leak_rate_ci_low"].to_numpy(float) * 100
         high = df["leak_rate_ci_high"].to_numpy(float) * 100
         ax.errorbar(
             rate,
-            range(len(df)),
+            ys,
             xerr=[rate - low, high - rate],
             fmt="none",
             ecolor="#333333",
@@ -78,16 +80,18 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
         )
     if "rest_leak_rate" in df:
         rest = df["rest_leak_rate"].to_numpy(float) * 100
-        ax.scatter(
-            rest,
-            range(len(df)),
-            marker="|",
-            s=160,
-            color="#1f77b4",
-            zorder=3,
-            label="rest of the backends (pooled)",
-        )
-    ends = high if has_ci else rate
+        known = [i for i in ys if rest[i] == rest[i]]  # NaN: no rest to compare with
+        if known:
+            ax.scatter(
+                [rest[i] for i in known],
+                known,
+                marker="|",
+                s=160,
+                color="#1f77b4",
+                zorder=3,
+                label="rest of the backends (pooled)",
+            )
+    ends = [h if h == h else r for h, r in zip(high, rate, strict=True)] if has_ci else rate
     for i, (bar, leaked, total) in enumerate(zip(bars, df["leaked"], df["streams"], strict=True)):
         note = f"{int(leaked)}/{int(total)}" + ("  worse" if worse[i] else "")
         ax.annotate(

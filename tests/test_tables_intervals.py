@@ -179,3 +179,12 @@ def test_report_says_in_words_which_backends_are_worse():
     page = report._verdicts(tables.backend_verdicts(bb))
     assert "Leaks: worse than the rest with 95 % confidence: &lt;b&gt;Leaky&lt;/b&gt;" in page
     assert "<b>" not in page
+
+
+def test_leak_plot_of_a_lone_backend_draws_its_interval_and_no_rest_marker():
+    bb = tables.by_backend(stream_table({"Only": (4, 1, 0)}))
+    ax = plots.leak_rate_by_backend(bb).axes[0]
+    (bars,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars.lines[2][0].get_segments()) == 1
+    assert [c.get_label() for c in ax.collections if "rest" in str(c.get_label())] == []
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Only"]
