@@ -127,6 +127,7 @@ class Ctx:
     call_index: int = 0
     backends: tuple[str, ...] = ()
     headers: dict[str, str] = field(default_factory=dict)  # request headers, names lower-case
+    pinned: str | None = None  # a backend of the pool the request pinned (OpenRouter routing)
     rng: random.Random = field(init=False)
     _tokens: int = field(init=False, default=0)
 
@@ -142,6 +143,8 @@ class Ctx:
 
     @property
     def backend_index(self) -> int:
+        if self.pinned is not None:
+            return self.backends.index(self.pinned)
         return self.seed % len(self.backends) if self.backends else 0
 
     @property
@@ -154,10 +157,11 @@ class Ctx:
         ``rates`` maps backend -> fault rate. The k-th visit to a backend (k = seed // pool
         size) faults when frac(k * golden ratio) < rate: the first visit always faults, and
         over many visits the fraction converges to the rate (a low-discrepancy sequence, so
-        even a handful of recordings shows the rate roughly).
+        even a handful of recordings shows the rate roughly). A pinned request's seed counts
+        the visits to its backend itself (k = seed).
         """
         rate = rates.get(self.backend or "", 0.0)
-        visit = self.seed // max(1, len(self.backends))
+        visit = self.seed if self.pinned is not None else self.seed // max(1, len(self.backends))
         return rate > 0.0 and (visit * 0.6180339887498949) % 1.0 < rate
 
     @property

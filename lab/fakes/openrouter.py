@@ -11,6 +11,7 @@ the one that shows the scenario's fault, so seed 0 always demonstrates it.
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
 from .base import (
@@ -581,3 +582,111 @@ def or_echo_key_401(ctx: Ctx) -> Script:
 @unknown_model(FAMILY)
 def or_unknown_model(ctx: Ctx) -> Script:
     return error_script(ctx, 400, {"message": f"{ctx.model} is not a valid model ID", "code": 400})
+
+
+# --------------------------------------------------------------------------- provider routing
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a request's ``provider`` routing preferences send it within a scenario's pool."""
+
+    backend: str | None = None  # the pinned backend (None: the seed picks one)
+    unavailable: bool = False  # no allowed backend serves the model and fallbacks are off
+
+
+def _slug(name: object) -> str:
+    """``"DeepInfra"``, ``"deepinfra"`` and ``"deepinfra/fp8"`` name the same backend."""
+    return str(name).split("/", 1)[0].strip().lower()
+
+
+def routing(body: dict[str, Any], backends: tuple[str, ...]) -> Route:
+    """Honour OpenRouter's ``provider: {order, only, ignore, allow_fallbacks}`` on a pool.
+
+    The first backend of ``order`` that serves the model (and is allowed by ``only`` and
+    ``ignore``) serves the request. When none does, ``allow_fallbacks: false`` fails the
+    request (404, as OpenRouter does); otherwise the usual seed-based choice applies.
+    """
+    prefs = body.get("provider") if isinstance(body, dict) else None
+    if not isinstance(prefs, dict):
+        return Route()
+    by_slug = {_slug(b): b for b in backends}
+    only = {_slug(x) for x in prefs.get("only") or []}
+    ignore = {_slug(x) for x in prefs.get("ignore") or []}
+
+    def allowed(slug: str) -> bool:
+        return slug in by_slug and (not only or slug in only) and slug not in ignore
+
+    for name in prefs.get("order") or []:
+        if allowed(_slug(name)):
+            return Route(backend=by_slug[_slug(name)])
+    if prefs.get("allow_fallbacks", True) is False or (
+        only and not any(allowed(s) for s in by_slug)
+    ):
+        return Route(unavailable=True)
+    return Route()
+
+
+def no_allowed_providers(ctx: Ctx) -> Script:
+    """OpenRouter's answer when routing preferences exclude every endpoint of the model."""
+    msg = "No allowed providers are available for the selected model."
+    return error_script(ctx, 404, {"message": msg, "code": 404})
+
+
+# --------------------------------------------------------------------------- endpoints API
+
+
+def endpoints_payload(model: str, backends: tuple[str, ...]) -> dict[str, Any]:
+    """``GET /api/v1/models/{author}/{slug}/endpoints``: one endpoint per backend of the pool,
+    in the shape OpenRouter documents (prices as decimal strings, per token)."""
+    name = f"Fake: {model.split('/', 1)[-1]}"
+    endpoints = [
+        {
+            "name": f"{backend} | {model}",
+            "model_name": name,
+            "context_length": 131072,
+            "pricing": {
+                "prompt": "0.0000003",
+                "completion": "0.0000012",
+                "request": "0",
+                "image": "0",
+            },
+            "provider_name": backend,
+            "tag": backend.lower(),
+            "quantization": "fp8" if i % 2 else "bf16",
+            "max_completion_tokens": 32768,
+            "max_prompt_tokens": None,
+            "supported_parameters": [
+                "include_reasoning",
+                "max_tokens",
+                "reasoning",
+                "seed",
+                "temperature",
+                "tool_choice",
+                "tools",
+            ],
+            "status": 0,
+            "uptime_last_30m": 99.5 - i,
+            "supports_implicit_caching": False,
+        }
+        for i, backend in enumerate(backends)
+    ]
+    return {
+        "data": {
+            "id": model,
+            "name": name,
+            "created": _EPOCH_CREATED,
+            "description": "A scripted fake model of the Stream Lab fake server.",
+            "architecture": {
+                "tokenizer": "Other",
+                "instruct_type": None,
+                "modality": "text->text",
+                "input_modalities": ["text"],
+                "output_modalities": ["text"],
+            },
+            "endpoints": endpoints,
+        }
+    }
+
+
+_EPOCH_CREATED = 1_760_000_000

@@ -32,7 +32,7 @@ from .base import (
     Script,
     canonical_family,
 )
-from .openrouter import OPENROUTER_SCENARIOS
+from .openrouter import OPENROUTER_SCENARIOS, no_allowed_providers, routing
 
 __all__ = [
     "FAMILIES",
@@ -106,6 +106,11 @@ def script(
     )
     if sc is None:
         return UNKNOWN_MODEL[family](ctx)
+    if family == "openrouter":
+        route = routing(body, backends)
+        if route.unavailable:
+            return no_allowed_providers(ctx)
+        ctx.pinned = route.backend
     return sc.fn(ctx)
 
 

@@ -9,10 +9,18 @@ Routes (POST; the scenario is chosen by the requested model id):
   ``GenerateContentRequest`` does not have, such as ``"stream"``, gets the real API's 400
   ``INVALID_ARGUMENT`` "Unknown name")
 - Anthropic: ``/v1/messages`` (any path ending in ``/messages``)
+- OpenRouter's endpoints API (GET): ``/api/v1/models/{author}/{slug}/endpoints`` lists the
+  scenario's backend pool; a chat request pinned with ``provider: {order: [backend],
+  allow_fallbacks: false}`` is served by that backend (404 when it is not in the pool)
 
 The scenario seed is the request's ``seed`` (``generationConfig.seed`` for Gemini), else the
 ``X-Fake-Seed`` header, else a per-(family, model) request counter on this server, so repeated
-recordings spread over backends deterministically.
+recordings spread over backends deterministically; a pinned OpenRouter request counts per
+(model, backend), so the k-th visit to a backend behaves the same whatever the other
+backends received meanwhile.
+
+``FakeServer(throttle_first=N, retry_after="1")`` answers the first N chat requests with
+HTTP 429 and that ``Retry-After`` header (a client's back-off can be tested offline).
 
 Streams are written with ``Transfer-Encoding: chunked``, one write+flush per scripted read,
 with the scripted 2–15 ms delay (times ``delay_scale``) before each read.
@@ -34,13 +42,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .base import dumps
 from .google import unknown_fields_error
-from .scenarios import SCENARIOS, Script, script
+from .openrouter import endpoints_payload, routing
+from .scenarios import SCENARIOS, Script, backends_for, script
 
 __all__ = ["FakeServer", "RecordedRequest", "serve_forever"]
 
 HOST = "127.0.0.1"
 _DISCONNECT = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 _GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>.+):(?P<method>\w+)$")
+_ENDPOINTS_PATH = re.compile(r"^/api/v1/models/(?P<author>[^/]+)/(?P<slug>[^/]+)/endpoints$")
 
 
 @dataclass
@@ -101,8 +111,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ entry points
     def do_GET(self) -> None:  # noqa: N802
-        if urlsplit(self.path).path in ("/", "/scenarios"):
+        path = urlsplit(self.path).path
+        endpoints = _ENDPOINTS_PATH.match(path)
+        if path in ("/", "/scenarios"):
             self._send_json(200, {"scenarios": SCENARIOS})
+        elif endpoints:
+            model = f"{unquote(endpoints['author'])}/{unquote(endpoints['slug'])}"
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            record = RecordedRequest("GET", path, "", headers, None, b"", "openrouter", model)
+            self.server.fake.record(record)
+            if model not in SCENARIOS["openrouter"]:
+                record.status = 404
+                self._send_json(404, {"error": {"message": "Model not found", "code": 404}})
+                return
+            record.status = 200
+            self._send_json(200, endpoints_payload(model, backends_for("openrouter", model)))
         else:
             self._send_json(404, {"error": {"message": "Not Found", "code": 404}})
 
@@ -135,7 +158,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         model = path_model or str(body.get("model") or "")
         record.model = model
-        seed, call_index = self.server.fake.next_seed(family, model, body, headers)
+        if self.server.fake.throttled():
+            record.status = 429
+            self._send_json(
+                429,
+                {"error": {"message": "Rate limit exceeded: retry shortly", "code": 429}},
+                headers=[("Retry-After", self.server.fake.retry_after)],
+            )
+            return
+        pinned = (
+            routing(body, backends_for(family, model)).backend if family == "openrouter" else None
+        )
+        seed, call_index = self.server.fake.next_seed(family, model, body, headers, pinned)
         record.seed = seed
         plan = script(family, model, body, seed, call_index=call_index, headers=headers)
         record.status = plan.status
@@ -148,10 +182,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._play(plan)
 
     # ------------------------------------------------------------------ writing
-    def _send_json(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+    def _send_json(
+        self,
+        status: int,
+        payload: Any,
+        content_type: str = "application/json",
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
         data = dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in headers or []:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -233,12 +275,21 @@ class FakeServer:
             srv.requests[-1].body
     """
 
-    def __init__(self, port: int = 0, *, delay_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        delay_scale: float = 1.0,
+        throttle_first: int = 0,
+        retry_after: str = "1",
+    ) -> None:
         self.delay_scale = float(delay_scale)
+        self.retry_after = retry_after
+        self._throttle_left = int(throttle_first)
         self.closing = threading.Event()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
-        self._counters: dict[tuple[str, str], int] = defaultdict(int)
+        self._counters: dict[tuple[str, ...], int] = defaultdict(int)
         self._httpd = _HTTPServer((HOST, port), _Handler)
         self._httpd.fake = self
         self._thread = threading.Thread(
@@ -289,14 +340,33 @@ class FakeServer:
             self._requests.clear()
 
     def next_seed(
-        self, family: str, model: str, body: Any, headers: dict[str, str]
+        self,
+        family: str,
+        model: str,
+        body: Any,
+        headers: dict[str, str],
+        pinned: str | None = None,
     ) -> tuple[int, int]:
-        """(seed, call_index) for a request: explicit seed, else the per-model counter."""
+        """(seed, call_index) for a request: explicit seed, else the per-model counter (per
+        model and backend for a request pinned to ``pinned``)."""
         with self._lock:
             call_index = self._counters[(family, model)]
             self._counters[(family, model)] += 1
+            if pinned is not None:
+                visit = self._counters[(family, model, pinned)]
+                self._counters[(family, model, pinned)] += 1
         seed = _request_seed(family, body, headers)
-        return (call_index if seed is None else seed), call_index
+        if seed is None:
+            seed = visit if pinned is not None else call_index
+        return seed, call_index
+
+    def throttled(self) -> bool:
+        """True (and one fewer left) while the ``throttle_first`` 429s are not all sent."""
+        with self._lock:
+            if self._throttle_left <= 0:
+                return False
+            self._throttle_left -= 1
+            return True
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
