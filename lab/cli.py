@@ -5,6 +5,8 @@
     lab demo [--out DIR] [--n N]       record every bundled fake scenario, replay, tables, plots
     lab fake-server [--port N]         the scripted fake providers on loopback
     lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
+    lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
+              [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P]
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
@@ -336,6 +338,139 @@ _RECORD_EPILOG = (
 )
 
 
+SWEEP_VIEW = [
+    "serving_provider",
+    "streams",
+    "leaked",
+    "leak_rate",
+    "leak_rate_ci_low",
+    "leak_rate_ci_high",
+    "leak_worse",
+    "errors",
+    "error_rate",
+    "error_rate_ci_low",
+    "error_rate_ci_high",
+    "error_worse",
+    "median_ttft_ms",
+]
+
+
+def _csv(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def _sweep_targets(args: argparse.Namespace, adapter: Any, key: str | None) -> list:
+    from lab import sweep
+
+    base_url = args.base_url or adapter.default_base_url
+    if args.base_urls:
+        for url in _csv(args.base_urls):
+            _check_base_url(url)
+        if not args.model:
+            raise UsageError("--base-urls needs --model (the model every base URL serves)")
+        return sweep.base_url_targets(args.model, _csv(args.base_urls))
+    if args.models:
+        return sweep.model_targets(_csv(args.models), base_url=args.base_url)
+    if not args.model:
+        raise UsageError("--model is required (or --models a,b to sweep over models)")
+    if args.provider != "openrouter":
+        raise UsageError(
+            f"--provider {args.provider} has no backends to sweep: give --models a,b or "
+            "--base-urls URL1,URL2"
+        )
+    backends = _csv(args.backends) if args.backends != "auto" else None
+    if backends is None:
+        if not base_url:
+            raise UsageError("--backends auto needs --base-url")
+        try:
+            backends = sweep.discover_backends(args.model, base_url=base_url, api_key=key)
+        except sweep.SweepError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"{args.model}: {len(backends)} backend(s): {', '.join(backends)}")
+    if not backends:
+        raise UsageError("--backends: give auto or a comma-separated list of backends")
+    return sweep.openrouter_targets(args.model, backends, base_url=args.base_url)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from lab import sweep, tables
+    from lab.providers import get_adapter
+
+    try:
+        adapter = get_adapter(args.provider)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.base_url is not None:
+        _check_base_url(args.base_url)
+    elif not adapter.default_base_url and not args.base_urls:
+        raise UsageError(f"provider {args.provider!r} needs a base URL (--base-url URL)")
+    key = adapter.api_key_from_env()
+    if not key and not (args.base_url or args.base_urls):
+        raise UsageError(
+            f"no API key: set {_key_names(adapter)} (or pass --base-url to a server that "
+            "needs none)"
+        )
+    out = _check_out_dir("--out", args.out)
+    try:
+        prompts = sweep.load_prompts(args.prompts)
+        targets = _sweep_targets(args, adapter, key)
+        plan = sweep.sweep_plan(args.provider, args.model, prompts, targets, n=args.n)
+    except sweep.SweepError as exc:
+        raise UsageError(str(exc)) from None
+    _make_out_dir("--out", out)
+
+    def interrupted(in_flight: int) -> None:
+        print(
+            f"\nlab sweep: stopping; waiting for {_requests(in_flight)} in flight "
+            "(Ctrl-C again to stop waiting)",
+            file=sys.stderr,
+        )
+
+    report = sweep.run_sweep(
+        plan,
+        provider=args.provider,
+        out=out,
+        concurrency=args.concurrency,
+        max_requests=args.max_requests,
+        api_key=key,
+        label=args.label,
+        progress=not args.quiet,
+        on_interrupt=interrupted,
+    )
+    print(
+        f"lab sweep: {len(targets)} target(s) x {len(prompts)} prompt(s) x {args.n} = "
+        f"{report.planned} planned; {report.already} done before, {report.finished} now, "
+        f"{report.missing} missing; sent {_requests(report.sent)}, {report.throttled} "
+        f"answered 429 (sent again after Retry-After, {report.waited_s:.1f} s paused)"
+    )
+    for line in report.errors:
+        print(f"lab sweep: error: {line}", file=sys.stderr)
+    if report.path is not None:
+        print(f"capture written to {report.path}")
+    st = sweep.sweep_streams(out)
+    bb = tables.by_backend(st)
+    _print_table("by backend", bb, SWEEP_VIEW)
+    for sentence in tables.backend_verdicts(bb):
+        print(sentence)
+    elsewhere = int(st["pinned_elsewhere"].sum()) if len(st) else 0
+    if elsewhere:
+        print(f"warning: {_requests(elsewhere)} served by another backend than the pinned one")
+    if report.missing:
+        why = (
+            "interrupted"
+            if report.interrupted
+            else "--max-requests reached"
+            if report.capped
+            else "still throttled"
+        )
+        print(
+            f"lab sweep: {why}: {report.missing} of {report.planned} missing; run the same "
+            f"command again to send only those (same --out {out})",
+            file=sys.stderr,
+        )
+    return 130 if report.interrupted else 0
+
+
 def _requests(n: int) -> str:
     return f"{n} request" if n == 1 else f"{n} requests"
 
@@ -643,6 +778,54 @@ def build_parser() -> argparse.ArgumentParser:
         "--label", default=None, help="a label stored with the recording (default: none)"
     )
     r.set_defaults(func=cmd_record)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="every prompt K times against every backend of a model; per-backend table",
+        description="Send every prompt of FILE.jsonl --n times to every backend serving the "
+        "model (OpenRouter: pinned with provider.order + allow_fallbacks false; --backends "
+        "auto asks the endpoints API), record everything under --out, and print the "
+        "per-backend table with Wilson 95 %% intervals. A rerun into the same --out sends "
+        "only what is missing. Ctrl-C lets the requests in flight finish.",
+        epilog="exit status: 0 when the sweep ran (missing items are listed on stderr); 2 on "
+        "bad input, before anything is sent; 130 on Ctrl-C.",
+    )
+    sw.add_argument("--provider", required=True, help="one of: " + ", ".join(_providers()))
+    sw.add_argument("--model", default=None, help="the model id (OpenRouter: author/slug)")
+    sw.add_argument(
+        "--prompts",
+        required=True,
+        help="JSONL: a JSON string (user message) or a request body (messages, tools, "
+        "reasoning options...) per line",
+    )
+    sw.add_argument(
+        "--backends",
+        default="auto",
+        help="OpenRouter backends, comma-separated, or auto: the endpoints API (default auto)",
+    )
+    sw.add_argument("--models", default=None, help="sweep over these models instead (a,b)")
+    sw.add_argument(
+        "--base-urls", default=None, help="sweep over these base URLs instead (URL1,URL2)"
+    )
+    sw.add_argument(
+        "--n", type=_positive, default=10, help="requests per prompt and backend (default 10)"
+    )
+    sw.add_argument(
+        "--concurrency", type=_positive, default=4, help="requests in flight (default 4)"
+    )
+    sw.add_argument(
+        "--max-requests",
+        type=_positive,
+        default=None,
+        help="send at most this many requests in this run (default: no limit)",
+    )
+    sw.add_argument(
+        "--base-url", default=None, help="the provider's API base (default: its public API)"
+    )
+    sw.add_argument("--out", default="sweeps", help="capture root directory (default: sweeps)")
+    sw.add_argument("--label", default=None, help="a label stored with the recording")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(func=cmd_sweep)
 
     rp = sub.add_parser(
         "replay",
