@@ -210,7 +210,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from lab.recorder import Recorder
     from lab.replay import replay
 
-    out = _check_out_dir("--out", args.out, children=("captures", "plots"))
+    out = _check_out_dir("--out", args.out, children=("captures", "plots", "sweep"))
     _make_out_dir("--out", out)
     plan = demo_requests(args.n)
     print(f"lab demo: {len(plan)} requests against the fake providers (loopback, no keys)")
@@ -228,10 +228,62 @@ def cmd_demo(args: argparse.Namespace) -> int:
     same = sum(1 for a, b in zip(live, replayed, strict=True) if a.to_dict() == b.to_dict())
     print(f"replay reproduces live: {same}/{len(live)} streams identical")
     _report(replayed, out / "plots", _table_view(args))
+    _demo_sweep(out / "sweep", quiet=args.quiet)
     if same != len(live):
         print("error: some replays differ from the live run", file=sys.stderr)
         return 1
     return 0
+
+
+DEMO_SWEEP_MODEL = "fake/think-leak"
+DEMO_SWEEP_N = 5
+
+
+def _demo_sweep(out: Path, *, quiet: bool) -> None:
+    """The investigation itself, offline: the bundled prompts DEMO_SWEEP_N times against
+    every backend the fake endpoints API lists for DEMO_SWEEP_MODEL."""
+    from lab import sweep
+    from lab.fakes import FakeServer
+
+    prompts = sweep.load_prompts(Path(__file__).parent / "data" / "sweep_prompts.jsonl")
+    with FakeServer() as server:
+        base = server.base_url + "/api/v1"
+        backends = sweep.discover_backends(DEMO_SWEEP_MODEL, base_url=base)
+        targets = sweep.openrouter_targets(DEMO_SWEEP_MODEL, backends, base_url=base)
+        plan = sweep.sweep_plan("openrouter", DEMO_SWEEP_MODEL, prompts, targets, n=DEMO_SWEEP_N)
+        print(
+            f"\nlab demo: sweep of {DEMO_SWEEP_MODEL} over its {len(backends)} backends "
+            f"({len(prompts)} prompts x {DEMO_SWEEP_N}, like `lab sweep`)"
+        )
+        report = sweep.run_sweep(
+            plan, provider="openrouter", out=out, concurrency=8, progress=not quiet
+        )
+    _print_sweep(out, report, len(targets), len(prompts), DEMO_SWEEP_N)
+
+
+def _print_sweep(out: Path, report: Any, targets: int, prompts: int, n: int) -> Any:
+    """The end of a sweep: what was sent, the per-backend table and its verdicts."""
+    from lab import sweep, tables
+
+    print(
+        f"lab sweep: {targets} target(s) x {prompts} prompt(s) x {n} = "
+        f"{report.planned} planned; {report.already} done before, {report.finished} now, "
+        f"{report.missing} missing; sent {_requests(report.sent)}, {report.throttled} "
+        f"answered 429 (sent again after Retry-After, {report.waited_s:.1f} s paused)"
+    )
+    for line in report.errors:
+        print(f"lab sweep: error: {line}", file=sys.stderr)
+    if report.path is not None:
+        print(f"capture written to {report.path}")
+    st = sweep.sweep_streams(out)
+    bb = tables.by_backend(st)
+    _print_table("by backend", bb, SWEEP_VIEW)
+    for sentence in tables.backend_verdicts(bb):
+        print(sentence)
+    elsewhere = int(st["pinned_elsewhere"].sum()) if len(st) else 0
+    if elsewhere:
+        print(f"warning: {_requests(elsewhere)} served by another backend than the pinned one")
+    return bb
 
 
 def _progress(items: list, desc: str, disable: bool = False) -> Any:
@@ -393,7 +445,7 @@ def _sweep_targets(args: argparse.Namespace, adapter: Any, key: str | None) -> l
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from lab import sweep, tables
+    from lab import sweep
     from lab.providers import get_adapter
 
     try:
@@ -437,24 +489,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         on_interrupt=interrupted,
     )
-    print(
-        f"lab sweep: {len(targets)} target(s) x {len(prompts)} prompt(s) x {args.n} = "
-        f"{report.planned} planned; {report.already} done before, {report.finished} now, "
-        f"{report.missing} missing; sent {_requests(report.sent)}, {report.throttled} "
-        f"answered 429 (sent again after Retry-After, {report.waited_s:.1f} s paused)"
-    )
-    for line in report.errors:
-        print(f"lab sweep: error: {line}", file=sys.stderr)
-    if report.path is not None:
-        print(f"capture written to {report.path}")
-    st = sweep.sweep_streams(out)
-    bb = tables.by_backend(st)
-    _print_table("by backend", bb, SWEEP_VIEW)
-    for sentence in tables.backend_verdicts(bb):
-        print(sentence)
-    elsewhere = int(st["pinned_elsewhere"].sum()) if len(st) else 0
-    if elsewhere:
-        print(f"warning: {_requests(elsewhere)} served by another backend than the pinned one")
+    _print_sweep(out, report, len(targets), len(prompts), args.n)
     if report.missing:
         why = (
             "interrupted"
@@ -791,7 +826,12 @@ def build_parser() -> argparse.ArgumentParser:
         "bad input, before anything is sent; 130 on Ctrl-C.",
     )
     sw.add_argument("--provider", required=True, help="one of: " + ", ".join(_providers()))
-    sw.add_argument("--model", default=None, help="the model id (OpenRouter: author/slug)")
+    sw.add_argument(
+        "--model",
+        default=None,
+        help="the model id (OpenRouter: author/slug; default: none, --models or --base-urls "
+        "then name the targets)",
+    )
     sw.add_argument(
         "--prompts",
         required=True,
@@ -803,9 +843,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="OpenRouter backends, comma-separated, or auto: the endpoints API (default auto)",
     )
-    sw.add_argument("--models", default=None, help="sweep over these models instead (a,b)")
     sw.add_argument(
-        "--base-urls", default=None, help="sweep over these base URLs instead (URL1,URL2)"
+        "--models", default=None, help="sweep over these models instead (a,b; default: none)"
+    )
+    sw.add_argument(
+        "--base-urls",
+        default=None,
+        help="sweep over these base URLs instead (URL1,URL2; default: none)",
     )
     sw.add_argument(
         "--n", type=_positive, default=10, help="requests per prompt and backend (default 10)"
@@ -823,8 +867,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--base-url", default=None, help="the provider's API base (default: its public API)"
     )
     sw.add_argument("--out", default="sweeps", help="capture root directory (default: sweeps)")
-    sw.add_argument("--label", default=None, help="a label stored with the recording")
-    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.add_argument(
+        "--label", default=None, help="a label stored with the recording (default: lab sweep)"
+    )
+    sw.add_argument("--quiet", action="store_true", help="no progress bar (default: show it)")
     sw.set_defaults(func=cmd_sweep)
 
     rp = sub.add_parser(

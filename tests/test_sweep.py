@@ -327,3 +327,17 @@ def test_ctrl_c_lets_the_requests_in_flight_finish_and_a_rerun_sends_none_twice(
     exchanges = sweep._sweep_exchanges(out)
     assert set(exchanges["end_reason"]) == {"eof"}
     assert len(exchanges) == 36
+
+
+def test_lab_demo_ends_with_a_sweep_that_names_the_leaky_backends(tmp_path, capsys):
+    from lab.cli import _demo_sweep
+
+    _demo_sweep(tmp_path / "sweep", quiet=True)
+    out = capsys.readouterr().out
+    assert "lab demo: sweep of fake/think-leak over its 6 backends (2 prompts x 5" in out
+    assert "6 target(s) x 2 prompt(s) x 5 = 60 planned; 0 done before, 60 now, 0 missing" in out
+    assert (
+        "Leaks: worse than the rest with 95 % confidence: Chutes (10/10, interval "
+        "72.2%–100.0% vs 10.0% for the rest); SiliconFlow (5/10, interval 23.7%–76.3% vs "
+        "20.0% for the rest)."
+    ) in out
