@@ -2,12 +2,23 @@
 
 The question a leak investigation asks is comparative: *which* backend of a model leaks
 reasoning or fails more than the others? A sweep answers it with enough streams per backend
-for :func:`lab.tables.by_backend`'s Wilson intervals to tell:
+for :func:`lab.tables.by_backend`'s Wilson intervals to tell (here against the fake
+OpenRouter, where Chutes always leaks and SiliconFlow half the time):
 
->>> plan = sweep_plan("openrouter", "z-ai/glm-4.6", [{"prompt": "hi"}],  # doctest: +SKIP
-...                   openrouter_targets("z-ai/glm-4.6", ["Chutes", "DeepInfra"]), n=10)
->>> report = run_sweep(plan, provider="openrouter", out="sweeps/glm")  # doctest: +SKIP
->>> tables.by_backend(sweep_streams("sweeps/glm"))                      # doctest: +SKIP
+>>> import tempfile
+>>> from lab import tables
+>>> from lab.fakes import FakeServer
+>>> with FakeServer(delay_scale=0) as srv, tempfile.TemporaryDirectory() as out:
+...     base = srv.base_url + "/api/v1"
+...     backends = discover_backends("fake/think-leak", base_url=base)
+...     targets = openrouter_targets("fake/think-leak", backends, base_url=base)
+...     plan = sweep_plan("openrouter", "fake/think-leak", [{"prompt": "hi"}], targets, n=10)
+...     report = run_sweep(plan, provider="openrouter", out=out, progress=False)
+...     bb = tables.by_backend(sweep_streams(out))
+>>> report.sent, report.missing
+(60, 0)
+>>> bb.loc[bb["leak_worse"], "serving_provider"].tolist()
+['Chutes', 'SiliconFlow']
 
 - **Targets.** OpenRouter: one per backend, each request pinned with
   ``provider: {order: [backend], allow_fallbacks: false}``; ``auto`` asks
@@ -228,18 +239,19 @@ def sweep_plan(
         raise SweepError("nothing to sweep over: no backend, model or base URL")
     items = []
     bodies = {}
+    lines = [spec.get("_line", i) for i, spec in enumerate(prompts, 1)]
     for t in targets:
-        for spec in prompts:
+        for line, spec in zip(lines, prompts, strict=True):
             body = _body(provider, t.model, spec)
             if t.pin is not None:
                 body["provider"] = {"order": [t.pin], "allow_fallbacks": False}
-            bodies[(t, spec["_line"])] = body
+            bodies[(t, line)] = body
     for rep in range(n):
-        for spec in prompts:
+        for line in lines:
             for t in targets:
-                body = bodies[(t, spec["_line"])]
+                body = bodies[(t, line)]
                 key = f"{t.label}|{_digest(body)}|{rep}"
-                items.append(SweepItem(key, t, spec["_line"], rep, body))
+                items.append(SweepItem(key, t, line, rep, body))
     del model  # the targets carry the model of each request
     return items
 
