@@ -7,9 +7,10 @@
     lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
     lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
-    lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P]
+    lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
+    lab capture compact DIR             merge small parts into large sorted ones
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
     lab config example                 every config field at its default, commented
@@ -506,6 +507,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 130 if report.interrupted else 0
 
 
+def cmd_capture(args: argparse.Namespace) -> int:
+    from lab.capture.compact import compact
+
+    path = Path(args.dir)
+    if not path.is_dir():
+        raise UsageError(f"{args.dir}: not a directory")
+    report = compact(path)
+    for rec, why in report.skipped.items():
+        print(f"lab capture compact: skipped {rec}: {why}", file=sys.stderr)
+    print(
+        f"lab capture compact: {len(report.recordings)} recording(s), "
+        f"{report.parts_before} parts ({report.bytes_before:,} bytes) -> "
+        f"{report.parts_after} parts ({report.bytes_after:,} bytes)"
+    )
+    return 0
+
+
 def _requests(n: int) -> str:
     return f"{n} request" if n == 1 else f"{n} requests"
 
@@ -545,6 +563,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if provider is not None and provider not in _providers():
         raise UsageError(f"--provider {provider}: unknown; one of: {', '.join(_providers())}")
     kwargs = {"provider": provider} if provider is not None else {}
+    if args.out is not None:
+        out = _check_out_dir("--out", args.out)
+        written = replay(
+            args.path, config=config, workers=args.workers, progress=True, out=out, **kwargs
+        )
+        print(
+            f"lab replay: {written.streams} streams from {written.units} unit(s); result "
+            f"tables in {out}: "
+            + ", ".join(f"{t}-*.parquet" for t in ("streams", "leaks", "attempts"))
+        )
+        bb = tables.by_backend(written.read("streams"))
+        _print_table("by backend", bb, None, _table_view(args))
+        for sentence in tables.backend_verdicts(bb):
+            print(sentence)
+        return 0
     view = _table_view(args)
     for_people = view.fmt not in ("csv", "json")
     capture = _open_loaded(args.path, say=for_people)
@@ -908,6 +941,13 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(_providers())
         + " (default: each stream's recorded family, else the one its request shows)",
     )
+    rp.add_argument(
+        "--out",
+        default=None,
+        help="write the result tables as Parquet under this directory (streams-*.parquet, "
+        "leaks-*.parquet, attempts-*.parquet), one capture unit at a time, memory bounded by "
+        "the largest unit (default: print the stream table)",
+    )
     rp.set_defaults(func=cmd_replay)
     _add_proxy_parser(sub)
 
@@ -931,6 +971,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(lab config example > my-config.json, edit, then --config my-config.json)",
     )
     cf.set_defaults(func=cmd_config)
+
+    cap = sub.add_parser("capture", help="maintain captures on disk")
+    cap_sub = cap.add_subparsers(dest="capture_command", required=True)
+    cp = cap_sub.add_parser(
+        "compact",
+        help="merge each recording's small parts into large sorted ones",
+        description="Rewrite every recording under DIR as few large parts: whole logical "
+        "requests per part, rows sorted by stream and sequence, large row groups, no "
+        "statistics or dictionary on raw, no Arrow schema blob; the lab.* footer keys are "
+        "kept and the bytes are copied unchanged. Recordings with journals are skipped.",
+    )
+    cp.add_argument("dir", help="a recording directory or a root of recordings")
+    cap.set_defaults(func=cmd_capture)
 
     fx = sub.add_parser("fixtures", help="regression fixtures from captured streams")
     fx_sub = fx.add_subparsers(dest="fixtures_command", required=True)

@@ -104,18 +104,20 @@ class Recorder:
                     f"no API key for {provider}: set {key_names(adapter)} or pass api_key=... "
                     "(or base_url= a server that needs none); nothing was sent or recorded"
                 )
-        result = run_stream(
-            provider,
-            body,
-            client=self.client,
-            base_url=base_url,
-            api_key=api_key,
-            config=self.config,
-            tools=tools,
-            stream_id=new_stream_id(),
-            meta=meta,
-            on_chunk=on_chunk,
-        )
+        stream_id = new_stream_id()
+        with self.writer.logical_request(stream_id):  # all its attempts in one part
+            result = run_stream(
+                provider,
+                body,
+                client=self.client,
+                base_url=base_url,
+                api_key=api_key,
+                config=self.config,
+                tools=tools,
+                stream_id=stream_id,
+                meta=meta,
+                on_chunk=on_chunk,
+            )
         self.results.append(result)
         return result
 

@@ -274,7 +274,8 @@ def replay(
     workers: int | None = None,
     progress: bool = False,
     provider: str | None = None,
-) -> Results:
+    out: str | Path | None = None,
+) -> Results | Any:
     """Replay every logical request of a capture (path, directory, glob or Capture).
 
     Returns a :class:`~lab.result.Results`: a ``list`` of :class:`StreamResult` in capture
@@ -289,7 +290,21 @@ def replay(
     **provider** replays every stream as that family (``lab replay --provider P``); by
     default each stream's recorded family, else the one its request shows
     (:func:`lab.infer.infer_family`), else it is one error row and the rest replay.
+    **out** writes the result tables as Parquet files under that directory instead, one
+    capture unit at a time (memory bounded by the largest unit), and returns a
+    :class:`~lab.resultfiles.ResultFiles` saying what it wrote (``.read("streams")``).
     """
+    if out is not None:
+        from lab.resultfiles import replay_to
+
+        return replay_to(
+            capture_or_path,
+            out,
+            config=config,
+            workers=workers,
+            progress=progress,
+            provider=provider,
+        )
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
         raise TypeError(f"workers must be an int or None, not {type(workers).__name__}")
     if workers is not None and workers < 1:

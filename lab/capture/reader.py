@@ -23,6 +23,7 @@ import json
 import os
 import re
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +166,17 @@ class Capture:
 # -- open ----------------------------------------------------------------------------------
 
 
-def open(path: str | Path) -> Capture:  # noqa: A001 - the documented name
-    """Load a capture: recording dir, root of recordings, one .parquet, or a glob."""
-    parts, journals = _resolve(path)
+def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - documented name
+    """Load a capture: recording dir, root of recordings, one .parquet, or a glob; or a list
+    of any of these (one unit of :func:`lab.capture.units.capture_units`, say)."""
+    if isinstance(path, (list, tuple)):
+        if not path:
+            raise CaptureError("empty list of capture paths")
+        resolved = [_resolve(p) for p in path]
+        parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
+        journals = list(dict.fromkeys(f for _, js in resolved for f in js))
+    else:
+        parts, journals = _resolve(path)
     streams_tables: list[pa.Table] = []
     streams_parts: list[Path] = []
     chunks_tables: list[pa.Table] = []

@@ -35,6 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -521,6 +522,7 @@ class CaptureWriter:
         self._next_part = 0
         self._live: set[ExchangeRecorder] = set()
         self._pending: list[_Finished] = []
+        self._held: dict[str, int] = {}  # logical requests in progress (logical_request)
         self._busy = False
         self._flush_waiters = 0
         self.flush_interval = flush_interval
@@ -664,6 +666,29 @@ class CaptureWriter:
                 "the exchanges are still in their journals and open() recovers them"
             ) from error
 
+    @contextmanager
+    def logical_request(self, stream_id: str) -> Iterator[None]:
+        """Keep every attempt of one logical request in one part: its finished exchanges
+        wait (safe in their journals, with their end record) until the request ends, so a
+        part is a self-contained unit (:mod:`lab.capture.units`). ``flush()`` and
+        ``close()`` write them anyway."""
+        with self._cond:
+            self._held[stream_id] = self._held.get(stream_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                left = self._held.pop(stream_id) - 1
+                if left:
+                    self._held[stream_id] = left
+                self._cond.notify_all()
+
+    def _ready(self) -> list[_Finished]:
+        """The pending exchanges a part may take now (none of a request still running)."""
+        if self._stopping or self._flush_waiters or not self._held:
+            return self._pending
+        return [item for item in self._pending if item.row["stream_id"] not in self._held]
+
     def _finished(self, recorder: ExchangeRecorder, item: _Finished) -> None:
         with self._cond:
             self._live.discard(recorder)
@@ -677,8 +702,9 @@ class CaptureWriter:
         while True:
             with self._cond:
                 while not self._should_write():
-                    if self._pending:
-                        age = time.monotonic() - self._pending[0].finished_at
+                    ready = self._ready()
+                    if ready:
+                        age = time.monotonic() - ready[0].finished_at
                         self._cond.wait(max(0.0, self.flush_interval - age))
                     else:
                         self._cond.wait()
@@ -698,24 +724,26 @@ class CaptureWriter:
     def _should_write(self) -> bool:
         if self._stopping:
             return True
-        if not self._pending:
+        ready = self._ready()
+        if not ready:
             return False
-        if self._flush_waiters or len(self._pending) >= _MAX_PART_EXCHANGES:
+        if self._flush_waiters or len(ready) >= _MAX_PART_EXCHANGES:
             return True
-        if sum(item.row["n_bytes"] for item in self._pending) >= _EAGER_PART_BYTES:
+        if sum(item.row["n_bytes"] for item in ready) >= _EAGER_PART_BYTES:
             return True
-        return time.monotonic() - self._pending[0].finished_at >= self.flush_interval
+        return time.monotonic() - ready[0].finished_at >= self.flush_interval
 
     def _take_batch(self) -> list[_Finished]:
         batch: list[_Finished] = []
         size = 0
-        while self._pending:
-            item = self._pending[0]
+        for item in self._ready():
             n = item.row["n_bytes"]
             if batch and size + n > _MAX_PART_BYTES:
                 break
-            batch.append(self._pending.pop(0))
+            batch.append(item)
             size += n
+        taken = {id(item) for item in batch}
+        self._pending = [item for item in self._pending if id(item) not in taken]
         return batch
 
     def _write_batch(self, batch: list[_Finished]) -> None:

@@ -1,0 +1,261 @@
+"""Replay straight to Parquet: one capture unit at a time, result tables as files.
+
+``replay(path, out=DIR)`` (and ``lab replay PATH --out DIR``) reads one self-contained unit
+of the capture (:func:`lab.capture.units.capture_units`), replays it, writes its rows of
+each result table and lets it go before the next, so memory is bounded by the largest unit,
+not by the capture. The files are named after their table and unit::
+
+    DIR/streams-00000.parquet   lab.tables.streams   (one row per logical request)
+    DIR/leaks-00000.parquet     lab.tables.leaks     (one row per guard event that moved text)
+    DIR/attempts-00000.parquet  lab.tables.attempts  (one row per HTTP exchange)
+
+Every file of a table has the same Arrow schema (a column that is empty in one unit is
+still typed), so ``pd.read_parquet`` over a table's files, pyarrow datasets and DuckDB
+(``read_parquet('DIR/streams-*.parquet')``) read them as one table; glob one table's prefix,
+never ``DIR/*.parquet`` (that mixes the tables). :func:`read_results` does it for you.
+
+``workers > 1`` replays units on that many processes; each writes its own units' files, so
+only a row count crosses a process boundary.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+__all__ = ["RESULT_TABLES", "ResultFiles", "read_results", "replay_to"]
+
+RESULT_TABLES = ("streams", "leaks", "attempts")
+"""The tables ``replay(..., out=DIR)`` writes, in this order."""
+
+_INT = pa.int64()
+_FLOAT = pa.float64()
+_BOOL = pa.bool_()
+# Column types that differ from "string" (a column not listed here is a string column).
+_TYPES: dict[str, dict[str, pa.DataType]] = {
+    "streams": {
+        "leaked": _BOOL,
+        "retryable": _BOOL,
+        **{
+            c: _INT
+            for c in (
+                "leak_chars",
+                "guard_events",
+                "attempts",
+                "n_chunks",
+                "text_chars",
+                "reasoning_chars",
+                "n_tool_calls",
+                "input_tokens",
+                "output_tokens",
+                "reasoning_tokens",
+                "cached_tokens",
+            )
+        },
+        **{c: _FLOAT for c in ("ttft_ms", "duration_ms", "cost", "tokens_per_s")},
+    },
+    "leaks": {
+        **{c: _INT for c in ("attempt", "seq", "read_seq", "offset", "moved_chars")},
+        "t_ms": _FLOAT,
+    },
+    "attempts": {
+        **{c: _INT for c in ("attempt", "status", "n_reads")},
+        "committed": _BOOL,
+        "final": _BOOL,
+    },
+}
+
+
+@dataclass
+class ResultFiles:
+    """What ``replay(..., out=DIR)`` wrote."""
+
+    out: Path
+    units: int = 0
+    streams: int = 0  # logical requests replayed
+    files: list[Path] = field(default_factory=list)
+
+    def read(self, table: str = "streams") -> pd.DataFrame:
+        """One result table, all units (see :func:`read_results`)."""
+        return read_results(self.out, table)
+
+
+def _builders() -> dict[str, Callable[[list], pd.DataFrame]]:
+    from lab import tables
+
+    return {"streams": tables.streams, "leaks": tables.leaks, "attempts": tables.attempts}
+
+
+def _cell(value: Any, kind: pa.DataType) -> Any:
+    if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+        return None
+    if kind == _INT:
+        return int(value)
+    if kind == _FLOAT:
+        return float(value)
+    if kind == _BOOL:
+        return bool(value)
+    return value if isinstance(value, str) else str(value)
+
+
+def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
+    """``df`` with the table's fixed column types (the same schema in every unit)."""
+    types = _TYPES[table]
+    fields, arrays = [], []
+    for col in df.columns:
+        kind = types.get(col, pa.string())
+        fields.append(pa.field(col, kind))
+        arrays.append(pa.array([_cell(v, kind) for v in df[col].tolist()], type=kind))
+    schema = pa.schema(fields, metadata={b"lab.table": f"results.{table}".encode()})
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _write_unit(results: list, out: Path, index: int) -> list[Path]:
+    import pyarrow.parquet as pq
+
+    written = []
+    for table, build in _builders().items():
+        path = out / f"{table}-{index:05d}.parquet"
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(_arrow(table, build(results)), tmp, compression="zstd")
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
+def _replay_unit(
+    files: Sequence[Path], out: Path, index: int, config: Any, provider: str | None = None
+) -> tuple[int, list]:
+    """Open one unit, replay it, write its tables; returns (requests, files written)."""
+    import lab.capture
+    from lab.replay import replay
+
+    capture = lab.capture.open(list(files))
+    results = replay(capture, config=config, **_family(provider))
+    del capture
+    return len(results), _write_unit(results, out, index)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out}: not a directory")
+    if out.is_dir():
+        taken = sorted(p.name for t in RESULT_TABLES for p in out.glob(f"{t}-*.parquet"))
+        if taken:
+            raise ValueError(
+                f"out={out}: already holds result tables ({taken[0]}, ...); give an empty or "
+                "new directory"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def replay_to(
+    capture_or_path: Any,
+    out: str | Path,
+    *,
+    config: Any = None,
+    workers: int | None = None,
+    progress: bool = False,
+    provider: str | None = None,
+) -> ResultFiles:
+    """Replay ``capture_or_path`` unit by unit into result tables under ``out``."""
+    from lab.capture.units import capture_units
+    from lab.config import LabConfig
+
+    cfg = LabConfig.coerce(config)
+    out = Path(out)
+    _check_out(out)
+    done = ResultFiles(out)
+    if not isinstance(capture_or_path, (str, Path)):  # loaded already: one unit
+        from lab.replay import replay
+
+        results = replay(capture_or_path, config=cfg, **_family(provider))
+        done.units, done.streams = 1, len(results)
+        done.files = _write_unit(results, out, 0)
+        return done
+    units = capture_units(capture_or_path)
+    bar = _bar(units) if progress else None
+    try:
+        if workers and workers > 1 and len(units) > 1:
+            _parallel(units, out, cfg, workers, done, bar, provider)
+        else:
+            for i, unit in enumerate(units):
+                n, files = _replay_unit(unit.files, out, i, cfg, provider)
+                _count(done, n, files, bar, unit)
+    finally:
+        if bar is not None:
+            bar.close()
+    done.files.sort()
+    return done
+
+
+def _count(done: ResultFiles, n: int, files: list, bar: Any, unit: Any) -> None:
+    done.units += 1
+    done.streams += n
+    done.files.extend(files)
+    if bar is not None:
+        bar.update(_exchanges(unit))
+
+
+def _exchanges(unit: Any) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(
+        pq.ParquetFile(f).metadata.num_rows for f in unit.files if f.name.startswith("streams-")
+    )
+
+
+def _bar(units: list) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=sum(_exchanges(u) for u in units), desc="replay", unit="exchange")
+
+
+def _family(provider: str | None) -> dict[str, str]:
+    return {"provider": provider} if provider is not None else {}
+
+
+def _parallel(
+    units: list,
+    out: Path,
+    cfg: Any,
+    workers: int,
+    done: ResultFiles,
+    bar: Any,
+    provider: str | None,
+) -> None:
+    """Units on ``workers`` processes, each writing its own files (fork on Linux)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from lab.replay import _context
+
+    with ProcessPoolExecutor(min(workers, len(units)), mp_context=_context()) as pool:
+        futures = {
+            pool.submit(_replay_unit, unit.files, out, i, cfg, provider): unit
+            for i, unit in enumerate(units)
+        }
+        for fut in as_completed(futures):
+            n, files = fut.result()
+            _count(done, n, files, bar, futures[fut])
+
+
+def read_results(out: str | Path, table: str = "streams") -> pd.DataFrame:
+    """One result table of ``replay(..., out=out)``: every unit's file, in unit order."""
+    import pyarrow.parquet as pq
+
+    if table not in RESULT_TABLES:
+        raise ValueError(f"unknown result table {table!r}; one of {', '.join(RESULT_TABLES)}")
+    files = sorted(Path(out).glob(f"{table}-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{out}: no {table}-*.parquet (write them with replay(out=...))")
+    df = pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
+    for col, kind in _TYPES[table].items():  # nullable ints stay ints, as lab.tables has them
+        if kind == _INT and col in df and df[col].isna().any():
+            df[col] = df[col].astype("Int64")
+    return df

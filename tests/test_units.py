@@ -1,0 +1,190 @@
+"""Self-contained capture units, the writer keeping a request's attempts in one part, and
+``replay(..., out=DIR)``: result tables as Parquet, unit by unit, equal to the in-memory ones."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import lab.capture
+import lab.capture.compact
+from lab import tables
+from lab.capture.units import capture_units
+from lab.cli import main
+from lab.recorder import Recorder
+from lab.replay import replay
+from lab.resultfiles import read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "captures"
+
+
+def _part_of_each_stream(recording: Path) -> dict[str, set[str]]:
+    where: dict[str, set[str]] = {}
+    for part in sorted(recording.glob("streams-*.parquet")):
+        for sid in pq.read_table(part, columns=["stream_id"])["stream_id"].to_pylist():
+            where.setdefault(sid, set()).add(part.name)
+    return where
+
+
+def test_the_bundled_capture_has_one_request_split_across_two_parts_joined_in_one_unit():
+    split = {s: p for s, p in _part_of_each_stream(next(BUNDLED.iterdir())).items() if len(p) > 1}
+    assert len(split) == 1  # the bundled sample predates the writer's grouping
+    units = capture_units(BUNDLED)
+    assert len(units) == 12
+    (joined,) = [u for u in units if len(u) == 4]
+    assert {f.name for f in joined.files if f.name.startswith("streams-")} == next(
+        iter(split.values())
+    )
+    # every unit is self-contained: together they hold each request once, whole
+    counts = [len(lab.capture.open(list(u.files)).requests()) for u in units]
+    assert sum(counts) == len(lab.capture.open(BUNDLED).requests()) == 132
+
+
+def test_the_writer_keeps_every_attempt_of_a_request_in_one_part(fake_server, tmp_path):
+    body = {
+        "model": "fake/reject-min-p",
+        "messages": [{"role": "user", "content": "hi"}],
+        "min_p": 0.05,
+        "temperature": 0.7,
+    }
+    with Recorder(tmp_path) as rec:
+        rec.writer.flush_interval = 0.0  # write a part as soon as anything may go in one
+        for _ in range(4):
+            r = rec.record("openrouter", body, base_url=fake_server.base_url + "/api/v1")
+            assert len(r.attempts) == 2  # 400 on min_p, then the degraded body
+        path = rec.path
+    where = _part_of_each_stream(path)
+    assert len(where) == 4
+    assert all(len(parts) == 1 for parts in where.values()), where
+    assert len(capture_units(path)) == len(list(path.glob("streams-*.parquet")))
+
+
+def test_replay_to_out_writes_each_table_per_unit_and_equals_the_in_memory_tables(tmp_path):
+    written = replay(BUNDLED, out=tmp_path / "r")
+    assert (written.units, written.streams) == (12, 132)
+    names = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert names == sorted(
+        f"{t}-{i:05d}.parquet" for t in ("streams", "leaks", "attempts") for i in range(12)
+    )
+    results = replay(BUNDLED)
+    for table, build in (
+        ("streams", tables.streams),
+        ("leaks", tables.leaks),
+        ("attempts", tables.attempts),
+    ):
+        got = read_results(tmp_path / "r", table)
+        pd.testing.assert_frame_equal(got, build(results), check_dtype=False)
+    # one schema per table across units, so any Parquet reader takes the glob as one table
+    schemas = {pq.read_schema(p) for p in (tmp_path / "r").glob("leaks-*.parquet")}
+    assert len(schemas) == 1
+
+
+def test_replay_to_out_on_two_processes_writes_the_same_tables(tmp_path):
+    replay(BUNDLED, out=tmp_path / "serial")
+    replay(BUNDLED, out=tmp_path / "two", workers=2)
+    for table in ("streams", "leaks", "attempts"):
+        pd.testing.assert_frame_equal(
+            read_results(tmp_path / "two", table), read_results(tmp_path / "serial", table)
+        )
+
+
+def test_replay_to_out_refuses_a_directory_holding_result_tables(tmp_path):
+    replay(BUNDLED, out=tmp_path / "r")
+    with pytest.raises(ValueError, match="already holds result tables"):
+        replay(BUNDLED, out=tmp_path / "r")
+
+
+def test_lab_replay_out_writes_the_tables_and_prints_the_backend_verdicts(tmp_path, capsys):
+    assert main(["replay", str(BUNDLED), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "lab replay: 132 streams from 12 unit(s); result tables in" in out
+    assert "Leaks: no backend is worse than the rest with 95 % confidence." in out
+    assert len(list((tmp_path / "r").glob("streams-*.parquet"))) == 12
+
+
+def test_a_crashed_recording_with_journals_is_one_unit(tmp_path):
+    rec = tmp_path / "rec"
+    shutil.copytree(next(BUNDLED.iterdir()), rec)
+    (rec / "x.journal").write_bytes(b"")
+    (unit,) = capture_units(rec)
+    assert unit.files[-1].name == "x.journal"
+    assert len([f for f in unit.files if f.suffix == ".parquet"]) == 26
+
+
+# --------------------------------------------------------------------------- compact
+
+
+def _copy_bundled(tmp_path: Path) -> Path:
+    root = tmp_path / "caps"
+    shutil.copytree(BUNDLED, root)
+    return root
+
+
+def test_compact_merges_the_parts_and_the_capture_reads_the_same(tmp_path, capsys):
+    root = _copy_bundled(tmp_path)
+    assert main(["capture", "compact", str(root)]) == 0
+    assert "1 recording(s), 26 parts (" in capsys.readouterr().out
+    (rec,) = [p for p in root.iterdir() if p.is_dir()]
+    assert sorted(p.name for p in rec.iterdir()) == [
+        "chunks-00013.parquet",
+        "streams-00013.parquet",
+    ]
+    before, after = lab.capture.open(BUNDLED), lab.capture.open(root)
+    key = ["stream_id", "attempt"]
+    pd.testing.assert_frame_equal(
+        after.streams.sort_values(key).reset_index(drop=True),
+        before.streams.sort_values(key).reset_index(drop=True),
+    )
+    pd.testing.assert_frame_equal(
+        tables.streams(replay(root)), tables.streams(replay(BUNDLED)), check_dtype=True
+    )
+
+
+def test_compacted_parts_are_sorted_without_raw_statistics_dictionary_or_arrow_schema(tmp_path):
+    root = _copy_bundled(tmp_path)
+    lab.capture.compact.compact(root)
+    (chunks,) = root.glob("*/chunks-*.parquet")
+    meta = pq.ParquetFile(chunks).metadata
+    assert sorted(meta.metadata) == [
+        b"lab.capture",
+        b"lab.redaction",
+        b"lab.schema_version",
+        b"lab.table",
+    ]
+    raw = meta.schema.names.index("raw")
+    column = meta.row_group(0).column(raw)
+    assert column.statistics is None
+    assert "PLAIN_DICTIONARY" not in column.encodings and "RLE_DICTIONARY" not in column.encodings
+    assert meta.row_group(0).column(0).statistics is not None
+    t = pq.read_table(chunks, columns=["stream_id", "attempt", "exchange", "seq"])
+    rows = list(zip(*(t[c].to_pylist() for c in t.column_names), strict=True))
+    assert rows == sorted(rows)
+
+
+def test_compact_leaves_a_recording_with_journals_alone(tmp_path):
+    root = _copy_bundled(tmp_path)
+    (rec,) = [p for p in root.iterdir() if p.is_dir()]
+    (rec / "x.journal").write_bytes(b"")
+    report = lab.capture.compact.compact(root)
+    assert report.recordings == [] and list(report.skipped) == [rec]
+    assert len(list(rec.glob("*.parquet"))) == 26
+
+
+def test_a_compaction_cut_after_its_manifest_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    from lab.capture import compact as mod
+
+    root = _copy_bundled(tmp_path)
+    monkeypatch.setattr(mod, "_finish", lambda rec: None)  # cut right after the manifest
+    mod.compact(root)
+    monkeypatch.undo()
+    (rec,) = [p for p in root.iterdir() if p.is_dir()]
+    assert (rec / ".compact-manifest.json").exists()
+    mod.compact(root)  # finishes the first run, then compacts the (already compact) result
+    assert not (rec / ".compact-manifest.json").exists()
+    assert len(list(rec.glob("*.parquet"))) == 2
+    assert len(lab.capture.open(root).requests()) == 132
