@@ -79,7 +79,7 @@ window.addEventListener('load', function () {
 </script>
 """
 
-_PERCENT = {"leak_rate", "error_rate"}
+_PERCENT = {"leak_rate", "error_rate", "rest_leak_rate", "rest_error_rate"}
 
 
 def _png(fig) -> str:
@@ -100,6 +100,8 @@ def _value(column: str, value: Any) -> tuple[str, str]:
         return format_cost(float(value)), "num"
     if isinstance(value, bool):
         return ("yes" if value else "no"), ""
+    if isinstance(value, str):  # already text (a rate with its interval, see _intervals)
+        return value, "num" if column in _PERCENT else ""
     if column in _PERCENT:
         return f"{float(value) * 100:.1f} %", "num"
     if isinstance(value, float):

@@ -132,8 +132,10 @@ def test_report_rounds_numbers_and_shows_missing_one_way(report):
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert cells and not {"None", "nan", "NaN", "<NA>", "&lt;NA&gt;"} & set(cells)
     assert "<td class='missing'>—</td>" in page
-    rates = [c for c in cells if c.endswith(" %")]
+    # a rate, with its Wilson interval in brackets where the table has one: "33.3 % (6–79 %)"
+    rates = [c.split(" (")[0] for c in cells if c.endswith((" %", " %)"))]
     assert "33.3 %" in rates and all(re.fullmatch(r"\d+\.\d %", c) for c in rates)
+    assert "33.3 % (6–79 %)" in cells
     times = re.findall(r"<td class='num'>(\d+\.\d+)</td>", page)
     assert times and all(len(t.split(".")[1]) == 1 for t in times)
 
