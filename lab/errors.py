@@ -8,7 +8,8 @@ Pure functions, no I/O. Two jobs:
 2. **Classify** a normalized error by its text (:func:`classify_error`) to pick the advice:
    model selection, top-up, fewer output tokens, shorter context.
 
-Families and their building blocks::
+Families and their building blocks (each defined in its ``lab.providers`` module and still
+importable from here)::
 
     provider                 family              HTTP body -> ProviderError
     openrouter               OpenRouter          parse_error_message -> openrouter_provider_error
@@ -115,24 +116,17 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any, Literal
 
-from lab.model import ErrorType, ProviderError
+from lab.model import ProviderError
 
 __all__ = [
-    "ANTHROPIC_ERROR_TYPES",
     "BALANCE_EXHAUSTED_PATTERNS",
     "CONTEXT_LENGTH_PATTERNS",
     "CREDIT_AFFORDABILITY_PATTERNS",
-    "GOOGLE_BLOCKING_FINISH_REASONS",
     "MODEL_ERROR_PATTERNS",
     "provider_families",
     "ErrorClass",
-    "anthropic_error",
-    "anthropic_stream_error",
     "classify_error",
     "collect_error_messages",
-    "google_block_error",
-    "google_provider_error",
-    "google_stream_error",
     "is_account_balance_exhausted_error",
     "is_context_length_error",
     "is_credit_affordability_error",
@@ -229,6 +223,30 @@ _MOVED: dict[str, str] = {
         ),
         "lab.providers.openai_compat",
     ),
+    **dict.fromkeys(
+        (
+            "GOOGLE_CODE_TYPE_TABLE",
+            "GOOGLE_RATE_LIMIT_PATTERN",
+            "GOOGLE_MESSAGE_HEURISTICS",
+            "GOOGLE_ERROR_JSON_MARKER",
+            "GOOGLE_UNBLOCKED_REASON",
+            "GOOGLE_BLOCKING_FINISH_REASONS",
+            "google_provider_error",
+            "google_stream_error",
+            "google_block_error",
+        ),
+        "lab.providers.google",
+    ),
+    **dict.fromkeys(
+        (
+            "ANTHROPIC_ERROR_TYPES",
+            "ANTHROPIC_OVERLOADED_STATUS",
+            "ANTHROPIC_NOT_FOUND_MODEL_PREFIX",
+            "anthropic_error",
+            "anthropic_stream_error",
+        ),
+        "lab.providers.anthropic",
+    ),
 }
 """Names whose one definition now lives in their provider's module (issue 18); still
 importable from here, resolved at first use so the arrows stay providers -> errors."""
@@ -272,47 +290,6 @@ RATE_LIMIT_PLAN_ACCESS_PHRASES: tuple[str, ...] = (
 )
 CODE_429_BALANCE = "429_balance"
 CODE_429_PLAN_ACCESS = "429_plan_access"
-
-GOOGLE_CODE_TYPE_TABLE: dict[int, tuple[ErrorType, bool]] = {
-    400: ("api_error", False),
-    401: ("api_error", False),
-    403: ("api_error", False),
-    404: ("api_error", False),
-    429: ("rate_limit", True),
-    500: ("api_error", True),
-    503: ("provider_overloaded", True),
-    504: ("timeout", True),
-}
-GOOGLE_RATE_LIMIT_PATTERN = re.compile(r"\brate[- ]?limit|\bquota\b", re.IGNORECASE)
-GOOGLE_MESSAGE_HEURISTICS: tuple[tuple[tuple[str, ...], ErrorType, bool], ...] = (
-    (("API key", "PERMISSION_DENIED", "UNAUTHENTICATED"), "api_error", False),
-    (("RESOURCE_EXHAUSTED",), "rate_limit", True),  # with GOOGLE_RATE_LIMIT_PATTERN
-    (("timeout", "DEADLINE_EXCEEDED"), "timeout", True),
-    (("overloaded", "UNAVAILABLE"), "provider_overloaded", True),
-    (("safety", "blocked", "prohibited"), "content_blocked", False),
-)
-"""Case-sensitive substrings for a code outside GOOGLE_CODE_TYPE_TABLE, in order."""
-GOOGLE_ERROR_JSON_MARKER = re.compile(r'\{\s*"error"\s*:')
-"""Parse only texts holding ``{"error":`` (whitespace allowed: HTTP bodies are pretty-printed)."""
-GOOGLE_UNBLOCKED_REASON = "BLOCKED_REASON_UNSPECIFIED"
-GOOGLE_BLOCKING_FINISH_REASONS: frozenset[str] = frozenset(
-    {"SAFETY", "OTHER", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
-)
-
-ANTHROPIC_ERROR_TYPES: dict[str, tuple[ErrorType, bool]] = {
-    "invalid_request_error": ("api_error", False),
-    "authentication_error": ("api_error", False),
-    "permission_error": ("api_error", False),
-    "not_found_error": ("api_error", False),
-    "request_too_large": ("api_error", False),
-    "billing_error": ("api_error", False),
-    "rate_limit_error": ("rate_limit", True),
-    "api_error": ("api_error", True),
-    "timeout_error": ("timeout", True),
-    "overloaded_error": ("provider_overloaded", True),
-}
-ANTHROPIC_OVERLOADED_STATUS = 529
-ANTHROPIC_NOT_FOUND_MODEL_PREFIX = "model:"
 
 # --------------------------------------------------------------------------- small helpers
 
@@ -400,14 +377,14 @@ def parse_error_message(provider: str, body_text: str, status: int | None = None
 
 
 def parse_error_message_for_family(family: str, body_text: str, status: int | None = None) -> str:
-    """The Google and Anthropic rules of :func:`parse_error_message` (the default hook)."""
+    """The message rule of a family with no ``error_message`` hook of its own:
+    ``error.message``, ``message``, the raw text, the status phrase (every registered
+    family defines its own, in its module)."""
     parsed = _parse_json(body_text)
     raw = body_text if isinstance(body_text, str) else ""
-    phrase = _status_phrase(status)
-    if family == "google":
-        _, message, _ = _parse_google_error(raw)
-        return _first_text(message, raw, phrase)
-    return _first_text(_get(parsed, "error", "message"), _get(parsed, "message"), raw, phrase)
+    return _first_text(
+        _get(parsed, "error", "message"), _get(parsed, "message"), raw, _status_phrase(status)
+    )
 
 
 def _adapter(provider: str) -> Any:
@@ -423,150 +400,6 @@ def _adapter(provider: str) -> Any:
 
 def _family(provider: str) -> str:
     return _adapter(provider).family
-
-
-# --------------------------------------------------------------------------- Google
-
-
-def _parse_google_error(text: str) -> tuple[Any, str | None, Any]:
-    """(code, extracted message, status name) from an error text holding ``{"error":``."""
-    if not GOOGLE_ERROR_JSON_MARKER.search(text):
-        return None, None, None
-    span = re.search(r"\{.*\}", text, re.DOTALL)  # greedy: first "{" to last "}"
-    parsed = _parse_json(span.group(0)) if span else None
-    if not isinstance(parsed, Mapping):
-        return None, None, None
-    inner = parsed.get("error")
-    api_error: Mapping = inner if isinstance(inner, Mapping) else parsed
-    code = api_error.get("code")
-    extracted: str | None = None
-    message = api_error.get("message")
-    if isinstance(message, str):
-        nested = _parse_json(message)
-        if isinstance(nested, Mapping) and isinstance(_get(nested, "error", "message"), str):
-            extracted = nested["error"]["message"]
-            if _get(nested, "error", "code") is not None:
-                code = nested["error"]["code"]
-        else:
-            extracted = message
-    return code, extracted, api_error.get("status")
-
-
-def google_provider_error(
-    error_text: str, *, code: Any = None, original_error: Any = None
-) -> ProviderError:
-    """Google ``handleProviderError`` over an error's text (an SDK message or HTTP body).
-
-    A ``{"error": ...}`` object in the text gives the code (overriding ``code``), the
-    status name and the extracted message (JSON-in-JSON unwrapped). The code picks the
-    type from the table; any other code falls to the case-sensitive text heuristics over
-    the whole text. message = "Google API error (<code>): <extracted message or text>".
-    """
-    parsed_code, extracted, status_name = _parse_google_error(error_text)
-    if parsed_code is not None:
-        code = parsed_code
-    numeric = parse_status_code(code)
-    if numeric is not None and numeric in GOOGLE_CODE_TYPE_TABLE:
-        error_type, retryable = GOOGLE_CODE_TYPE_TABLE[numeric]
-    else:
-        error_type, retryable = _google_heuristics(error_text)
-    code_text = _code_string(code) or _first_text(status_name) or "unknown"
-    shown_code = _code_string(code) or "unknown"
-    return ProviderError(
-        type=error_type,
-        message=f"Google API error ({shown_code}): {extracted or error_text}",
-        retryable=retryable,
-        code=code_text,
-        status=numeric,
-        user_message=extracted,
-        original_error=original_error,
-    )
-
-
-def _google_heuristics(text: str) -> tuple[ErrorType, bool]:
-    for needles, error_type, retryable in GOOGLE_MESSAGE_HEURISTICS:
-        # the rate-limit row also takes the case-insensitive GOOGLE_RATE_LIMIT_PATTERN
-        if error_type == "rate_limit" and GOOGLE_RATE_LIMIT_PATTERN.search(text):
-            return error_type, retryable
-        if any(n in text for n in needles):
-            return error_type, retryable
-    return "api_error", False
-
-
-def google_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
-    """A mid-stream ``{"error": {code, message, status}}`` chunk (or its inner object)."""
-    chunk = error_obj if isinstance(error_obj.get("error"), Mapping) else {"error": error_obj}
-    return google_provider_error(_compact(chunk), original_error=dict(chunk["error"]))
-
-
-def google_block_error(reason: str, *, prompt: bool, original_error: Any = None) -> ProviderError:
-    """``content_blocked`` for a ``promptFeedback.blockReason`` (``prompt=True``) or a
-    blocking candidate ``finishReason`` (see :data:`GOOGLE_BLOCKING_FINISH_REASONS`)."""
-    template = (
-        "Prompt blocked by API. Reason: {r}" if prompt else "Response stopped/blocked. Reason: {r}"
-    )
-    return ProviderError(
-        type="content_blocked",
-        message=template.format(r=reason),
-        retryable=False,
-        code=reason,
-        original_error=original_error,
-    )
-
-
-# --------------------------------------------------------------------------- Anthropic
-
-
-def anthropic_error(
-    error_obj: Mapping[str, Any] | None, *, status: int | None = None
-) -> ProviderError:
-    """An Anthropic ``{"type":"error","error":{"type","message"}}`` (or its inner object),
-    from an HTTP body (with ``status``) or an ``event: error`` frame."""
-    err = _inner_error(error_obj or {})
-    kind = err.get("type") if isinstance(err.get("type"), str) else None
-    message = _first_text(err.get("message")) or _status_phrase(status) or UNKNOWN_ERROR_MESSAGE
-    if status == ANTHROPIC_OVERLOADED_STATUS:
-        error_type, retryable = "provider_overloaded", True
-    elif kind in ANTHROPIC_ERROR_TYPES:
-        error_type, retryable = ANTHROPIC_ERROR_TYPES[kind]
-    else:
-        error_type, retryable = _anthropic_status_type(status)
-    code = kind or _code_string(err.get("code")) or (str(status) if status else "unknown")
-    lowered = message.lower()
-    if error_type == "rate_limit" and any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
-        error_type, code, retryable = "api_error", CODE_429_BALANCE, False
-    if is_model_error_message(message) or (
-        kind == "not_found_error" and lowered.startswith(ANTHROPIC_NOT_FOUND_MODEL_PREFIX)
-    ):
-        error_type, retryable = "model_error", False
-        code = f"{status}_model" if status is not None else "model_error"
-    return ProviderError(
-        type=error_type,
-        message=f"Anthropic API error ({kind or status or 'unknown'}): {message}",
-        retryable=retryable,
-        code=code,
-        status=status,
-        user_message=message,
-        original_error=dict(error_obj) if isinstance(error_obj, Mapping) else error_obj,
-    )
-
-
-def _anthropic_status_type(status: int | None) -> tuple[ErrorType, bool]:
-    if status is None:
-        return "unknown", False
-    if status == 429:
-        return "rate_limit", True
-    if status in OPENAI_TIMEOUT_STATUSES:
-        return "timeout", True
-    if status >= 500:
-        return "api_error", True
-    return "api_error", False
-
-
-def anthropic_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
-    """An ``event: error`` payload, e.g. ``{"type":"error","error":{"type":"overloaded_error",
-    "message":"Overloaded"}}``."""
-    return anthropic_error(error_obj)
 
 
 # --------------------------------------------------------------------------- HTTP entry point
@@ -600,18 +433,26 @@ def normalize_http_error(
 def normalize_http_error_for_family(
     provider: str, family: str, status: int, body_text: str, *, body_error_codes: bool = False
 ) -> ProviderError:
-    """The family rules behind :func:`normalize_http_error` (``provider`` names the
-    endpoint in messages and ``original_error``)."""
-    original = {"provider": provider, "status": status, "body": body_text}
-    parsed = _parse_json(body_text)
-    if family == "google":
-        return google_provider_error(body_text or "", code=status, original_error=original)
-    inner = {
-        "type": _get(parsed, "error", "type"),
-        "message": parse_error_message(provider, body_text, status),
-    }
-    error = anthropic_error({"type": "error", "error": inner}, status=status)
-    return error.model_copy(update={"original_error": original})
+    """The HTTP error rule of a family with no ``normalize_http_error`` hook of its own
+    (every registered family defines its own, in its module): the type by status (429
+    rate_limit, 408/504 timeout, 5xx api_error, all retryable; other codes api_error),
+    "<provider> API error (<status>): <message>"."""
+    message = parse_error_message_for_family(family, body_text, status) or UNKNOWN_ERROR_MESSAGE
+    if status == 429:
+        error_type, retryable = "rate_limit", True
+    elif status in OPENAI_TIMEOUT_STATUSES:
+        error_type, retryable = "timeout", True
+    else:
+        error_type, retryable = "api_error", status >= 500
+    return ProviderError(
+        type=error_type,
+        message=f"{provider} API error ({status}): {message}",
+        retryable=retryable,
+        code=str(status),
+        status=status,
+        user_message=message,
+        original_error={"provider": provider, "status": status, "body": body_text},
+    )
 
 
 # --------------------------------------------------------------------------- classifiers

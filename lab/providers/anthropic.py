@@ -37,13 +37,29 @@ cached tokens).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lab import _json
-from lab.errors import anthropic_stream_error, parse_error_message, parse_status_code
+from lab.errors import (
+    CODE_429_BALANCE,
+    OPENAI_TIMEOUT_STATUSES,
+    RATE_LIMIT_BALANCE_PHRASES,
+    UNKNOWN_ERROR_MESSAGE,
+    _code_string,
+    _first_text,
+    _get,
+    _inner_error,
+    _parse_json,
+    _status_phrase,
+    is_model_error_message,
+    parse_error_message,
+    parse_status_code,
+)
 from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
 from lab.http.sse import SSEEvent
 from lab.model import (
+    ErrorType,
     FunctionCall,
     ProcessedChunk,
     ProviderError,
@@ -60,10 +76,224 @@ from lab.providers.base import (
     note_unknown_keys,
     wire_int,
 )
+from lab.request import (
+    _DATA_URL_RE,
+    _function_tools,
+    _image_url,
+    _max_tokens,
+    _parts_of,
+    _stops,
+    _text_of,
+    _tool_args,
+)
 
-__all__ = ["STOP_REASON_MAP", "AnthropicAdapter"]
+__all__ = [
+    "ANTHROPIC_ERROR_TYPES",
+    "STOP_REASON_MAP",
+    "AnthropicAdapter",
+    "anthropic_body",
+    "anthropic_error",
+    "anthropic_stream_error",
+]
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+# -- HTTP and stream errors (no reference adapter: this table is the lab's) ----------------
+
+ANTHROPIC_ERROR_TYPES: dict[str, tuple[ErrorType, bool]] = {
+    "invalid_request_error": ("api_error", False),
+    "authentication_error": ("api_error", False),
+    "permission_error": ("api_error", False),
+    "not_found_error": ("api_error", False),
+    "request_too_large": ("api_error", False),
+    "billing_error": ("api_error", False),
+    "rate_limit_error": ("rate_limit", True),
+    "api_error": ("api_error", True),
+    "timeout_error": ("timeout", True),
+    "overloaded_error": ("provider_overloaded", True),
+}
+ANTHROPIC_OVERLOADED_STATUS = 529
+ANTHROPIC_NOT_FOUND_MODEL_PREFIX = "model:"
+
+
+def anthropic_error(
+    error_obj: Mapping[str, Any] | None, *, status: int | None = None
+) -> ProviderError:
+    """An Anthropic ``{"type":"error","error":{"type","message"}}`` (or its inner object),
+    from an HTTP body (with ``status``) or an ``event: error`` frame."""
+    err = _inner_error(error_obj or {})
+    kind = err.get("type") if isinstance(err.get("type"), str) else None
+    message = _first_text(err.get("message")) or _status_phrase(status) or UNKNOWN_ERROR_MESSAGE
+    if status == ANTHROPIC_OVERLOADED_STATUS:
+        error_type, retryable = "provider_overloaded", True
+    elif kind in ANTHROPIC_ERROR_TYPES:
+        error_type, retryable = ANTHROPIC_ERROR_TYPES[kind]
+    else:
+        error_type, retryable = _anthropic_status_type(status)
+    code = kind or _code_string(err.get("code")) or (str(status) if status else "unknown")
+    lowered = message.lower()
+    if error_type == "rate_limit" and any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
+        error_type, code, retryable = "api_error", CODE_429_BALANCE, False
+    if is_model_error_message(message) or (
+        kind == "not_found_error" and lowered.startswith(ANTHROPIC_NOT_FOUND_MODEL_PREFIX)
+    ):
+        error_type, retryable = "model_error", False
+        code = f"{status}_model" if status is not None else "model_error"
+    return ProviderError(
+        type=error_type,
+        message=f"Anthropic API error ({kind or status or 'unknown'}): {message}",
+        retryable=retryable,
+        code=code,
+        status=status,
+        user_message=message,
+        original_error=dict(error_obj) if isinstance(error_obj, Mapping) else error_obj,
+    )
+
+
+def _anthropic_status_type(status: int | None) -> tuple[ErrorType, bool]:
+    if status is None:
+        return "unknown", False
+    if status == 429:
+        return "rate_limit", True
+    if status in OPENAI_TIMEOUT_STATUSES:
+        return "timeout", True
+    if status >= 500:
+        return "api_error", True
+    return "api_error", False
+
+
+def anthropic_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
+    """An ``event: error`` payload, e.g. ``{"type":"error","error":{"type":"overloaded_error",
+    "message":"Overloaded"}}``."""
+    return anthropic_error(error_obj)
+
+
+# -- request body (Messages API: system, content blocks, tool_use / tool_result) -------
+
+ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
+
+
+def _anthropic_part(part: dict) -> dict | None:
+    if part.get("type") == "text":
+        return {"type": "text", "text": part["text"]} if part.get("text") else None
+    url = _image_url(part)
+    if url is None:
+        return None
+    m = _DATA_URL_RE.match(url)
+    if m:
+        source = {
+            "type": "base64",
+            "media_type": m.group("mime") or "image/png",
+            "data": m.group("data"),
+        }
+    else:
+        source = {"type": "url", "url": url}
+    return {"type": "image", "source": source}
+
+
+def anthropic_body(model: str, msgs: list[dict], tools: list[dict] | None, options: dict) -> dict:
+    system_texts: list[str] = []
+    out: list[dict] = []
+
+    def add(role: str, blocks: list[dict]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:  # the API wants alternating turns
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in msgs:
+        role = m.get("role")
+        if role == "system":
+            text = _text_of(m.get("content"))
+            if text:
+                system_texts.append(text)
+        elif role == "assistant":
+            blocks: list[dict] = []
+            for tb in m.get("thinking_blocks") or ():
+                if isinstance(tb, dict):
+                    blocks.append(tb)
+            blocks.extend(b for b in map(_anthropic_part, _parts_of(m.get("content"))) if b)
+            for tc in m.get("tool_calls") or ():
+                fn = tc.get("function") or {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": tc.get("id") or "",
+                        "name": fn.get("name", ""),
+                        "input": _tool_args(tc),
+                    }
+                )
+            add("assistant", blocks)
+        elif role == "tool":
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": m.get("tool_call_id") or "",
+                        "content": _text_of(m.get("content")),
+                    }
+                ],
+            )
+        else:
+            add("user", [b for b in map(_anthropic_part, _parts_of(m.get("content"))) if b])
+
+    max_tokens = _max_tokens(options)
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens if max_tokens is not None else ANTHROPIC_DEFAULT_MAX_TOKENS,
+        "messages": out,
+        "stream": True,
+    }
+    if system_texts:
+        body["system"] = "\n\n".join(system_texts)
+    for key in ("temperature", "top_p", "top_k"):
+        if options.get(key) is not None:
+            body[key] = options.pop(key)
+    stops = _stops(options)
+    if stops:
+        body["stop_sequences"] = stops
+    fns = _function_tools(tools)
+    if fns:
+        body["tools"] = [
+            {
+                "name": fn["name"],
+                **({"description": fn["description"]} if fn.get("description") else {}),
+                "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+            }
+            for fn in fns
+        ]
+    choice = options.pop("tool_choice", None)
+    if choice is not None and fns:
+        body["tool_choice"] = _anthropic_tool_choice(choice)
+    thinking = options.pop("thinking", None)
+    budget = options.pop("thinking_budget", None)
+    if isinstance(thinking, dict):
+        body["thinking"] = thinking
+    elif (
+        thinking is True
+        or budget is not None
+        or (isinstance(thinking, int) and not isinstance(thinking, bool))
+    ):
+        if isinstance(thinking, int) and not isinstance(thinking, bool):
+            budget = thinking
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget or 1024}
+    for key, value in options.items():  # passed through: the API (and the ladder) decide
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def _anthropic_tool_choice(choice: Any) -> dict:
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") or choice.get("name")
+        return {"type": "tool", "name": name} if name else {"type": "any"}
+    return {"type": {"auto": "auto", "none": "none", "required": "any"}.get(str(choice), "auto")}
+
+
+# -- stream -------------------------------------------------------------------------------
 
 STOP_REASON_MAP: dict[str, str] = {
     "end_turn": "stop",
@@ -154,9 +384,38 @@ class AnthropicAdapter(StreamAdapter):
         return headers
 
     def failure_message(self, status: int, body_text: str) -> str:
-        return parse_error_message("anthropic", body_text, status) or f"HTTP {status}"
+        return parse_error_message(self.provider, body_text, status) or f"HTTP {status}"
 
-    # http_error: the base class calls lab.errors.normalize_http_error (529 -> overloaded)
+    @classmethod
+    def build_body(
+        cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
+    ) -> dict[str, Any]:
+        """Messages API body: system, content blocks, tool_use / tool_result, max_tokens."""
+        return anthropic_body(model, messages, tools, options)
+
+    @classmethod
+    def error_message(cls, body_text: str, status: int | None = None) -> str:
+        """``error.message``, ``message``, the raw text, the status phrase."""
+        parsed = _parse_json(body_text)
+        raw = body_text if isinstance(body_text, str) else ""
+        return _first_text(
+            _get(parsed, "error", "message"), _get(parsed, "message"), raw, _status_phrase(status)
+        )
+
+    @classmethod
+    def normalize_http_error(
+        cls, status: int, body_text: str, *, body_error_codes: bool = False
+    ) -> ProviderError:
+        """The body's ``error.type`` and message by :func:`anthropic_error` (529 ->
+        provider_overloaded)."""
+        parsed = _parse_json(body_text)
+        inner = {
+            "type": _get(parsed, "error", "type"),
+            "message": cls.error_message(body_text, status),
+        }
+        error = anthropic_error({"type": "error", "error": inner}, status=status)
+        original = {"provider": cls.provider, "status": status, "body": body_text}
+        return error.model_copy(update={"original_error": original})
 
     # -- per-attempt state --------------------------------------------------------------
 
