@@ -9,6 +9,7 @@
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
+    lab import har FILE [--out DIR];  lab import vcr CASSETTE... [--out DIR]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
     lab capture compact DIR             merge small parts into large sorted ones
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
@@ -630,7 +631,72 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     from lab import fixtures
 
     _check_out_dir("--dest", args.dest)
+    if args.fixtures_command == "export" and getattr(args, "format", "lab") == "vcr":
+        return _export_vcr(args)
     return fixtures.cli(args)
+
+
+def _export_vcr(args: argparse.Namespace) -> int:
+    """``lab fixtures export PATH --stream ID... --format vcr``: one cassette, every stream."""
+    from lab.capture import open as open_capture
+    from lab.fixtures import FixtureError, _find_request
+    from lab.interchange import InterchangeError, export_vcr
+
+    cap = open_capture(args.path)
+    try:
+        ids = [_find_request(cap, sid).stream_id for sid in args.stream]
+    except FixtureError as exc:
+        raise UsageError(str(exc)) from None
+    name = args.name or ids[0].replace("/", "_")
+    dest = Path(args.dest) / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    if dest.exists() and not args.force:
+        raise UsageError(f"{dest} exists (--force replaces it)")
+    try:
+        path, n = export_vcr(cap, ids, dest)
+    except (InterchangeError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"exported {len(ids)} stream(s), {n} interaction(s) -> {path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from lab.interchange import InterchangeError, import_har, import_vcr
+
+    files = [args.file] if args.import_command == "har" else args.cassettes
+    for f in files:
+        if not Path(f).is_file():
+            raise UsageError(f"{f}: no such file")
+    _check_out_dir("--out", args.out)
+    try:
+        if args.import_command == "har":
+            report = import_har(args.file, args.out, label=args.label)
+        else:
+            report = import_vcr(args.cassettes, args.out, label=args.label)
+    except (InterchangeError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+    print(report.summary())
+    return 0 if report.imported else 1
+
+
+def _add_import_parser(sub: Any) -> None:
+    im = sub.add_parser(
+        "import",
+        help="captures from HAR files and VCR cassettes",
+        description="Turn the streamed LLM exchanges of a HAR file (browser DevTools, "
+        "mitmproxy, Charles) or of vcrpy / pytest-recording cassettes into a new capture "
+        "under --out. Each body is one read (these formats keep it whole); a HAR's header "
+        "and end timings are kept, per-read timing is not known. Other entries are counted "
+        "and skipped. Exit 1 when nothing was imported.",
+    )
+    im_sub = im.add_subparsers(dest="import_command", required=True)
+    har = im_sub.add_parser("har", help="import a HAR 1.2 file")
+    har.add_argument("file", help="the .har file")
+    vc = im_sub.add_parser("vcr", help="import vcrpy / pytest-recording YAML cassettes")
+    vc.add_argument("cassettes", nargs="+", help="cassette files (one capture for all)")
+    for p in (har, vc):
+        p.add_argument("--out", default="captures", help="capture root (default: captures)")
+        p.add_argument("--label", default=None, help="a label for the capture (default: none)")
+    im.set_defaults(func=cmd_import)
 
 
 _WORKERS_HELP = (
@@ -950,6 +1016,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.set_defaults(func=cmd_replay)
     _add_proxy_parser(sub)
+    _add_import_parser(sub)
 
     rep = sub.add_parser(
         "report",
@@ -998,6 +1065,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="replace an existing fixture directory (default: refuse)",
+    )
+    ex.add_argument(
+        "--format",
+        choices=("lab", "vcr"),
+        default="lab",
+        help="lab: one fixture directory per stream (capture, SSE, golden); vcr: one vcrpy "
+        "cassette DEST/NAME.yaml holding every stream, which vcrpy replays byte for byte "
+        "matching on method, path and body (default: lab)",
     )
     sh = fx_sub.add_parser(
         "shrink", help="shrink a stream to the smallest one that keeps a property"

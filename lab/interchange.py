@@ -1,0 +1,493 @@
+"""Captures in and out of the formats other tools write: HAR and VCR cassettes.
+
+- :func:`import_har` — a HAR 1.2 file (browser DevTools, mitmproxy, Charles): every
+  streamed LLM exchange in it becomes one logical request in a new capture.
+- :func:`import_vcr` — vcrpy / pytest-recording YAML cassettes: the same, one exchange per
+  interaction.
+- :func:`export_vcr` — captured streams as a cassette vcrpy replays byte for byte (match on
+  method, path and body), so a finding becomes a test in an app's own pytest-recording suite.
+
+What counts as a streamed LLM exchange: the provider family can be told from the request
+(:func:`lab.infer.infer_family`) and the exchange streamed: its response is
+``text/event-stream``, or its request asked for a stream (``"stream": true``, Gemini's
+``:streamGenerateContent``). Every other entry is counted in the report's ``skipped``, with
+the reason, never dropped silently.
+
+The body in these formats is whole, so an imported exchange is **one read**. What timing the
+source has is kept: a HAR entry's ``timings`` give the response-headers offset
+(``blocked + dns + connect + send + wait``) and the end (``+ receive``); a cassette has none.
+Neither has the arrival time of each read, so every imported exchange says
+``meta.timing = "headers"`` (HAR with timings) or ``"none"``, and replay gives it no read
+offsets: ``ttft_ms`` and ``duration_ms`` are missing and the timing tables leave it out.
+Each exchange also carries ``meta.source`` (``"har"`` / ``"vcr"``), ``meta.source_file``
+and ``meta.source_entry`` (its index there).
+
+Secrets: imported requests go through the capture's redaction like a recorded one (headers,
+URL, body), and a secret the request sent that the response echoes is masked in the
+response bytes (:class:`~lab.capture.redact.ResponseScrubber`). A HAR stores the response
+body decoded, so its ``Content-Encoding`` (and the framing headers) are not kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ImportReport", "export_vcr", "import_har", "import_vcr"]
+
+_FRAMING = frozenset({"content-length", "transfer-encoding"})
+_DECODED_BODY = _FRAMING | {"content-encoding"}
+
+
+class InterchangeError(ValueError):
+    """A file that is not the format it was given as (one line saying what is wrong)."""
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote and what it left out (and why)."""
+
+    capture_path: Path | None
+    imported: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    """(entry index, reason) for every entry not imported."""
+
+    def summary(self) -> str:
+        where = f" into {self.capture_path}" if self.capture_path else ""
+        line = f"imported {self.imported} streamed LLM exchange(s){where}"
+        if self.skipped:
+            reasons: dict[str, int] = {}
+            for _, reason in self.skipped:
+                reasons[reason] = reasons.get(reason, 0) + 1
+            left = "; ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
+            line += f"; skipped {len(self.skipped)}: {left}"
+        return line
+
+
+@dataclass
+class _Entry:
+    """One exchange read from a foreign file, before redaction."""
+
+    method: str
+    url: str
+    request_headers: list[tuple[str, str]]
+    request_body: bytes
+    status: int | None
+    http_version: str | None
+    response_headers: list[tuple[str, str]]
+    body: bytes
+    started_at_us: int | None = None
+    t_headers_ns: int | None = None
+    t_end_ns: int | None = None
+
+
+# -- what is a streamed LLM exchange -------------------------------------------------------
+
+
+def _header(headers: Sequence[tuple[str, str]], name: str) -> str:
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return ""
+
+
+def _streamed(entry: _Entry) -> bool:
+    if "text/event-stream" in _header(entry.response_headers, "content-type").lower():
+        return True
+    if ":streamGenerateContent" in entry.url:
+        return True
+    try:
+        body = json.loads(entry.request_body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def _why_not(entry: _Entry) -> tuple[str | None, str | None]:
+    """(family, None) for a streamed LLM exchange, else (None, the reason it is skipped)."""
+    from lab.infer import infer_family
+
+    guess = infer_family(entry.method, entry.url, dict(entry.request_headers), entry.request_body)
+    if guess is None:
+        return None, "not an LLM API request"
+    if not _streamed(entry):
+        return None, "not streamed"
+    if entry.status is None:
+        return None, "no response recorded"
+    return guess.family, None
+
+
+# -- writing a capture ---------------------------------------------------------------------
+
+
+def _write(
+    entries: list[tuple[int, _Entry, str]],
+    out: str | Path,
+    *,
+    source: str,
+    source_file: str,
+    label: str | None,
+    timing: Any,
+) -> Path:
+    """The entries as a new one-part capture under ``out``, through the capture format's
+    one writer (:func:`lab.capture.writer.write_part`)."""
+    from lab.capture.redact import REDACTION_POLICY, Redactor
+    from lab.capture.schema import capture_info, schema_for
+    from lab.capture.writer import encode_body, new_capture_id, write_part
+    from lab.clients import _model_of
+
+    capture_id = new_capture_id()
+    directory = Path(out) / capture_id
+    directory.mkdir(parents=True, exist_ok=False)
+    info = capture_info(capture_id, label, datetime.now(UTC).isoformat())
+    digest = hashlib.sha256(f"{source}:{source_file}".encode()).hexdigest()[:8]
+    rows = []
+    now_us = int(datetime.now(UTC).timestamp() * 1e6)
+    for k, (index, entry, family) in enumerate(entries):
+        import httpx
+
+        redactor = Redactor()
+        headers = redactor.headers(entry.request_headers)
+        url = redactor.url(entry.url)
+        body = redactor.body(entry.request_body)
+        reads = [entry.body] if entry.body else []
+        scrubber = redactor.response_scrubber()
+        if scrubber is not None and reads:
+            reads = [b"".join([*scrubber.feed(entry.body), *scrubber.flush()])]
+        keep = _DECODED_BODY if source == "har" else _FRAMING
+        response_headers = redactor.headers(
+            [(k2, v) for k2, v in entry.response_headers if k2.lower() not in keep]
+        )
+        entry_timing = timing(entry)
+        meta = {
+            "source": source,
+            "source_file": source_file,
+            "source_entry": index,
+            "timing": entry_timing,
+        }
+        t_read = entry.t_end_ns if entry.t_end_ns is not None else 0
+        body_text, encoding = encode_body(body)
+        model = _model_of(httpx.Request(entry.method, entry.url, content=entry.request_body))
+        rows.append(
+            (
+                {
+                    "capture_id": capture_id,
+                    "exchange": k,
+                    "stream_id": f"{source}-{digest}-{index}",
+                    "attempt": 0,
+                    "attempt_label": "default",
+                    "provider": family,
+                    "model": model,
+                    "method": entry.method.upper(),
+                    "url": url,
+                    "request_headers": json.dumps(headers, ensure_ascii=False),
+                    "request_body": body_text,
+                    "request_body_encoding": encoding,
+                    "started_at": entry.started_at_us
+                    if entry.started_at_us is not None
+                    else now_us,
+                    "status": entry.status,
+                    "http_version": entry.http_version,
+                    "response_headers": json.dumps(response_headers, ensure_ascii=False),
+                    "t_headers_ns": entry.t_headers_ns,
+                    "t_first_read_ns": t_read if reads and entry_timing != "none" else None,
+                    "t_last_read_ns": t_read if reads and entry_timing != "none" else None,
+                    "t_end_ns": entry.t_end_ns,
+                    "end_reason": "eof",
+                    "error": None,
+                    "n_reads": len(reads),
+                    "n_bytes": sum(map(len, reads)),
+                    "meta": redactor.scrub(json.dumps(meta, ensure_ascii=False, sort_keys=True)),
+                },
+                reads,
+                [t_read] * len(reads),
+            )
+        )
+    write_part(
+        directory,
+        0,
+        rows,
+        streams_schema=schema_for("streams", info, REDACTION_POLICY),
+        chunks_schema=schema_for("chunks", info, REDACTION_POLICY),
+    )
+    return directory
+
+
+def _keep(
+    candidates: Iterable[tuple[int, _Entry]], report: ImportReport
+) -> list[tuple[int, _Entry, str]]:
+    kept = []
+    for index, entry in candidates:
+        family, why = _why_not(entry)
+        if why is not None:
+            report.skipped.append((index, why))
+        else:
+            kept.append((index, entry, family))
+    return kept
+
+
+# -- HAR -----------------------------------------------------------------------------------
+
+
+def _ms(value: Any) -> float:
+    """A HAR timing in ms; -1 (not applicable) and missing count as 0."""
+    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+
+def _har_text(obj: Mapping[str, Any]) -> bytes:
+    text = obj.get("text")
+    if text is None:
+        return b""
+    if str(obj.get("encoding") or "").lower() == "base64":
+        return base64.b64decode(text)
+    return str(text).encode("utf-8")
+
+
+def _har_headers(items: Any) -> list[tuple[str, str]]:
+    out = []
+    for item in items or []:
+        if isinstance(item, Mapping) and "name" in item:
+            out.append((str(item["name"]), str(item.get("value", ""))))
+    return [(k, v) for k, v in out if not k.startswith(":")]  # HTTP/2 pseudo-headers
+
+
+def _har_started(text: Any) -> int | None:
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1e6)
+
+
+def _har_entry(raw: Mapping[str, Any]) -> _Entry:
+    request = raw.get("request") or {}
+    response = raw.get("response") or {}
+    timings = raw.get("timings") or {}
+    status = response.get("status")
+    status = int(status) if isinstance(status, int) and status > 0 else None  # 0: no response
+    before = sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
+    timed = any(_ms(timings.get(k)) for k in ("send", "wait", "receive"))
+    return _Entry(
+        method=str(request.get("method") or "GET"),
+        url=str(request.get("url") or ""),
+        request_headers=_har_headers(request.get("headers")),
+        request_body=_har_text(request.get("postData") or {}),
+        status=status,
+        http_version=str(response.get("httpVersion") or "") or None,
+        response_headers=_har_headers(response.get("headers")),
+        body=_har_text(response.get("content") or {}),
+        started_at_us=_har_started(raw.get("startedDateTime")),
+        t_headers_ns=int(before * 1e6) if timed else None,
+        t_end_ns=int((before + _ms(timings.get("receive"))) * 1e6) if timed else None,
+    )
+
+
+def import_har(
+    path: str | Path, out: str | Path = "captures", *, label: str | None = None
+) -> ImportReport:
+    """Import every streamed LLM exchange of a HAR file into a new capture under **out**.
+
+    Raises :class:`InterchangeError` (one line) for a file that is not a HAR; a HAR with no
+    streamed LLM exchange writes nothing (``report.capture_path`` is None).
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InterchangeError(f"{path}: not a HAR file (JSON): {exc}") from None
+    entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise InterchangeError(f"{path}: not a HAR file (no log.entries list)")
+    report = ImportReport(capture_path=None)
+    candidates = []
+    for index, raw in enumerate(entries):
+        if not isinstance(raw, Mapping):
+            report.skipped.append((index, "not a HAR entry"))
+            continue
+        candidates.append((index, _har_entry(raw)))
+    kept = _keep(candidates, report)
+    if kept:
+
+        def timing(entry: _Entry) -> str:
+            return "headers" if entry.t_headers_ns is not None else "none"
+
+        report.capture_path = _write(
+            kept, out, source="har", source_file=path.name, label=label, timing=timing
+        )
+        report.imported = len(kept)
+    return report
+
+
+# -- VCR -----------------------------------------------------------------------------------
+
+
+def _vcr() -> Any:
+    try:
+        import vcr.serialize
+        import vcr.serializers.yamlserializer
+    except ImportError:
+        raise ImportError(
+            "VCR cassettes need vcrpy: python -m pip install vcrpy (it brings pyyaml)"
+        ) from None
+    return vcr
+
+
+def _as_bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    read = getattr(value, "read", None)  # old cassettes: a BytesIO body
+    if callable(read):
+        return bytes(read())
+    return str(value).encode("utf-8")
+
+
+def _vcr_headers(headers: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for name, values in (headers or {}).items():
+        for value in values if isinstance(values, list | tuple) else [values]:
+            out.append((str(name), str(value)))
+    return out
+
+
+def import_vcr(
+    paths: str | Path | Sequence[str | Path],
+    out: str | Path = "captures",
+    *,
+    label: str | None = None,
+) -> ImportReport:
+    """Import every streamed LLM exchange of vcrpy cassettes into one new capture.
+
+    Each interaction's body is one read with no timing (``meta.timing = "none"``).
+    """
+    vcr = _vcr()
+    paths = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
+    report = ImportReport(capture_path=None)
+    candidates: list[tuple[int, _Entry]] = []
+    names = []
+    index = 0
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+            loaded = vcr.serialize.deserialize(text, vcr.serializers.yamlserializer)
+        except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            raise InterchangeError(f"{path}: not a vcrpy cassette: {_one_line(exc)}") from None
+        except Exception as exc:  # a YAML parse error
+            raise InterchangeError(f"{path}: not a vcrpy cassette: {_one_line(exc)}") from None
+        requests, responses = loaded[0], loaded[1]
+        names.append(path.name)
+        for request, response in zip(requests, responses, strict=True):
+            status = (response.get("status") or {}).get("code")
+            candidates.append(
+                (
+                    index,
+                    _Entry(
+                        method=str(request.method),
+                        url=str(request.uri),
+                        request_headers=_vcr_headers(request.headers),
+                        request_body=_as_bytes(request.body),
+                        status=int(status) if isinstance(status, int) else None,
+                        http_version=None,
+                        response_headers=_vcr_headers(response.get("headers") or {}),
+                        body=_as_bytes((response.get("body") or {}).get("string")),
+                    ),
+                )
+            )
+            index += 1
+    kept = _keep(candidates, report)
+    if kept:
+        report.capture_path = _write(
+            kept,
+            out,
+            source="vcr",
+            source_file=", ".join(names),
+            label=label,
+            timing=lambda entry: "none",
+        )
+        report.imported = len(kept)
+    return report
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# -- VCR export ----------------------------------------------------------------------------
+
+
+def export_vcr(
+    capture_or_path: Any, stream_ids: Sequence[str] | None, dest: str | Path
+) -> tuple[Path, int]:
+    """Write the exchanges of **stream_ids** (every stream when None) as one vcrpy cassette
+    at **dest**; returns (path, interactions written).
+
+    Each attempt is one interaction: the recorded (redacted) request, and the response's
+    status, headers and whole body (the reads joined: vcrpy serves a body as one piece). The
+    framing headers (``Content-Length``, ``Transfer-Encoding``) are left out, as replay
+    leaves them out; ``Content-Encoding`` is kept with the body as received, so vcrpy's httpx
+    stub decodes it exactly as the live client did. An exchange that got no response is
+    refused (a cassette cannot say "the connection failed").
+    """
+    vcr = _vcr()
+    from vcr.request import Request
+
+    from lab.capture import open as open_capture
+
+    capture = (
+        open_capture(capture_or_path)
+        if isinstance(capture_or_path, str | Path)
+        else capture_or_path
+    )
+    requests = capture.requests()
+    if stream_ids is not None:
+        wanted = list(dict.fromkeys(stream_ids))
+        by_id = {r.stream_id: r for r in requests}
+        missing = [s for s in wanted if s not in by_id]
+        if missing:
+            raise InterchangeError(f"no stream {missing[0]!r} in the capture")
+        requests = [by_id[s] for s in wanted]
+    vcr_requests, vcr_responses = [], []
+    for request in requests:
+        for ex in request.exchanges:
+            if ex.status is None:
+                raise InterchangeError(
+                    f"stream {ex.stream_id!r} attempt {ex.attempt} got no response "
+                    f"({ex.end_reason}: {ex.error}); a cassette cannot hold it"
+                )
+            headers: dict[str, list[str]] = {}
+            for name, value in ex.response_headers.items():
+                if name.lower() not in _FRAMING:
+                    headers.setdefault(name, []).append(value)
+            try:
+                message = HTTPStatus(ex.status).phrase
+            except ValueError:
+                message = ""
+            vcr_requests.append(
+                Request(ex.method, ex.url, ex.request_body or None, dict(ex.request_headers))
+            )
+            vcr_responses.append(
+                {
+                    "status": {"code": ex.status, "message": message},
+                    "headers": headers,
+                    "body": {"string": ex.body},
+                }
+            )
+    text = vcr.serialize.serialize(
+        {"requests": vcr_requests, "responses": vcr_responses}, vcr.serializers.yamlserializer
+    )
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(dest)
+    return dest, len(vcr_requests)
