@@ -1,0 +1,139 @@
+"""README "Record your own app": its three blocks run as written (proxy, SDK client, import)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.capture import open as open_capture
+from tests.capture_scan import places_holding
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SECTION = README[README.index("## Record your own app") : README.index("## Capture format")]
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", SECTION, flags=re.S)
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as both servers bind
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_gone(pgid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.killpg(pgid, signal.SIGKILL)
+
+
+def _lab_on_path(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``lab`` is this checkout's (the README says ``lab``)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "lab"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lab.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
+    env["COLUMNS"] = "200"
+    return env
+
+
+def test_the_proxy_block_records_what_curl_sent_through_it(tmp_path):
+    (block,) = _blocks("bash")
+    ports = [int(p) for p in re.findall(r"--port (\d+)", block)]
+    if not all(_free(p) for p in ports):
+        pytest.skip(f"ports {ports} are busy on this machine")
+    work = tmp_path / "app"
+    work.mkdir()
+    log, errors = tmp_path / "out.txt", tmp_path / "err.txt"
+    with log.open("w") as stdout, errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            ["bash", "-c", block],
+            cwd=work,
+            env=_lab_on_path(tmp_path),
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=120)
+        finally:  # the fake server and the proxy are still running in the background
+            os.killpg(proc.pid, signal.SIGTERM)  # (background jobs ignore SIGINT)
+            _wait_gone(proc.pid)  # the proxy closes its recording on the way out
+    out, err = log.read_text(), errors.read_text()
+    assert proc.returncode == 0, err
+    assert "\nhttp://127.0.0.1:18787\n" in out
+    assert "data: [DONE]" in out
+    line = re.search(r"^openai fake/think-leak 200 eof .*$", out, flags=re.M).group(0)
+    assert re.fullmatch(
+        r"openai fake/think-leak 200 eof backend=- leak=think_stripper anomalies=- "
+        r"session=checkout \d+B",
+        line,
+    )
+    assert "== streams (1 rows) ==" in out or "streams (1 row" in out
+    (exchange,) = open_capture(work / "recordings").exchanges()
+    assert exchange.meta["session"] == "checkout"
+    assert exchange.request_headers["authorization"] == "[REDACTED]"
+    assert places_holding(work / "recordings", "sk-your-key") == []
+
+
+def test_the_sdk_client_block_records_both_sdks(tmp_path, monkeypatch):
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    block = next(b for b in _blocks("python") if "recording_client" in b)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - our own README
+    results = scope["results"]
+    assert [(r.provider, r.model, r.error) for r in results] == [
+        ("openai", "fake/think-leak", None),
+        ("anthropic", "fake/thinking", None),
+    ]
+    assert results[0].guard_events and results[1].reasoning
+    assert places_holding(tmp_path / "recordings", "sk-your-key") == []
+    assert places_holding(tmp_path / "recordings", "sk-ant-your-key") == []
+
+
+def test_the_import_block_imports_a_vcrpy_cassette_and_exports_one(tmp_path, monkeypatch):
+    vcr = pytest.importorskip("vcr")
+    import httpx
+
+    from lab.fakes import FakeServer
+
+    block = next(b for b in _blocks("python") if "import_vcr" in b)
+    monkeypatch.chdir(tmp_path)
+    body = {"model": "fake/think-leak", "messages": [{"role": "user", "content": "hi"}]}
+    with (
+        FakeServer(delay_scale=0) as fake,
+        vcr.use_cassette("tests/cassettes/test_chat.yaml", record_mode="all"),
+    ):
+        httpx.post(fake.base_url + "/v1/chat/completions", json={**body, "stream": True})
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - our own README
+    (result,) = scope["results"]
+    assert (result.provider, result.error) == ("custom", None) and result.guard_events
+    assert Path("tests/cassettes/test_chat_found.yaml").is_file()
