@@ -36,7 +36,7 @@ from lab.config import LabConfig
 from lab.result import Results, StreamResult
 from lab.stream import run_stream
 
-__all__ = ["StreamResult", "compare", "replay", "replay_request", "replay_sse"]
+__all__ = ["StreamResult", "compare", "diff_results", "replay", "replay_request", "replay_sse"]
 
 _REPLAY_BASE_URL = "http://replay.invalid"
 
@@ -569,40 +569,91 @@ def _join_reapers() -> None:
 
 
 def compare(
-    captures: Any, config_a: Any, config_b: Any, *, names: tuple[str, str] = ("a", "b")
+    captures: Any,
+    config_a: Any,
+    config_b: Any,
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    progress: bool | Any = False,
 ) -> Any:
     """Replay ``captures`` under two configs; a DataFrame of the streams whose output changed.
 
     Columns: stream_id, serving_provider, field (text / reasoning / function_calls / error),
     a, b, and a unified diff of the two, its sides labelled with ``names``. One row per
     changed field: count streams with ``df["stream_id"].nunique()``.
+    **progress**: True shows a progress bar; a callable is called as ``progress(done, total)``
+    after each stream (a notebook widget's hook).
     """
-    import difflib
-
     import pandas as pd
 
     requests = _load_requests(captures)
+    bar = _progress_bar(len(requests)) if progress is True else None
+    rows: list[dict[str, Any]] = []
+    try:
+        for done, req in enumerate(requests, 1):
+            a = replay_request(req, config=config_a)
+            b = replay_request(req, config=config_b)
+            rows += _changed_fields(a, b, names)
+            if bar is not None:
+                bar.update(1)
+            elif callable(progress):
+                progress(done, len(requests))
+    finally:
+        if bar is not None:
+            bar.close()
+    return pd.DataFrame(rows, columns=_COMPARE_COLUMNS)
+
+
+_COMPARE_COLUMNS = ["stream_id", "serving_provider", "field", "a", "b", "diff"]
+
+
+def diff_results(
+    results_a: Sequence[StreamResult],
+    results_b: Sequence[StreamResult],
+    *,
+    names: tuple[str, str] = ("a", "b"),
+) -> Any:
+    """:func:`compare` over results already replayed (the same streams in the same order,
+    e.g. ``replay(path)`` and ``replay(path, config=tuned)``): no replay runs again."""
+    import pandas as pd
+
+    if len(results_a) != len(results_b):
+        raise ValueError(
+            f"diff_results needs the same streams on both sides: {len(results_a)} results "
+            f"against {len(results_b)}"
+        )
+    rows: list[dict[str, Any]] = []
+    for a, b in zip(results_a, results_b, strict=True):
+        if a.stream_id != b.stream_id:
+            raise ValueError(
+                f"diff_results needs the same streams in the same order: {a.stream_id!r} "
+                f"against {b.stream_id!r}"
+            )
+        rows += _changed_fields(a, b, names)
+    return pd.DataFrame(rows, columns=_COMPARE_COLUMNS)
+
+
+def _changed_fields(a: StreamResult, b: StreamResult, names: tuple[str, str]) -> list[dict]:
+    """The rows of :func:`compare` for one stream replayed under two configs."""
+    import difflib
+
     rows = []
-    for req in requests:
-        a = replay_request(req, config=config_a)
-        b = replay_request(req, config=config_b)
-        for field in ("text", "reasoning"):
-            va, vb = getattr(a, field), getattr(b, field)
-            if va != vb:
-                diff = "\n".join(
-                    difflib.unified_diff(va.splitlines(), vb.splitlines(), *names, lineterm="", n=1)
-                )
-                rows.append(_row(a, field, va, vb, diff))
-        fa = [f.model_dump(mode="json") for f in a.function_calls]
-        fb = [f.model_dump(mode="json") for f in b.function_calls]
-        if fa != fb:
-            rows.append(_row(a, "function_calls", json.dumps(fa), json.dumps(fb), ""))
-        ea = a.error.message if a.error else None
-        eb = b.error.message if b.error else None
-        if ea != eb:
-            rows.append(_row(a, "error", ea, eb, ""))
-    columns = ["stream_id", "serving_provider", "field", "a", "b", "diff"]
-    return pd.DataFrame(rows, columns=columns)
+    for field in ("text", "reasoning"):
+        va, vb = getattr(a, field), getattr(b, field)
+        if va != vb:
+            diff = "\n".join(
+                difflib.unified_diff(va.splitlines(), vb.splitlines(), *names, lineterm="", n=1)
+            )
+            rows.append(_row(a, field, va, vb, diff))
+    fa = [f.model_dump(mode="json") for f in a.function_calls]
+    fb = [f.model_dump(mode="json") for f in b.function_calls]
+    if fa != fb:
+        rows.append(_row(a, "function_calls", json.dumps(fa), json.dumps(fb), ""))
+    ea = a.error.message if a.error else None
+    eb = b.error.message if b.error else None
+    if ea != eb:
+        rows.append(_row(a, "error", ea, eb, ""))
+    return rows
 
 
 def _row(r: StreamResult, field: str, a: Any, b: Any, diff: str) -> dict[str, Any]:

@@ -637,10 +637,37 @@ def _str_seq(ann: Any) -> bool:
     return origin in (list, tuple, set, frozenset) and bool(args) and args[0] is str
 
 
+CONTROL_WIDTH = "38em"
+"""Width of every tuner control, its label included: the slider track gets what the label
+leaves (about 22em), so a drag moves by a step instead of jumping to the end."""
+CONTROL_LABEL_WIDTH = "16em"
+"""Width of a control's label (the longest field name fits)."""
+
+NON_EMPTY_FIELDS = {
+    "boundary_chars": "an empty set of boundary characters means the guard can never find "
+    "a seam (it would be switched off silently; untick enabled for that)",
+}
+"""Text fields the tuner refuses to leave empty, and why (the refusal names the reason)."""
+
+
+def _non_empty(name: str) -> Any:
+    def parse(value: str) -> str:
+        if not value:
+            raise ValueError(f"{name} cannot be empty: {NON_EMPTY_FIELDS[name]}")
+        return value
+
+    return parse
+
+
 def _make_control(w: Any, name: str, info: Any, value: Any, doc: str) -> tuple[Any, Any, Any]:
     """(widget, parse: widget value -> field value, format: field value -> widget value)."""
     ann = info.annotation
-    common = {"description": name, "style": {"description_width": "14em"}, "tooltip": doc}
+    common = {
+        "description": name,
+        "style": {"description_width": CONTROL_LABEL_WIDTH},
+        "tooltip": doc,
+        "layout": w.Layout(width=CONTROL_WIDTH),
+    }
     ident = lambda v: v  # noqa: E731
     if ann is bool:
         return w.Checkbox(value=bool(value), indent=False, **common), bool, bool
@@ -651,6 +678,8 @@ def _make_control(w: Any, name: str, info: Any, value: Any, doc: str) -> tuple[A
     if ann is float:
         return w.FloatText(value=float(value), **common), float, float
     if ann is str:
+        if name in NON_EMPTY_FIELDS:
+            return w.Text(value=value, **common), _non_empty(name), ident
         return w.Text(value=value, **common), str, ident
     if _str_seq(ann):
         container = typing.get_origin(ann)
@@ -729,6 +758,7 @@ class SpillTuner:
         *,
         baseline: SpillGuardConfig | None = None,
         save_path: str | Path = "spill-config.json",
+        results: Any = None,
     ) -> None:
         import ipywidgets as w
 
@@ -740,7 +770,10 @@ class SpillTuner:
                 from lab.replay import replay
 
                 self.compare_source = captures
-                results = replay(captures, config=self.baseline)
+                if results is None:  # given: the notebook's own replay, not a second one
+                    results = replay(captures, config=self.baseline, progress=True)
+                else:
+                    results = list(results)
             else:
                 results = list(captures)
             real = corpus_from_captures(results)
@@ -750,6 +783,9 @@ class SpillTuner:
         self._config = self.baseline
         self._muted = False
         self.compare_result: pd.DataFrame | None = None
+        self.compare_config: SpillGuardConfig | None = None
+        """The config the last Captures comparison ran with (stale once it differs)."""
+        self._compare_table = ""
 
         docs = field_docs(SpillGuardConfig)
         self.controls: dict[str, Any] = {}
@@ -770,24 +806,37 @@ class SpillTuner:
         self.confusion_html = w.HTML()
         self.changed_html = w.HTML()
         self.misclassified_html = w.HTML()
-        self.reset_button = w.Button(description="Reset to baseline", icon="undo")
+        auto = {"layout": w.Layout(width="auto")}  # a button as wide as its label
+        self.reset_button = w.Button(description="Reset to baseline", icon="undo", **auto)
         self.reset_button.on_click(lambda _b: self.reset())
         self.path_text = w.Text(
-            value=str(save_path), description="save to", style={"description_width": "5em"}
+            value=str(save_path),
+            description="save to",
+            style={"description_width": "5em"},
+            layout=w.Layout(width="30em"),
         )
-        self.save_button = w.Button(description="Save config", icon="save", button_style="primary")
+        self.save_button = w.Button(
+            description="Save config", icon="save", button_style="primary", **auto
+        )
         self.save_button.on_click(lambda _b: self._on_save())
         self.save_status = w.HTML()
 
         tabs = [self.changed_html, self.misclassified_html]
         titles = ["Changed vs baseline", "Misclassified"]
         self.compare_button = None
+        self.compare_progress = None
         self.compare_html = None
         if self.compare_source is not None:
-            self.compare_button = w.Button(description="Compare on captures", icon="play")
+            self.compare_button = w.Button(description="Compare on captures", icon="play", **auto)
             self.compare_button.on_click(lambda _b: self.run_compare())
+            self.compare_progress = w.IntProgress(
+                value=0, min=0, max=1, description="replayed", layout=w.Layout(width="30em")
+            )
+            self.compare_progress.layout.visibility = "hidden"
             self.compare_html = w.HTML("<i>click “Compare on captures” to replay them</i>")
-            tabs.append(w.VBox([self.compare_button, self.compare_html]))
+            tabs.append(
+                w.VBox([w.HBox([self.compare_button, self.compare_progress]), self.compare_html])
+            )
             titles.append("Captures")
         self.tabs = w.Tab(children=tabs, titles=titles)
 
@@ -858,6 +907,7 @@ class SpillTuner:
         self.error_html.value = ""
         self._config = cfg
         self._refresh()
+        self._mark_compare()
 
     def _refresh(self) -> None:
         cfg = self._config
@@ -952,21 +1002,52 @@ class SpillTuner:
             raise ValueError("no capture path or Capture was given to compare on")
         from lab.replay import compare
 
-        df = compare(self.compare_source, self.baseline, self._config)
+        bar = self.compare_progress
+
+        def advance(done: int, total: int) -> None:
+            bar.max, bar.value = total, done
+
+        bar.value, bar.layout.visibility = 0, "visible"
+        try:
+            df = compare(self.compare_source, self.baseline, self._config, progress=advance)
+        finally:
+            bar.layout.visibility = "hidden"
         self.compare_result = df
+        self.compare_config = self._config
         if self.compare_html is not None:
             if df.empty:
-                self.compare_html.value = "<i>no stream output changes</i>"
+                self._compare_table = "<i>no stream output changes</i>"
             else:
                 rows = [
                     [_cell(r["stream_id"]), _cell(r["serving_provider"]), _cell(r["field"]),
                      _text_cell(str(r["a"]), None), _text_cell(str(r["b"]), None)]
                     for r in df.to_dict("records")
                 ]  # fmt: skip
-                self.compare_html.value = f"<b>{len(df)} changed fields</b>" + _table(
-                    rows, ["stream", "backend", "field", "baseline", "tuned"]
+                n = df["stream_id"].nunique()
+                self._compare_table = (
+                    f"<b>{n} stream{'' if n == 1 else 's'} changed ({len(df)} fields)</b>"
+                    + _table(rows, ["stream", "backend", "field", "baseline", "tuned"])
                 )
+            self._mark_compare()
         return df
+
+    @property
+    def compare_stale(self) -> bool:
+        """True when the settings changed after the last Captures comparison."""
+        return self.compare_config is not None and self.compare_config != self._config
+
+    def _mark_compare(self) -> None:
+        """Show the last comparison, marked stale when the settings changed since."""
+        if self.compare_html is None or self.compare_config is None:
+            return
+        stale = (
+            "<div style='background:#fff4e5;border-left:4px solid #e8a33d;padding:4px 8px'>"
+            "<b>stale:</b> the settings changed after this comparison; click “Compare on "
+            "captures” to replay with the current ones</div>"
+            if self.compare_stale
+            else ""
+        )
+        self.compare_html.value = stale + self._compare_table
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

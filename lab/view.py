@@ -33,6 +33,8 @@ __all__ = [
     "format_cost",
     "results_html",
     "results_text",
+    "StreamPicker",
+    "show_table",
     "shown_before_close",
     "stream_html",
 ]
@@ -327,3 +329,108 @@ def results_html(results: Sequence[StreamResult], limit: int = SUMMARY_ROWS) -> 
         f"<p><b>{_esc(line)}</b></p>"
         f"<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"
     )
+
+
+TABLE_ROWS = 2000
+_itables_ready = False
+"""Rows :func:`show_table` puts in its plain-HTML fallback before it says how many more."""
+
+
+def show_table(df: pd.DataFrame, *, caption: str | None = None) -> None:
+    """Display ``df`` in a notebook as an interactive table (sort, search, pages) when the
+    optional ``itables`` package is installed (``pip install 'stream-lab[notebook]'``),
+    otherwise as plain escaped HTML in a box that scrolls (the first :data:`TABLE_ROWS`
+    rows). Cells are text either way: ``itables`` runs with ``allow_html=False``."""
+    from IPython.display import HTML, display
+
+    try:
+        import itables
+    except ImportError:
+        more = len(df) - TABLE_ROWS
+        table = df.head(TABLE_ROWS).to_html(index=False, na_rep=MISSING, escape=True, border=0)
+        head = f"<p><b>{_esc(caption)}</b></p>" if caption else ""
+        tail = (
+            f"<p style='color: #666'>{more:,} more rows not shown; install itables "
+            "(<code>pip install 'stream-lab[notebook]'</code>) for an interactive table "
+            "of every row.</p>"
+            if more > 0
+            else ""
+        )
+        display(HTML(f"{head}<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"))
+        return
+    global _itables_ready
+    if not _itables_ready:  # the DataTables bundle goes into the notebook: works offline
+        itables.init_notebook_mode(all_interactive=False, connected=False)
+        _itables_ready = True
+    shown = df.copy()
+    for col in shown.columns:  # the one missing marker, not NaN / None / <NA>
+        if shown[col].isna().any():
+            shown[col] = shown[col].astype(object).where(shown[col].notna(), MISSING)
+    itables.show(
+        shown,
+        caption=caption,
+        allow_html=False,
+        showIndex=False,
+        maxBytes=0,  # every row: the table pages and searches them in the browser
+        classes="display compact nowrap",
+        scrollX=True,
+    )
+
+
+def _pick_label(r: StreamResult) -> tuple[int, str]:
+    """(sort key, menu label) of one stream: leaked first, then failed, then the rest."""
+    from lab.tables import LEAK_GUARDS
+
+    leaked = any(e.moved for e in r.guard_events if e.guard in LEAK_GUARDS)
+    state, rank = ("leaked", 0) if leaked else ("error", 1) if r.error else ("ok", 2)
+    if shown_before_close(r):
+        state += ", cleaned only in part"
+    return rank, f"{r.stream_id} · {r.serving_provider or r.provider} · {r.model} · {state}"
+
+
+class StreamPicker:
+    """A menu of streams (leaked first, then failed) and the picked stream's view below it.
+
+    ``picker.value`` is the picked stream id, ``picker.result`` its result; displaying the
+    picker shows the menu and :func:`stream_html` of the picked stream, redrawn on change.
+    """
+
+    def __init__(self, results: Sequence[StreamResult], value: str | None = None) -> None:
+        import ipywidgets as w
+
+        if not results:
+            raise ValueError("no stream to pick from: the results are empty")
+        self._by_id = {r.stream_id: r for r in results}
+        if value is not None and value not in self._by_id:
+            raise KeyError(f"no stream {value!r} among {len(results)} results")
+        ranked = sorted((_pick_label(r) + (r.stream_id,) for r in results), key=lambda t: t[0])
+        self.dropdown = w.Dropdown(
+            options=[(label, sid) for _, label, sid in ranked],
+            value=value if value is not None else ranked[0][2],
+            description="stream",
+            layout=w.Layout(width="64em"),
+        )
+        self.output = w.Output()
+        self.dropdown.observe(lambda _change: self._draw(), names="value")
+        self.widget = w.VBox([self.dropdown, self.output])
+        self._draw()
+
+    @property
+    def value(self) -> str:
+        return self.dropdown.value
+
+    @property
+    def result(self) -> StreamResult:
+        return self._by_id[self.dropdown.value]
+
+    def _draw(self) -> None:
+        from IPython.display import HTML, display
+
+        self.output.clear_output()
+        with self.output:
+            display(HTML(stream_html(self.result)))
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

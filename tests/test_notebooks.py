@@ -240,3 +240,25 @@ def test_fixtures_notebook_without_a_spill_stream_stops_with_a_clear_error(
     assert exc.value.ename == "ValueError"
     assert exc.value.evalue.startswith(f"no spill stream in {other_captures['no-spill']}: ")
     assert "guards that did fire: think_stripper" in exc.value.evalue
+
+
+PARTIAL = "s18ec9d7c919ad13206eb17"  # the sample's stream the think stripper cleaned in part
+
+
+def test_backends_notebook_drills_into_the_stream_named_by_lab_stream(monkeypatch):
+    monkeypatch.setenv("LAB_STREAM", PARTIAL)
+    nb, elapsed, text = _execute(NB01, monkeypatch)
+    _check_outputs(NB01, nb, elapsed)
+    assert f"STREAM_ID is set: drilling into {PARTIAL} instead" in text
+    assert "1 stream(s) cleaned only in part" in text
+    assert f"{PARTIAL}: the user already saw 42 chars of reasoning as the answer:" in text
+    assert "loaded 1 recording(s) from ../captures: 20261129T201827-5ed78725" in text
+
+
+def test_fixtures_notebook_takes_any_stream_and_any_predicate(monkeypatch):
+    monkeypatch.setenv("LAB_STREAM", PARTIAL)
+    monkeypatch.setenv("LAB_PREDICATE", "guard=think_stripper")
+    nb, elapsed, text = _execute(NB03, monkeypatch)
+    _check_outputs(NB03, nb, elapsed)
+    assert f"STREAM_ID is set: {PARTIAL} (SiliconFlow), where guard=think_stripper holds" in text
+    assert "(this fixture does not depend on the spill guard" in text

@@ -600,3 +600,70 @@ def test_notebook_stops_with_a_capture_error_on_a_path_that_does_not_exist(tmp_p
         _execute_notebook(monkeypatch, str(missing))
     assert "CaptureError" in str(exc.value)
     assert f"{missing}: no such file or directory" in str(exc.value)
+
+
+# -- usability: widths, refusals, a stale comparison -----------------------------------------
+
+
+def test_tuner_controls_are_wide_enough_and_buttons_fit_their_labels(corpus):
+    from lab.tuning import CONTROL_LABEL_WIDTH, CONTROL_WIDTH
+
+    tuner = SpillTuner(corpus)
+    assert {c.layout.width for c in tuner.controls.values()} == {CONTROL_WIDTH}
+    assert {c.style.description_width for c in tuner.controls.values()} == {CONTROL_LABEL_WIDTH}
+    # the slider track gets the control's width less its label's: 38em - 16em = 22em
+    assert (CONTROL_WIDTH, CONTROL_LABEL_WIDTH) == ("38em", "16em")
+    longest = max(map(len, tuner.controls))
+    assert longest <= 2 * float(CONTROL_LABEL_WIDTH.removesuffix("em"))  # ~0.5em a char
+    assert tuner.reset_button.layout.width == tuner.save_button.layout.width == "auto"
+
+
+def test_tuner_refuses_empty_boundary_chars_and_says_why(corpus):
+    tuner = SpillTuner(corpus)
+    good = tuner.config
+    tuner.controls["boundary_chars"].value = ""
+    assert "boundary_chars cannot be empty: an empty set of boundary characters" in (
+        tuner.error_html.value
+    )
+    assert tuner.config == good
+    tuner.controls["boundary_chars"].value = "."
+    assert tuner.error_html.value == "" and tuner.config.boundary_chars == "."
+
+
+def test_captures_comparison_shows_progress_and_is_marked_stale_after_a_change(corpus):
+    root = Path(__file__).resolve().parents[1] / "captures"
+    from lab.replay import replay
+
+    results = replay(root)
+    tuner = SpillTuner(corpus, captures=root, results=results)
+    assert tuner.compare_html.value.startswith("<i>click")
+    tuner.set(enabled=False)
+    tuner.compare_button.click()
+    bar = tuner.compare_progress
+    assert (bar.value, bar.max, bar.layout.visibility) == (132, 132, "hidden")
+    assert tuner.compare_html.value.startswith("<b>2 streams changed (4 fields)</b>")
+    assert not tuner.compare_stale
+    tuner.set(enabled=True)
+    assert tuner.compare_stale
+    assert tuner.compare_html.value.startswith("<div") and "<b>stale:</b>" in (
+        tuner.compare_html.value
+    )
+    assert "2 streams changed (4 fields)" in tuner.compare_html.value  # the old one, marked
+    tuner.compare_button.click()
+    assert not tuner.compare_stale
+    assert tuner.compare_html.value == "<i>no stream output changes</i>"
+
+
+def test_tuner_given_results_does_not_replay_the_captures_again(corpus, monkeypatch):
+    import lab.replay
+
+    root = Path(__file__).resolve().parents[1] / "captures"
+    results = lab.replay.replay(root)
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("replayed again")
+
+    monkeypatch.setattr(lab.replay, "replay", no_replay)
+    tuner = SpillTuner(corpus, captures=root, results=results)
+    assert tuner.compare_source == root
+    assert (tuner.score.cases["category"] == "capture").sum() > 0

@@ -161,3 +161,35 @@ def test_tables_that_need_results_say_so_when_given_the_streams_table(sample, fn
 def test_tables_that_take_a_streams_table_refuse_another_frame():
     with pytest.raises(TypeError, match=r"tables\.by_backend\(\) takes the streams table"):
         tables.by_backend(pd.DataFrame({"x": [1]}))
+
+
+def test_show_table_without_itables_is_escaped_html_with_one_missing_marker(monkeypatch):
+    import sys
+
+    import IPython.display
+
+    shown: list = []
+    monkeypatch.setitem(sys.modules, "itables", None)  # import itables -> ImportError
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    from lab.view import show_table
+
+    show_table(pd.DataFrame({"text": ["<b>x</b>", None], "n": [1.5, float("nan")]}), caption="t")
+    (page,) = [obj.data for obj in shown]
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+    assert page.count(f"<td>{MISSING}</td>") == 2 and "NaN" not in page
+
+
+def test_stream_picker_lists_leaked_streams_first_and_follows_the_menu(sample):
+    pytest.importorskip("ipywidgets")
+    from lab.view import StreamPicker
+
+    picker = StreamPicker(sample)
+    labels = [label for label, _ in picker.dropdown.options]
+    states = [label.rsplit(" · ", 1)[1] for label in labels]
+    assert states[:7] == ["leaked", "leaked, cleaned only in part"] + ["leaked"] * 5
+    assert set(states[7:61]) == {"error"} and set(states[61:]) == {"ok"}
+    assert picker.value == picker.dropdown.options[0][1]
+    picker.dropdown.value = "s18ec9d7c919ad13206eb17"
+    assert picker.result.serving_provider == "SiliconFlow"
+    with pytest.raises(KeyError, match="no stream 'nope' among 132 results"):
+        StreamPicker(sample, value="nope")
