@@ -1,0 +1,161 @@
+"""A Jupyter user's look: the three notebooks (executed, exported to HTML) and the report
+open in headless Chromium at 1280 px, and the page says what it saw.
+
+Each page gets a small check script (ours, appended to the exported page) that records on
+``<body>``: script errors, whether anything reaches past the window's right edge outside a
+box that scrolls (text overflowing its cell), and whether any script planted in *model
+text* ran. A hostile stream (``<script>``, an ``onerror`` image and markup in its answer, a
+``</think>`` too in its reasoning) is shown in every view the lab has: the stream, the results
+summary, the interactive table and the report; none of it may run. A screenshot of each
+page is taken too (kept under pytest's tmp_path for a human to look at).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+WIDTH = 1280
+
+HOSTILE = (
+    "Sure.<script>window.__labPwned = (window.__labPwned || 0) + 1</script>"
+    '<img src=x onerror="window.__labPwned = (window.__labPwned || 0) + 1">'
+    "<b>bold?</b> & <i>done</i>"
+)
+
+CHECK = """
+<script>
+window.__labErrors = [];
+window.addEventListener('error', function (e) { window.__labErrors.push(String(e.message)); });
+window.addEventListener('load', function () { setTimeout(function () {
+  var width = document.documentElement.clientWidth;
+  function scrolls(el) {
+    for (var p = el.parentElement; p; p = p.parentElement) {
+      var o = getComputedStyle(p).overflowX;
+      if (o === 'auto' || o === 'scroll' || o === 'hidden') { return true; }
+    }
+    return false;
+  }
+  var over = [];
+  document.querySelectorAll('body *').forEach(function (el) {
+    var box = el.getBoundingClientRect();
+    if (box.width > 0 && box.right > width + 1 && !scrolls(el)) { over.push(el.tagName); }
+  });
+  var b = document.body;
+  b.setAttribute('data-lab-errors', String(window.__labErrors.length));
+  b.setAttribute('data-lab-overflow', String(over.length));
+  b.setAttribute('data-lab-overflow-tags', over.slice(0, 5).join(','));
+  b.setAttribute('data-lab-pwned', String(window.__labPwned || 0));
+}, 500); });
+</script>
+"""
+
+
+def _browser() -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
+        pytest.skip("chromium not installed (CI installs it; apt-get install chromium)")
+    return browser
+
+
+def _chromium(page: Path, profile: Path, *args: str) -> str:
+    cmd = [
+        _browser(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=8000",
+        *args,
+        page.as_uri(),
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180).stdout
+
+
+def _look(page: Path, tmp_path: Path) -> dict[str, str]:
+    """Open ``page`` (with the check script appended) at 1280 px: body attributes + a shot."""
+    checked = tmp_path / f"{page.stem}.checked.html"
+    checked.write_text(page.read_text(encoding="utf-8") + CHECK, encoding="utf-8")
+    dom = _chromium(checked, tmp_path / "profile", f"--window-size={WIDTH},1000", "--dump-dom")
+    body = re.search(r"<body([^>]*)>", dom)
+    assert body, dom[:300]
+    shot = tmp_path / f"{page.stem}.png"
+    _chromium(checked, tmp_path / "profile", f"--window-size={WIDTH},3000", f"--screenshot={shot}")
+    png = shot.read_bytes()
+    assert png[:4] == b"\x89PNG" and struct.unpack(">I", png[16:20])[0] == WIDTH
+    return dict(re.findall(r'(data-lab-[a-z-]+)="([^"]*)"', body.group(1)))
+
+
+def _execute_to_html(nb, out: Path, cwd: Path) -> Path:
+    nbclient = pytest.importorskip("nbclient")
+    nbconvert = pytest.importorskip("nbconvert")
+    nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    ).execute()
+    errors = [
+        f"{o.get('ename')}: {o.get('evalue')}"
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("output_type") == "error"
+    ]
+    assert errors == []
+    html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    out.write_text(html, encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_at_1280_px_has_no_error_and_nothing_overflows(path, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("LAB_CAPTURES", raising=False)
+    nb = nbformat.read(path, as_version=4)
+    page = _execute_to_html(nb, tmp_path / f"{path.stem}.html", path.parent)
+    seen = _look(page, tmp_path)
+    assert seen["data-lab-errors"] == "0"
+    assert seen["data-lab-pwned"] == "0"
+    assert (seen["data-lab-overflow"], seen["data-lab-overflow-tags"]) == ("0", "")
+
+
+def test_model_text_never_runs_as_script_in_any_view(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    delta = {"content": HOSTILE, "reasoning": HOSTILE + "</think>"}
+    body = f"data: {json.dumps({'choices': [{'delta': delta}]})}\n\ndata: [DONE]\n\n"
+    code = [
+        "from lab import tables, view\nfrom lab.replay import replay_sse\n"
+        "from lab.result import Results\n"
+        f"r = replay_sse('openrouter', {body!r}, stream_id='s-hostile')\n"
+        "assert '<script>' in r.text and '<script>' in r.reasoning\nr",
+        "Results([r])",
+        "view.show_table(tables.streams([r]))",
+        "from IPython.display import HTML\nfrom lab.report import build_html\n"
+        "HTML(build_html([r]).split('<body>')[1].split('</body>')[0])",
+    ]
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in code],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+    )
+    page = _execute_to_html(nb, tmp_path / "hostile.html", tmp_path)
+    text = page.read_text(encoding="utf-8")
+    assert text.count("&lt;script&gt;window.__labPwned") >= 3  # shown, as text
+    seen = _look(page, tmp_path)
+    assert seen["data-lab-pwned"] == "0"
+    assert seen["data-lab-errors"] == "0"
