@@ -82,7 +82,7 @@ SUMMARY_ROWS = 50
 """Rows the summary table shows before it says how many more there are."""
 
 _BOX = (
-    "white-space: pre-wrap; word-break: break-word; font-family: monospace; "
+    "white-space: pre-wrap; word-break: break-word; font-family: monospace; text-align: left; "
     "padding: 6px; border: 1px solid #ccc; max-height: 24em; overflow: auto; margin: 0"
 )
 _MARK = "background: #ffd27a; color: inherit"
@@ -204,9 +204,9 @@ def stream_html(result: StreamResult) -> str:
         f"<th style='text-align: left; width: 50%'>answer ({_chars(len(r.text))})</th>"
         f"<th style='text-align: left'>reasoning ({_chars(len(r.reasoning))}; "
         "<mark style='" + _MARK + "'>moved by a guard</mark>)</th></tr><tr>"
-        f"<td style='vertical-align: top'><pre style='{_BOX}'>"
+        f"<td style='vertical-align: top; text-align: left'><pre style='{_BOX}'>"
         f"{_mark_shown(r.text, [s for s, _ in partial])}</pre></td>"
-        f"<td style='vertical-align: top'><pre style='{_BOX}'>"
+        f"<td style='vertical-align: top; text-align: left'><pre style='{_BOX}'>"
         f"{_mark_moved(r.reasoning, moved)}</pre></td></tr></table>"
     )
     if r.function_calls:
