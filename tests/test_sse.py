@@ -265,3 +265,48 @@ def test_decoder_is_linear_on_a_long_line_in_tiny_reads():
     [ev] = decoder.decode(reads[-1], len(reads) - 1)
     assert len(ev.data) == 2_000_000 and decoder._parts == []
     assert summary(decode_reads(reads)) == summary([ev])
+
+
+# -- a streamed JSON array (Gemini without alt=sse) ---------------------------------------------
+
+TRICKY_ARRAY = (
+    '\ufeff [{"a": "x\\"]},{[", "b": [1, {"c": "]"}]},\r\n'
+    '{"d": "caf\u00e9 \\\\"},\n 7 ,{"e": {}}]  trailing'
+).encode()
+
+
+def _array_events(reads: list[bytes]) -> list[tuple]:
+    from lab.http.jsonarray import SniffingDecoder
+
+    d = SniffingDecoder()
+    out = []
+    for seq, r in enumerate(reads):
+        out.extend(d.decode(r, seq))
+    out.extend(d.flush())
+    return [(e.index, e.data, e.unterminated) for e in out]
+
+
+def test_a_streamed_json_array_is_framed_element_by_element():
+    assert _array_events([TRICKY_ARRAY]) == [
+        (0, '{"a": "x\\"]},{[", "b": [1, {"c": "]"}]}', False),
+        (1, '{"d": "caf\u00e9 \\\\"}', False),
+        (2, "7", False),
+        (3, '{"e": {}}', False),
+    ]
+
+
+def test_json_array_framing_does_not_depend_on_read_boundaries():
+    want = _array_events([TRICKY_ARRAY])
+    for i in range(1, len(TRICKY_ARRAY)):
+        assert _array_events([TRICKY_ARRAY[:i], TRICKY_ARRAY[i:]]) == want, i
+    assert _array_events([TRICKY_ARRAY[i : i + 1] for i in range(len(TRICKY_ARRAY))]) == want
+
+
+def test_a_json_array_cut_short_surfaces_its_cut_element_or_the_missing_bracket():
+    cut = b'[{"a": 1},\n{"b": "tw'
+    assert _array_events([cut]) == [(0, '{"a": 1}', False), (1, '{"b": "tw', True)]
+    assert _array_events([b'[{"a": 1},\n']) == [(0, '{"a": 1}', False), (1, None, True)]
+
+
+def test_a_body_not_opening_with_a_bracket_is_sse():
+    assert _array_events([b"\n\ndata: [1]\n\n"]) == [(0, "[1]", False)]
