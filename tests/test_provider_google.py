@@ -525,3 +525,29 @@ def test_every_real_gemini_body_reads_every_field_it_carries():
     for path in sorted(pathlib.Path(__file__).parent.glob("realworld/google-*.sse")):
         r = replay_sse("google", path.read_bytes(), config=LabConfig.complete())
         assert "unhandled_shapes" not in r.facts, (path.name, r.facts.get("unhandled_shapes"))
+
+
+def test_streamed_function_args_scenario_records_live_and_replays_assembled(fake_server, tmp_path):
+    from lab.recorder import Recorder
+    from lab.replay import replay
+    from lab.request import build_body
+
+    body = build_body("google", model="fake/streamed-function-args", prompt="plan my trip")
+    assert "stream" not in body
+    with Recorder(tmp_path, config=LabConfig.complete()) as rec:
+        live = rec.record("google", body, base_url=fake_server.base_url + "/v1beta", api_key="k")
+    want = {
+        "trip": {
+            "city": "Zürich",
+            "days": [{"date": "2026-12-02", "hours": 6}, {"date": "2026-12-03", "hours": 4.5}],
+            "museum_pass": True,
+        }
+    }
+    assert [(c.name, c.args, c.arguments_truncated) for c in live.function_calls] == [
+        ("plan_trip", want, False)
+    ]
+    assert live.finish_reason == "tool_calls" and live.function_calls[0].thought_signature
+    (again,) = replay(tmp_path, config=LabConfig.complete())
+    assert again.function_calls == live.function_calls
+    (reference,) = replay(tmp_path)
+    assert "tool_calls_dropped" in detect(reference)

@@ -2,7 +2,8 @@
 
 Shapes follow wire-formats.md §3: ``data:`` frames only (no ``event:``, no comments, no
 ``[DONE]``), a running ``usageMetadata`` on every chunk, ``modelVersion`` and ``responseId``,
-the last chunk carries ``finishReason``. Function calls arrive whole in one part.
+the last chunk carries ``finishReason``. Function calls arrive whole in one part, except in
+``fake/streamed-function-args`` (Gemini 3 ``partialArgs`` with ``willContinue``).
 """
 
 from __future__ import annotations
@@ -181,6 +182,34 @@ def g_text_and_call(ctx: Ctx) -> Script:
         "STOP",
         finishMessage="Model generated function call(s).",
     )
+    return s.script()
+
+
+@scenario(
+    FAMILY,
+    "fake/streamed-function-args",
+    "Gemini 3 streamed function-call arguments: the name (with thoughtSignature, "
+    "willContinue), partialArgs pieces into a nested object and an array (a string in "
+    "pieces, a number, a bool), an empty functionCall ending the call, STOP in a later chunk",
+)
+def g_streamed_function_args(ctx: Ctx) -> Script:
+    s = GStream(ctx)
+
+    def call(fc: dict[str, Any], **part: Any) -> None:
+        s.parts([{"functionCall": fc, **part}])
+
+    call({"name": "plan_trip", "willContinue": True}, thoughtSignature=s.signature())
+    pieces_ = [("$.trip.city", {"stringValue": "Zü", "willContinue": True}),
+               ("$.trip.city", {"stringValue": "rich"}),
+               ("$.trip.days[0].date", {"stringValue": "2026-12-02"}),
+               ("$.trip.days[0].hours", {"numberValue": 6}),
+               ("$.trip.days[1].date", {"stringValue": "2026-12-03"}),
+               ("$.trip.days[1].hours", {"numberValue": 4.5}),
+               ("$.trip.museum_pass", {"boolValue": True})]  # fmt: skip
+    for path, value in pieces_:
+        call({"partialArgs": [{"jsonPath": path, **value}], "willContinue": True})
+    call({})
+    s.parts([{"text": ""}], "STOP")
     return s.script()
 
 
