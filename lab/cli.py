@@ -4,7 +4,8 @@
 
     lab demo [--out DIR] [--n N]       record every bundled fake scenario, replay, tables, plots
     lab fake-server [--port N]         the scripted fake providers on loopback
-    lab record --provider P --model M --prompt TEXT [--base-url URL] [--n N] [--out DIR]
+    lab record --provider P --model M --prompt TEXT [--base-url URL] [--api chat|responses]
+               [--n N] [--out DIR]
     lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
@@ -318,14 +319,15 @@ def cmd_fake_server(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from lab.providers import get_adapter
+    from lab.providers import adapter_for
     from lab.recorder import Recorder
     from lab.request import build_body
 
+    path = API_PATHS[args.api]
     try:
-        adapter = get_adapter(args.provider)
+        adapter = adapter_for(args.provider, path)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc) if path is None else f"--api {args.api}: {exc}") from None
     if args.base_url is not None:
         _check_base_url(args.base_url)
     elif not adapter.default_base_url:  # 'custom' has no public API to default to
@@ -340,6 +342,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         )
     _check_out_dir("--out", args.out)
     body = build_body(args.provider, model=args.model, prompt=args.prompt)
+    if path is not None:
+        from lab.providers.openai_responses import responses_body
+
+        body = responses_body(body)
     try:
         rec = Recorder(args.out, label=args.label)
     except OSError as exc:
@@ -349,7 +355,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         with rec:
             for _ in _progress(list(range(args.n)), "record", disable=args.n == 1):
-                r = rec.record(args.provider, body, base_url=args.base_url, api_key=key)
+                r = rec.record(args.provider, body, base_url=args.base_url, api_key=key, path=path)
                 if args.n == 1:
                     print(r.text)
                 if r.error is not None:
@@ -378,6 +384,12 @@ def cmd_record(args: argparse.Namespace) -> int:
         return RECORD_ALL_FAILED if failed == len(results) else RECORD_SOME_FAILED
     return 0
 
+
+API_PATHS: dict[str, str | None] = {"chat": None, "responses": "/responses"}
+"""``lab record --api``: the provider API a recording goes to, as the endpoint path after the
+base URL (None: the family's own, chat completions for the OpenAI-shaped families). An API is
+named rather than a path given because the base URL already carries the version prefix
+(``/v1``, ``/api/v1``) and the path also decides the body shape and the adapter."""
 
 RECORD_ALL_FAILED = 1
 """``lab record``'s exit status when every request failed (each is still in the capture)."""
@@ -901,6 +913,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="another endpoint of the provider's API family, e.g. a vLLM server "
         "(default: the provider's public API; 'custom' needs one)",
+    )
+    r.add_argument(
+        "--api",
+        choices=sorted(API_PATHS),
+        default="chat",
+        help="which API of the provider: chat (its chat completions or native API, the "
+        "default) or responses (the OpenAI Responses API, POST {base}/responses: openai, "
+        "openrouter, deepseek)",
     )
     r.add_argument("--n", type=_positive, default=1, help="how many times (default 1)")
     r.add_argument(

@@ -90,10 +90,20 @@ class Recorder:
         tools: list[dict] | None = None,
         meta: dict | None = None,
         on_chunk: Any = None,
+        path: str | None = None,
     ) -> StreamResult:
-        """Send one logical request (with its degradation attempts) and record every byte."""
+        """Send one logical request (with its degradation attempts) and record every byte.
+
+        **path** picks the API when it is not the family's default (``"/responses"``: the
+        OpenAI Responses API); a body with ``input`` and no ``messages`` is a Responses body
+        and goes to ``/responses`` without being told.
+        """
         if not isinstance(body, dict):
             raise TypeError("body must be a dict (the provider's JSON request body)")
+        if path is None and "input" in body and "messages" not in body:
+            from lab.providers.openai_responses import RESPONSES_PATH
+
+            path = RESPONSES_PATH
         adapter = get_adapter(provider)
         if adapter.stream_key and "stream" not in body:
             body = {**body, "stream": True}
@@ -117,6 +127,7 @@ class Recorder:
                 stream_id=stream_id,
                 meta=meta,
                 on_chunk=on_chunk,
+                path=path,
             )
         self.results.append(result)
         return result

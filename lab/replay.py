@@ -86,10 +86,13 @@ def replay_sse(
     config: Any = None,
     model: str | None = None,
     stream_id: str = "replay",
+    path: str | None = None,
 ) -> StreamResult:
     """One recorded response body (HTTP 200) through the whole stack.
 
-    Pass a distinct **stream_id** when several results go into one table.
+    Pass a distinct **stream_id** when several results go into one table. **path** is the
+    request path the body answered, when it picks another API than the family's default
+    (``"/responses"``: an OpenAI Responses API stream of openai, openrouter or deepseek).
 
     **body** is the raw SSE text or bytes (one read) or an iterable of reads (boundaries are
     kept). No degradation runs: there is no recorded next attempt to degrade into, so an error
@@ -107,7 +110,14 @@ def replay_sse(
             "unknown_provider",
             f"unknown provider {provider!r}; known providers: {', '.join(sorted(PROVIDERS))}",
         )
-    request: dict[str, Any] = {"model": model or "replay", "messages": [], "stream": True}
+    from lab.providers import adapter_for
+
+    try:
+        adapter_cls = adapter_for(provider, path)
+    except ValueError as exc:
+        return _error_result(provider, model, stream_id, "unknown_api", str(exc))
+    turns = "input" if "input" in adapter_cls.mandatory_keys else "messages"
+    request: dict[str, Any] = {"model": model or "replay", turns: [], "stream": True}
     if tools:
         request["tools"] = tools
     transport = replay_transport_for_body(body)
@@ -120,6 +130,7 @@ def replay_sse(
             config=cfg,
             tools=tools,
             stream_id=stream_id,
+            path=path,
         )
     if model is None:
         result.model = None
@@ -179,6 +190,7 @@ def replay_request(
                 config=config,
                 stream_id=request.stream_id,
                 meta=request.meta,
+                path=_recorded_path(first, family),
             )
     except (ValueError, TypeError) as exc:  # this request cannot be sent (no model, ...)
         result = _error_result(
@@ -233,6 +245,25 @@ def _family_for(request: Any, first: Any, provider: str | None) -> str | StreamR
     )
     result.meta = dict(request.meta or {})
     return result
+
+
+def _recorded_path(exchange: Any, provider: str) -> str | None:
+    """The path the recorded request went to when it picks an API of ``provider`` other
+    than the family's default (``/responses``), else None (the family's own adapter)."""
+    from urllib.parse import urlsplit
+
+    from lab.providers import adapter_for, get_adapter
+
+    url = getattr(exchange, "url", None)
+    if not isinstance(url, str):
+        return None
+    try:
+        path = urlsplit(url).path
+        if adapter_for(provider, path) is not get_adapter(provider):
+            return path
+    except ValueError:  # an unknown provider fails in run_stream, with its own message
+        pass
+    return None
 
 
 def _canonical(body: bytes | str) -> Any:

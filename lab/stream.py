@@ -29,7 +29,7 @@ import httpx
 
 from lab.config import LabConfig
 from lab.model import ProcessedChunk, ProviderError, Usage
-from lab.providers import get_adapter
+from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
 from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_thoughts
 
@@ -87,6 +87,7 @@ def run_stream(
     stream_id: str | None = None,
     meta: dict | None = None,
     on_chunk: Callable[[ProcessedChunk], None] | None = None,
+    path: str | None = None,
 ) -> StreamResult:
     """Send ``body`` to ``provider`` (degrading it on failure) and return the whole result.
 
@@ -97,13 +98,16 @@ def run_stream(
     - **client / transport** – an httpx client, or a transport to build one around.
     - **config** – anything :meth:`LabConfig.coerce` accepts.
     - **on_chunk** – called with every ProcessedChunk as it is produced (live display).
+    - **path** – the API the request goes to, when not the family's default: ``"/responses"``
+      (the OpenAI Responses API of openai, openrouter, deepseek); see
+      :func:`lab.providers.adapter_for`.
 
     The API key goes into the request headers only; a recording transport redacts it.
     """
     cfg = LabConfig.coerce(config)
     model = body.get("model") if isinstance(body, dict) else None
     sid = stream_id or new_stream_id()
-    adapter_cls = get_adapter(provider)
+    adapter_cls = adapter_for(provider, path)
     if tools is None and isinstance(body, dict) and isinstance(body.get("tools"), list):
         tools = body["tools"]
     adapter = adapter_cls(config=cfg, tools=tools, stream_id=sid, model=model)

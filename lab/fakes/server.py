@@ -12,6 +12,8 @@ Routes (POST; the scenario is chosen by the requested model id):
 - OpenRouter's endpoints API (GET): ``/api/v1/models/{author}/{slug}/endpoints`` lists the
   scenario's backend pool; a chat request pinned with ``provider: {order: [backend],
   allow_fallbacks: false}`` is served by that backend (404 when it is not in the pool)
+- OpenAI Responses API: ``/v1/responses`` (any path ending in ``/responses``); OpenRouter's
+  flavour at ``/api/v1/responses``
 
 The scenario seed is the request's ``seed`` (``generationConfig.seed`` for Gemini), else the
 ``X-Fake-Seed`` header, else a per-(family, model) request counter on this server, so repeated
@@ -83,6 +85,8 @@ def route(method: str, path: str) -> tuple[str | None, str | None]:
         return "google", unquote(m.group("model"))
     if path.endswith("/messages"):
         return "anthropic", None
+    if path.endswith("/responses"):
+        return "responses", None
     return None, None
 
 
@@ -171,7 +175,15 @@ class _Handler(BaseHTTPRequestHandler):
         )
         seed, call_index = self.server.fake.next_seed(family, model, body, headers, pinned)
         record.seed = seed
-        plan = script(family, model, body, seed, call_index=call_index, headers=headers)
+        if family == "responses":
+            from .openai_responses import responses_script
+
+            openrouter = parts.path.startswith("/api/")
+            plan = responses_script(
+                model, body, seed, call_index=call_index, openrouter=openrouter, headers=headers
+            )
+        else:
+            plan = script(family, model, body, seed, call_index=call_index, headers=headers)
         record.status = plan.status
         if (
             family == "google"
@@ -404,6 +416,15 @@ def serve_forever(port: int = 0, *, delay_scale: float = 1.0, out: TextIO | None
         print(f"\n{family}  ({routes[family]}, base {server.family_base_url(family)})", file=out)
         for model, description in models.items():
             print(f"  {model:<28} {description}", file=out)
+    from .openai_responses import RESPONSES_SCENARIOS
+
+    print(
+        "\nresponses  (POST /v1/responses, OpenRouter flavour POST /api/v1/responses; "
+        f"base {server.family_base_url('openai')} or {server.family_base_url('openrouter')})",
+        file=out,
+    )
+    for model, description in RESPONSES_SCENARIOS.items():
+        print(f"  {model:<28} {description}", file=out)
     print("\nCtrl-C to stop.", file=out, flush=True)
     try:
         while True:

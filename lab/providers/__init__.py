@@ -19,7 +19,7 @@ import importlib
 
 from lab.providers.base import RetryAttempt, StreamAdapter
 
-__all__ = ["PROVIDERS", "RetryAttempt", "StreamAdapter", "get_adapter", "register"]
+__all__ = ["PROVIDERS", "RetryAttempt", "StreamAdapter", "adapter_for", "get_adapter", "register"]
 
 # provider name -> "module:Class"; a new family is one line here plus its module.
 PROVIDERS: dict[str, str] = {
@@ -71,3 +71,25 @@ def get_adapter(provider: str) -> type[StreamAdapter]:
     cls = getattr(importlib.import_module(module), name)
     _CLASSES[target] = cls
     return cls
+
+
+def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
+    """The adapter for a request of ``provider`` to ``path`` (a URL path, or a whole URL).
+
+    A path ending in ``/responses`` of a provider whose API serves the OpenAI Responses API
+    (openai, openrouter, deepseek) gets its Responses adapter
+    (:mod:`lab.providers.openai_responses`); any other path the provider's own adapter, as
+    :func:`get_adapter`. A ``/responses`` path of another provider is a ValueError.
+    """
+    if path is not None and path.partition("?")[0].rstrip("/").endswith("/responses"):
+        get_adapter(provider)  # an unknown provider fails the usual way
+        from lab.providers.openai_responses import RESPONSES_ADAPTERS
+
+        try:
+            return RESPONSES_ADAPTERS[provider]
+        except KeyError:
+            known = ", ".join(sorted(RESPONSES_ADAPTERS))
+            raise ValueError(
+                f"provider {provider!r} has no Responses API adapter; providers with one: {known}"
+            ) from None
+    return get_adapter(provider)

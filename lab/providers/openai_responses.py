@@ -1,0 +1,884 @@
+"""OpenAI Responses API streams (``POST {base}/responses``) for OpenAI, OpenRouter, DeepSeek.
+
+The Responses API streams typed events, not chat-completion chunks. The adapter is chosen from
+the request path (:func:`lab.providers.adapter_for`): a request to ``.../responses`` of
+``openai``, ``openrouter`` or ``deepseek`` gets the subclass of :class:`ResponsesAdapter` for
+that provider, whose request-side defaults (base URL, key variable, headers, HTTP and
+connection error mapping, degradation flags) come from the provider's chat adapter class, so
+the three differ only by data. Per SSE event (``event:`` line optional; the JSON ``type``
+decides)::
+
+    data -> json (invalid: skipped and counted, as OpenRouter's chat adapter does)
+      response.output_text.delta            -> think strip -> spill -> dedup -> speaker -> text
+      response.reasoning_summary_text.delta -> ThoughtLogEntry(kind="summary")
+      response.reasoning_text.delta         -> ThoughtLogEntry(kind="raw")
+      response.output_item.added/done       -> a function_call item opens / closes: at its
+        (function_call)                        done a ``function_call`` chunk, every call kept
+      response.function_call_arguments.delta/.done -> that call's arguments (by output_index)
+      response.completed                    -> done, finish ``tool_calls`` if a call was made
+                                               else ``stop``, usage
+      response.incomplete                   -> done, finish from ``incomplete_details.reason``
+                                               (``max_output_tokens`` -> ``length``,
+                                               ``content_filter``), usage
+      response.failed / error               -> error chunk (the provider's stream-error
+                                               normalizer), finish ``error``, usage kept
+
+Nothing is dropped silently: an event type, item type, part type or event field the adapter
+does not read is counted in ``facts["unhandled_shapes"]`` (path -> count); a ``.done`` event
+whose text differs from its deltas is counted in ``facts["done_text_mismatch"]``. A stream cut
+before its terminal event claims no finish reason, and a function call still streaming is kept
+with ``arguments_truncated=True``.
+
+Lab choices (there is no reference adapter for this API): every parallel call is kept (no
+``complete()`` switch needed); summary parts after the first start with
+:data:`SUMMARY_PART_SEPARATOR` so two summaries do not glue (``**A**...**B**``); the text of a
+``.done`` event is used only when no delta of that part arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from lab import _json
+from lab.errors import openai_compatible_stream_error, openrouter_stream_error, parse_status_code
+from lab.guards import RecentTextDedup, SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
+from lab.http.sse import SSEEvent
+from lab.model import FunctionCall, ProcessedChunk, ProviderError, Usage, new_chunk, new_thought
+from lab.providers.base import RetryAttempt, StreamAdapter, join_url, wire_float, wire_int
+from lab.providers.openai_compat import DeepSeekAdapter, OpenAIAdapter
+from lab.providers.openrouter import OpenRouterAdapter
+
+__all__ = [
+    "RESPONSES_ADAPTERS",
+    "RESPONSES_PATH",
+    "SUMMARY_PART_SEPARATOR",
+    "DeepSeekResponsesAdapter",
+    "OpenAIResponsesAdapter",
+    "OpenRouterResponsesAdapter",
+    "ResponsesAdapter",
+    "responses_body",
+    "responses_usage",
+]
+
+RESPONSES_PATH = "/responses"
+"""The endpoint path of the Responses API, appended to the provider's base URL."""
+
+SUMMARY_PART_SEPARATOR = "\n\n"
+"""Put before the first delta of a reasoning summary part that follows another one."""
+
+INCOMPLETE_FINISH: dict[str, str] = {
+    "max_output_tokens": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+}
+"""``response.incomplete`` ``incomplete_details.reason`` -> the lab's finish reason. Another
+reason is kept as it came and counted in ``facts["unhandled_shapes"]``."""
+
+# Event fields each event type carries besides the ones the adapter reads; they are known and
+# deliberately not read (ids, ordering, padding, echoes). Any other field is counted.
+_COMMON = frozenset({"type", "sequence_number", "item_id", "output_index", "content_index"})
+_KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "response.created": _COMMON | {"response"},
+    "response.in_progress": _COMMON | {"response"},
+    "response.queued": _COMMON | {"response"},
+    "response.completed": _COMMON | {"response"},
+    "response.incomplete": _COMMON | {"response"},
+    "response.failed": _COMMON | {"response"},
+    "response.output_item.added": _COMMON | {"item"},
+    "response.output_item.done": _COMMON | {"item"},
+    "response.content_part.added": _COMMON | {"part"},
+    "response.content_part.done": _COMMON | {"part"},
+    "response.output_text.delta": _COMMON | {"delta", "logprobs", "obfuscation"},
+    "response.output_text.done": _COMMON | {"text", "logprobs"},
+    "response.reasoning_summary_part.added": _COMMON | {"summary_index", "part"},
+    "response.reasoning_summary_part.done": _COMMON | {"summary_index", "part"},
+    "response.reasoning_summary_text.delta": _COMMON | {"summary_index", "delta", "obfuscation"},
+    "response.reasoning_summary_text.done": _COMMON | {"summary_index", "text"},
+    "response.reasoning_text.delta": _COMMON | {"delta", "obfuscation"},
+    "response.reasoning_text.done": _COMMON | {"text"},
+    "response.function_call_arguments.delta": _COMMON | {"delta", "obfuscation"},
+    "response.function_call_arguments.done": _COMMON | {"arguments", "name"},
+    "error": _COMMON | {"error", "code", "message", "param"},
+}
+_ITEM_TYPES = frozenset({"message", "reasoning", "function_call"})
+_PART_TYPES = frozenset({"output_text", "reasoning_text", "summary_text"})
+
+
+def responses_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
+    """A Responses ``response.usage`` object -> :class:`Usage`; None when it holds no count.
+
+    ``input_tokens`` includes ``input_tokens_details.cached_tokens`` and ``output_tokens``
+    includes ``output_tokens_details.reasoning_tokens`` (as the provider reports them, the
+    shape :class:`Usage` keeps); ``cost`` is OpenRouter's. Every value goes through
+    :func:`~lab.providers.base.wire_int` / ``wire_float``: a hostile one is left out and its
+    path appended to **bad**.
+    """
+    if not isinstance(u, dict):
+        return None
+    where = "response.usage."
+
+    def count(d: Any, path: str, name: str) -> int | None:
+        if not isinstance(d, dict):
+            return None
+        return wire_int(d.get(name), where + path + name, bad)
+
+    idet = u.get("input_tokens_details")
+    odet = u.get("output_tokens_details")
+    values = {
+        "input_tokens": count(u, "", "input_tokens"),
+        "output_tokens": count(u, "", "output_tokens"),
+        "total_tokens": count(u, "", "total_tokens"),
+        "reasoning_tokens": count(odet, "output_tokens_details.", "reasoning_tokens"),
+        "cache_read_tokens": count(idet, "input_tokens_details.", "cached_tokens"),
+        "cache_write_tokens": count(idet, "input_tokens_details.", "cache_write_tokens"),
+        "cost": wire_float(u.get("cost"), where + "cost", bad),
+    }
+    if all(v is None for v in values.values()):
+        return None
+    total, cost = values.pop("total_tokens"), values.pop("cost")
+    return Usage(**{k: v or 0 for k, v in values.items()}, total_tokens=total, cost=cost)
+
+
+# --------------------------------------------------------------------------- request body
+
+_DROP_FOR_RESPONSES = ("messages", "stream_options", "max_tokens", "max_completion_tokens")
+
+
+def responses_body(chat_body: dict) -> dict:
+    """A chat-completions request body (:func:`lab.request.build_body`) as a Responses body.
+
+    ``messages`` become ``input`` items (a system turn becomes ``instructions``; assistant
+    tool calls become ``function_call`` items and tool results ``function_call_output``
+    items), ``max_tokens`` / ``max_completion_tokens`` become ``max_output_tokens``, function
+    tools are flattened (``{"type": "function", "name", "parameters", ...}``), and
+    ``reasoning_effort`` becomes ``reasoning.effort``; ``stream_options`` (a chat option the
+    Responses API rejects) is dropped; every other key passes through.
+
+    >>> responses_body({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    ...                 "stream": True, "max_tokens": 5})
+    {'model': 'm', 'input': [{'role': 'user', 'content': 'hi'}], 'stream': True, 'max_output_tokens': 5}
+    """
+    body: dict[str, Any] = {"model": chat_body.get("model")}
+    instructions: list[str] = []
+    items: list[dict] = []
+    for m in chat_body.get("messages") or ():
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "system" and isinstance(m.get("content"), str):
+            instructions.append(m["content"])
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m.get("tool_call_id"),
+                    "output": m.get("content") if isinstance(m.get("content"), str) else "",
+                }
+            )
+        else:
+            content = _input_content(m.get("content"), role)
+            if content not in (None, "", []):
+                items.append({"role": role, "content": content})
+            for tc in m.get("tool_calls") or ():
+                fn = tc.get("function") if isinstance(tc, dict) else None
+                if isinstance(fn, dict):
+                    items.append(
+                        {
+                            "type": "function_call",
+                            "call_id": tc.get("id"),
+                            "name": fn.get("name"),
+                            "arguments": fn.get("arguments") or "{}",
+                        }
+                    )
+    if instructions:
+        body["instructions"] = "\n\n".join(instructions)
+    body["input"] = items
+    body["stream"] = chat_body.get("stream", True)
+    limit = chat_body.get("max_completion_tokens", chat_body.get("max_tokens"))
+    if limit is not None:
+        body["max_output_tokens"] = limit
+    for key, value in chat_body.items():
+        if key in body or key in _DROP_FOR_RESPONSES or key == "model":
+            continue
+        if key == "tools" and isinstance(value, list):
+            body["tools"] = [_flat_tool(t) for t in value if isinstance(t, dict)]
+        elif key == "reasoning_effort":
+            body.setdefault("reasoning", {})["effort"] = value
+        else:
+            body[key] = value
+    return body
+
+
+def _input_content(content: Any, role: Any) -> Any:
+    if not isinstance(content, list):
+        return content
+    text_type = "output_text" if role == "assistant" else "input_text"
+    out = []
+    for p in content:
+        if not isinstance(p, dict):
+            continue
+        if p.get("type") == "text":
+            out.append({"type": text_type, "text": p.get("text", "")})
+        elif p.get("type") == "image_url":
+            url = (
+                p.get("image_url", {}).get("url") if isinstance(p.get("image_url"), dict) else None
+            )
+            out.append({"type": "input_image", "image_url": url})
+        else:
+            out.append(p)
+    return out
+
+
+def _flat_tool(tool: dict) -> dict:
+    fn = tool.get("function")
+    if tool.get("type") == "function" and isinstance(fn, dict):
+        return {"type": "function", **fn}
+    return tool
+
+
+# --------------------------------------------------------------------------- the adapter
+
+
+class ResponsesAdapter(StreamAdapter):
+    """The Responses API stream adapter; a subclass names its provider's ``chat_adapter``."""
+
+    chat_adapter: ClassVar[type[StreamAdapter]] = OpenAIAdapter
+    """The provider's chat-completions adapter: request-side defaults and error mapping."""
+    mandatory_keys = ("model", "input", "stream")
+    stream_error_of: ClassVar[Callable[[str, dict], ProviderError]] = staticmethod(
+        openai_compatible_stream_error
+    )
+    """The family's stream-error normalizer for an ``error`` event / ``response.error``."""
+
+    _FROM_CHAT: ClassVar[tuple[str, ...]] = (
+        "provider",
+        "default_base_url",
+        "api_key_env",
+        "api_key_envs",
+        "degrades",
+        "degrade_on_502",
+        "degrade_on_opaque_5xx",
+        "priority_keys",
+    )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        chat = cls.__dict__.get("chat_adapter")
+        if chat is not None:
+            for name in cls._FROM_CHAT:
+                if name not in cls.__dict__:
+                    setattr(cls, name, getattr(chat, name))
+
+    # -- request side: the chat adapter's, at /responses ---------------------------------
+
+    def _chat(self) -> StreamAdapter:
+        chat = self.__dict__.get("_chat_instance")
+        if chat is None:
+            chat = self.chat_adapter(config=self.config, stream_id=self.stream_id, model=self.model)
+            self._chat_instance = chat
+        return chat
+
+    def endpoint(self, base_url: str | None, model: str | None) -> str:
+        base = base_url or self.default_base_url
+        if not base:
+            raise ValueError(f"provider {self.provider!r} needs a base URL")
+        return join_url(base, RESPONSES_PATH)
+
+    def request_headers(self, api_key: str | None) -> dict[str, str]:
+        return self._chat().request_headers(api_key)
+
+    def mandatory_keys_for(self, body: dict) -> tuple[str, ...]:
+        keys = [k for k in self._chat().mandatory_keys_for(body) if k != "messages"]
+        keys.extend(k for k in self.mandatory_keys if k not in keys)
+        return tuple(keys)
+
+    def extra_classifiers(self, body: dict) -> tuple[Callable[..., str | None], ...]:
+        return self._chat().extra_classifiers(body)
+
+    def failure_message(self, status: int, body_text: str) -> str:
+        return self._chat().failure_message(status, body_text)
+
+    def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
+        return self._chat().http_error(status, body_text, body=body, label=label)
+
+    def transport_error(self, exc: BaseException) -> ProviderError:
+        return self._chat().transport_error(exc)
+
+    # -- per-attempt state --------------------------------------------------------------
+
+    def reset(self) -> None:
+        cfg = self.config
+        self.think = (
+            ThinkBlockStripper(
+                persona_name=cfg.persona_name, capture_thoughts=cfg.capture_think_blocks_as_thoughts
+            )
+            if cfg.strip_think_blocks
+            else None
+        )
+        self.spill = SpillGuard(cfg.spill)
+        self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
+        self.speaker = (
+            SpeakerBoundaryGuard(
+                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
+            )
+            if cfg.speaker_guard
+            else None
+        )
+        self.calls: dict[Any, dict[str, Any]] = {}
+        """Open function-call items by output_index (else item id): name, id, pieces."""
+        self.item_keys: dict[str, Any] = {}
+        self.part_chars: dict[tuple, int] = {}
+        """Characters of deltas received per (kind, item, part index): a ``.done`` text is
+        used only for a part that streamed none."""
+        self.summary_parts_streamed = 0
+        self.n_calls = 0
+        self.streamed = False
+        """Did any text, reasoning or call of this attempt arrive before the terminal event?"""
+        self.ended = False
+        self.errored = False
+
+    # -- stage 02 -----------------------------------------------------------------------
+
+    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
+        self._note_event(event)
+        out: list[ProcessedChunk] = []
+        data = event.data
+        if data is None or event.is_comment:
+            return out
+        data = data.strip()
+        if data == "[DONE]":  # OpenRouter's, after the terminal event
+            self.facts["done_line"] = True
+            return out
+        if self.ended or self.stopped:
+            return out
+        try:
+            raw = _json.loads(data)
+        except (ValueError, RecursionError):
+            self.facts["invalid_json"] += 1
+            return out
+        if not isinstance(raw, dict):
+            self._unhandled("<event that is not an object>")
+            return out
+        if not isinstance(raw.get("type"), str):
+            if isinstance(raw.get("error"), dict):  # a chat-style {"error": {...}} line
+                self._unhandled("<error without a type>")
+                if not self.errored:
+                    self._error(raw["error"], out)
+            else:
+                self._unhandled("<event without a type>")
+            return out
+        kind = raw["type"]
+        if event.event is not None and event.event != kind:
+            self._unhandled(f"event:{event.event}!={kind}")
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            self._unhandled(kind)
+            return out
+        known = _KNOWN_FIELDS[kind]
+        for key in raw:
+            if key not in known:
+                self._unhandled(f"{kind}.{key}")
+        handler(self, raw, out)
+        return out
+
+    def _unhandled(self, path: str) -> None:
+        shapes = self.facts.setdefault("unhandled_shapes", {})
+        shapes[path] = shapes.get(path, 0) + 1
+
+    def _key(self, raw: dict) -> Any:
+        """The output item an event belongs to: its output_index, else its item id."""
+        index = wire_int(raw.get("output_index"))
+        if index is not None:
+            return index
+        item_id = raw.get("item_id")
+        return self.item_keys.get(item_id, item_id) if isinstance(item_id, str) else None
+
+    def _part(self, kind: str, raw: dict, index_field: str = "content_index") -> tuple:
+        return (kind, self._key(raw), wire_int(raw.get(index_field)) or 0)
+
+    # text ------------------------------------------------------------------------------
+
+    def _on_text_delta(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        delta = raw.get("delta")
+        if not isinstance(delta, str):
+            self._unhandled("response.output_text.delta.delta:not-a-string")
+            return
+        part = self._part("text", raw)
+        self.part_chars[part] = self.part_chars.get(part, 0) + len(delta)
+        self.streamed = True
+        self._text(delta, out)
+
+    def _on_text_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self._done_text("text", raw, raw.get("text"), out)
+
+    def _text(self, text: str, out: list[ProcessedChunk]) -> None:
+        """Visible text through the chat adapters' guard chain: think strip, spill guard
+        (the reasoning seen so far observed), dedup, speaker guard."""
+        thoughts = []
+        if self.think is not None and text:
+            g = self.think.feed(text)
+            text = g.content
+            if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                thoughts.append(new_thought(kind="raw", content=g.reasoning))
+            if self.think.notes:
+                self._drain(self.think)
+        if text:
+            g = self.spill.filter(text)
+            text = g.content
+            if g.reasoning:
+                thoughts.append(new_thought(kind="raw", content=g.reasoning))
+            if self.spill.notes:
+                self._drain(self.spill)
+        self._visible(text, thoughts, out)
+
+    def _visible(self, text: str, thoughts: list, out: list[ProcessedChunk]) -> None:
+        if text:
+            text = self.dedup.filter(text)
+            if self.dedup.notes:
+                self._drain(self.dedup)
+        fired = False
+        if self.speaker is not None and text:
+            text = self.speaker.feed(text)
+            if self.speaker.notes:
+                self._drain(self.speaker)
+            fired = self.speaker.fired
+        if text or thoughts:
+            self.committed = True
+            out.append(new_chunk(type="text", content=text, thoughts=thoughts, metadata={}))
+        if fired:
+            self.stopped = True
+            self.end_reason = "stopped_by_guard"
+
+    def _release_guards(self, out: list[ProcessedChunk]) -> None:
+        """Spill flush, think flush, speaker tail (the natural end's order)."""
+        g = self.spill.flush()
+        if self.spill.notes:
+            self._drain(self.spill)
+        if g.content:
+            self._visible(g.content, [], out)
+        if self.think is not None:
+            g = self.think.flush()
+            if self.think.notes:
+                self._drain(self.think)
+            thoughts = []
+            if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                thoughts.append(new_thought(kind="raw", content=g.reasoning))
+            if g.content or thoughts:
+                self._visible(g.content, thoughts, out)
+        if self.speaker is not None:
+            tail = self.speaker.flush()
+            if tail:
+                self.committed = True
+                out.append(new_chunk(type="text", content=tail, thoughts=[], metadata={}))
+
+    # reasoning -------------------------------------------------------------------------
+
+    def _reasoning(self, kind: str, text: str, out: list[ProcessedChunk]) -> None:
+        if not text:
+            return
+        self.spill.observe_reasoning(text)
+        self.committed = True
+        thought = new_thought(kind=kind, content=text)
+        out.append(new_chunk(type="text", content="", thoughts=[thought], metadata={}))
+
+    def _on_summary_part_added(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self._check_part(raw, "response.reasoning_summary_part.added")
+
+    def _on_summary_delta(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        delta = raw.get("delta")
+        if not isinstance(delta, str):
+            self._unhandled("response.reasoning_summary_text.delta.delta:not-a-string")
+            return
+        part = self._part("summary", raw, "summary_index")
+        self.streamed = True
+        if delta and self.part_chars.get(part, 0) == 0:
+            delta = self._summary_prefix(part) + delta
+        self.part_chars[part] = self.part_chars.get(part, 0) + len(delta)
+        self._reasoning("summary", delta, out)
+
+    def _summary_prefix(self, part: tuple) -> str:
+        started = self.summary_parts_streamed
+        self.summary_parts_streamed += 1
+        return SUMMARY_PART_SEPARATOR if started else ""
+
+    def _on_summary_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self._done_text("summary", raw, raw.get("text"), out, "summary_index")
+
+    def _on_reasoning_delta(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        delta = raw.get("delta")
+        if not isinstance(delta, str):
+            self._unhandled("response.reasoning_text.delta.delta:not-a-string")
+            return
+        part = self._part("raw", raw)
+        self.part_chars[part] = self.part_chars.get(part, 0) + len(delta)
+        self.streamed = True
+        self._reasoning("raw", delta, out)
+
+    def _on_reasoning_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self._done_text("raw", raw, raw.get("text"), out)
+
+    def _done_text(
+        self,
+        kind: str,
+        raw: dict,
+        text: Any,
+        out: list[ProcessedChunk],
+        index_field: str = "content_index",
+    ) -> None:
+        """A part's ``.done`` text: emitted when none of its deltas arrived, otherwise only
+        compared by length (a mismatch is counted, the streamed text stays)."""
+        if not isinstance(text, str):
+            return
+        part = self._part(kind, raw, index_field)
+        streamed = self.part_chars.get(part, 0)
+        if streamed == 0 and text:
+            self.streamed = True
+            if kind == "summary":
+                text = self._summary_prefix(part) + text
+            self.part_chars[part] = len(text)
+            if kind == "text":
+                self._text(text, out)
+            else:
+                self._reasoning(kind, text, out)
+        elif kind != "summary" and streamed != len(text):
+            mism = self.facts.setdefault("done_text_mismatch", {})
+            mism[kind] = mism.get(kind, 0) + 1
+
+    # items and parts -------------------------------------------------------------------
+
+    def _check_part(self, raw: dict, where: str) -> None:
+        part = raw.get("part")
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _PART_TYPES:
+            self._unhandled(f"{where}.part.type:{kind}")
+
+    def _on_part(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self._check_part(raw, raw["type"])
+
+    def _on_item_added(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        item = raw.get("item")
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind not in _ITEM_TYPES:
+            self._unhandled(f"response.output_item.added.item.type:{kind}")
+            return
+        if kind != "function_call":
+            return
+        key = self._key(raw)
+        if key is None:
+            key = ("call", len(self.calls))
+        if isinstance(item.get("id"), str):
+            self.item_keys[item["id"]] = key
+        self.committed = self.streamed = True
+        acc = self.calls.setdefault(key, {"name": "", "pieces": [], "id": None})
+        self._item_fields(acc, item)
+
+    @staticmethod
+    def _item_fields(acc: dict, item: dict) -> None:
+        if isinstance(item.get("name"), str) and item["name"]:
+            acc["name"] = item["name"]
+        call_id = item.get("call_id") if isinstance(item.get("call_id"), str) else item.get("id")
+        if isinstance(call_id, str):
+            acc["id"] = call_id
+        if isinstance(item.get("id"), str):
+            acc["item_id"] = item["id"]
+
+    def _on_args_delta(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        delta = raw.get("delta")
+        if not isinstance(delta, str):
+            self._unhandled("response.function_call_arguments.delta.delta:not-a-string")
+            return
+        acc = self.calls.get(self._key(raw))
+        if acc is None:  # arguments for a call whose item never opened
+            self._unhandled("response.function_call_arguments.delta:no-open-call")
+            acc = self.calls.setdefault(self._key(raw), {"name": "", "pieces": [], "id": None})
+        acc["pieces"].append(delta)
+        self.committed = self.streamed = True
+
+    def _on_args_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        acc = self.calls.get(self._key(raw))
+        if acc is None:
+            self._unhandled("response.function_call_arguments.done:no-open-call")
+            return
+        args = raw.get("arguments")
+        if isinstance(raw.get("name"), str) and raw["name"] and not acc["name"]:
+            acc["name"] = raw["name"]
+        if isinstance(args, str):
+            self._final_arguments(acc, args)
+
+    def _final_arguments(self, acc: dict, args: str) -> None:
+        """The whole arguments a ``.done`` (or ``output_item.done``) states: they replace
+        the streamed pieces when those differ (counted)."""
+        streamed = "".join(acc["pieces"])
+        if streamed != args:
+            if streamed:
+                mism = self.facts.setdefault("done_text_mismatch", {})
+                mism["arguments"] = mism.get("arguments", 0) + 1
+            acc["pieces"] = [args]
+
+    def _on_item_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        item = raw.get("item")
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind not in _ITEM_TYPES:
+            self._unhandled(f"response.output_item.done.item.type:{kind}")
+            return
+        if kind != "function_call":
+            return
+        key = self._key(raw)
+        if key not in self.calls and isinstance(item.get("id"), str):
+            key = self.item_keys.get(item["id"], key)
+        acc = self.calls.pop(key, None)
+        if acc is None:  # a call that arrived whole, without its added event
+            acc = {"name": "", "pieces": [], "id": None}
+        self._item_fields(acc, item)
+        if isinstance(item.get("arguments"), str):
+            self._final_arguments(acc, item["arguments"])
+        self._emit_call(acc, out, truncated=False)
+
+    def _emit_call(self, acc: dict, out: list[ProcessedChunk], *, truncated: bool) -> None:
+        raw_args = "".join(acc["pieces"])
+        name = acc["name"]
+        parsed = self._parse_arguments(raw_args, name)
+        fields: dict[str, Any] = {}
+        if acc.get("item_id") and acc.get("item_id") != acc.get("id"):
+            fields["item_id"] = acc["item_id"]
+        if parsed.error is not None or truncated:
+            fields["raw_arguments"] = raw_args
+        if parsed.error is not None:
+            fields["arguments_error"] = parsed.error
+        call = FunctionCall(
+            name=name,
+            args=parsed.args,
+            id=acc.get("id"),
+            arguments_truncated=parsed.truncated or truncated,
+            provider_fields=fields,
+        )
+        self.n_calls += 1
+        self.committed = self.streamed = True
+        out.append(new_chunk(type="function_call", function_call=call, thoughts=[], metadata={}))
+
+    # terminal events -------------------------------------------------------------------
+
+    def _usage_metadata(self, response: Any) -> dict[str, Any]:
+        meta: dict[str, Any] = {}
+        if not isinstance(response, dict):
+            return meta
+        raw_usage = response.get("usage")
+        if isinstance(raw_usage, dict):
+            bad: list[str] = []
+            usage = responses_usage(raw_usage, bad)
+            for path in bad:
+                self._unhandled(f"{path}:not-a-count")
+            if usage is not None:
+                meta["usage"] = usage
+            meta["raw_usage"] = raw_usage
+        if isinstance(response.get("id"), str):
+            meta["response_id"] = response["id"]
+        if isinstance(response.get("model"), str):
+            meta["response_model"] = response["model"]
+        return meta
+
+    def _close_open_calls(self, out: list[ProcessedChunk], *, truncated: bool) -> None:
+        for key in list(self.calls):
+            self._emit_call(self.calls.pop(key), out, truncated=truncated)
+
+    def _on_created(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        response = raw.get("response")
+        if isinstance(response, dict) and isinstance(response.get("id"), str):
+            self.facts["response_id"] = response["id"]
+
+    def _on_completed(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self._terminal(raw, out, "tool_calls" if self.calls or self.n_calls else "stop")
+
+    def _on_incomplete(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        response = raw.get("response")
+        details = response.get("incomplete_details") if isinstance(response, dict) else None
+        reason = details.get("reason") if isinstance(details, dict) else None
+        finish = INCOMPLETE_FINISH.get(reason) if isinstance(reason, str) else None
+        if finish is None:
+            self._unhandled(f"response.incomplete.incomplete_details.reason:{reason}")
+            finish = reason if isinstance(reason, str) and reason else "length"
+        self._terminal(raw, out, finish, incomplete_reason=reason)
+
+    def _terminal(self, raw: dict, out: list[ProcessedChunk], finish: str, **extra: Any) -> None:
+        self.facts["done_seen"] = True
+        self._release_guards(out)
+        self._close_open_calls(out, truncated=finish != "tool_calls" and finish != "stop")
+        if not self.streamed and not self.errored:
+            self._output_of_terminal(raw.get("response"), out)
+            if self.n_calls and finish == "stop":
+                finish = "tool_calls"
+        meta = self._usage_metadata(raw.get("response"))
+        if self.errored:  # the error chunk ended the step; keep only what was billed
+            out.append(new_chunk(type="text", content="", thoughts=[], metadata=meta))
+            self.ended = True
+            return
+        self._record_finish(finish)
+        meta["finish_reason"] = finish
+        meta.update((k, v) for k, v in extra.items() if v is not None)
+        if "usage" in meta:
+            self.committed = True
+        out.append(new_chunk(type="done", thoughts=[], metadata=meta))
+        self.ended = True
+
+    def _output_of_terminal(self, response: Any, out: list[ProcessedChunk]) -> None:
+        """A terminal event's ``response.output`` when nothing streamed before it (a proxy
+        that sends the whole response at the end): its text, reasoning and calls, in order,
+        counted in ``facts["output_from_terminal"]``."""
+        items = response.get("output") if isinstance(response, dict) else None
+        if not isinstance(items, list):
+            return
+        taken = 0
+        for item in items:
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "function_call":
+                acc = {"name": "", "pieces": [], "id": None}
+                self._item_fields(acc, item)
+                if isinstance(item.get("arguments"), str):
+                    acc["pieces"] = [item["arguments"]]
+                self._emit_call(acc, out, truncated=False)
+                taken += 1
+                continue
+            parts = item.get("content") if kind in ("message", "reasoning") else None
+            summary = item.get("summary") if kind == "reasoning" else None
+            for n, part in enumerate(summary if isinstance(summary, list) else ()):
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str) and text:
+                    self._reasoning("summary", (SUMMARY_PART_SEPARATOR if n else "") + text, out)
+                    taken += 1
+            for part in parts if isinstance(parts, list) else ():
+                text = part.get("text") if isinstance(part, dict) else None
+                if not (isinstance(text, str) and text):
+                    continue
+                if part.get("type") == "output_text":
+                    self._text(text, out)
+                elif part.get("type") == "reasoning_text":
+                    self._reasoning("raw", text, out)
+                else:
+                    continue
+                taken += 1
+        if taken:
+            self._release_guards(out)
+            self.facts["output_from_terminal"] = taken
+
+    def _on_failed(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        self.facts["done_seen"] = True
+        response = raw.get("response")
+        err = response.get("error") if isinstance(response, dict) else None
+        if not self.errored:
+            self._error(err if isinstance(err, dict) else {}, out)
+        meta = self._usage_metadata(response)
+        if "usage" in meta:
+            out.append(new_chunk(type="text", content="", thoughts=[], metadata=meta))
+        self.ended = True
+
+    def _on_error(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        inner = raw.get("error")
+        err = (
+            inner
+            if isinstance(inner, dict)
+            else {k: raw[k] for k in ("code", "message", "param") if k in raw}
+        )
+        if not self.errored:
+            self._error(err, out)
+
+    def _error(self, err: dict, out: list[ProcessedChunk]) -> None:
+        """An ``error`` event or ``response.failed``: before the commit point the plan may
+        retry (RetryAttempt); else the family's stream-error chunk, finish ``error``."""
+        if not self.committed:
+            message = err.get("message") if isinstance(err.get("message"), str) else ""
+            status = parse_status_code(err.get("code"))
+            if self.on_precommit_error(status, message or f"{self.provider}: stream error"):
+                raise RetryAttempt(status, message)
+        self._release_guards(out)
+        self._close_open_calls(out, truncated=True)
+        self.errored = True
+        self._record_finish("error")
+        error = type(self).stream_error_of(self.provider, err)
+        out.append(
+            new_chunk(type="error", error=error, thoughts=[], metadata={"finish_reason": "error"})
+        )
+
+    # -- end of stream ------------------------------------------------------------------
+
+    def finish(self) -> list[ProcessedChunk]:
+        """Natural end of the body. Without a terminal event the stream was cut: held text
+        is released, a call still streaming is kept truncated, no finish reason is made up."""
+        out: list[ProcessedChunk] = []
+        if self.stopped or self.ended:
+            return out
+        self.ended = True
+        self._release_guards(out)
+        if self.calls:
+            self.facts["cut_function_calls"] = len(self.calls)
+        self._close_open_calls(out, truncated=True)
+        return out
+
+    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
+        out: list[ProcessedChunk] = []
+        if self.ended:
+            return out
+        self.ended = True
+        self._release_guards(out)
+        self._close_open_calls(out, truncated=True)
+        self._record_finish("error")
+        out.append(ProcessedChunk(type="error", error=error, metadata={"finish_reason": "error"}))
+        return out
+
+
+_HANDLERS: dict[str, Callable[[ResponsesAdapter, dict, list[ProcessedChunk]], None]] = {
+    "response.created": ResponsesAdapter._on_created,
+    "response.in_progress": lambda self, raw, out: None,
+    "response.queued": lambda self, raw, out: None,
+    "response.output_item.added": ResponsesAdapter._on_item_added,
+    "response.output_item.done": ResponsesAdapter._on_item_done,
+    "response.content_part.added": ResponsesAdapter._on_part,
+    "response.content_part.done": ResponsesAdapter._on_part,
+    "response.output_text.delta": ResponsesAdapter._on_text_delta,
+    "response.output_text.done": ResponsesAdapter._on_text_done,
+    "response.reasoning_summary_part.added": ResponsesAdapter._on_summary_part_added,
+    "response.reasoning_summary_part.done": lambda self, raw, out: None,
+    "response.reasoning_summary_text.delta": ResponsesAdapter._on_summary_delta,
+    "response.reasoning_summary_text.done": ResponsesAdapter._on_summary_done,
+    "response.reasoning_text.delta": ResponsesAdapter._on_reasoning_delta,
+    "response.reasoning_text.done": ResponsesAdapter._on_reasoning_done,
+    "response.function_call_arguments.delta": ResponsesAdapter._on_args_delta,
+    "response.function_call_arguments.done": ResponsesAdapter._on_args_done,
+    "response.completed": ResponsesAdapter._on_completed,
+    "response.incomplete": ResponsesAdapter._on_incomplete,
+    "response.failed": ResponsesAdapter._on_failed,
+    "error": ResponsesAdapter._on_error,
+}
+assert set(_HANDLERS) == set(_KNOWN_FIELDS)
+
+
+def _openrouter_stream_error(provider: str, err: dict) -> ProviderError:
+    return openrouter_stream_error(err)
+
+
+class OpenAIResponsesAdapter(ResponsesAdapter):
+    """OpenAI's ``/v1/responses``."""
+
+    chat_adapter = OpenAIAdapter
+
+
+class OpenRouterResponsesAdapter(ResponsesAdapter):
+    """OpenRouter's ``/api/v1/responses`` (beta): ``: OPENROUTER PROCESSING`` comments,
+    ``data:`` lines only, ``data: [DONE]`` after the terminal event, ``usage.cost``."""
+
+    chat_adapter = OpenRouterAdapter
+    stream_error_of = staticmethod(_openrouter_stream_error)
+
+
+class DeepSeekResponsesAdapter(ResponsesAdapter):
+    """DeepSeek's ``/responses``: reasoning streams as ``response.reasoning_text.delta``."""
+
+    chat_adapter = DeepSeekAdapter
+
+
+RESPONSES_ADAPTERS: dict[str, type[ResponsesAdapter]] = {
+    "openai": OpenAIResponsesAdapter,
+    "openrouter": OpenRouterResponsesAdapter,
+    "deepseek": DeepSeekResponsesAdapter,
+}
+"""Provider name -> its Responses adapter (the providers whose API serves ``/responses``)."""
