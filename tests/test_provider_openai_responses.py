@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -539,3 +540,26 @@ def test_an_http_error_on_responses_uses_the_families_error_mapping():
     )
     assert r.error.message.startswith("OpenRouter API error (429)")
     assert r.error.type == "rate_limit"
+
+
+REAL_BODIES = sorted(
+    (Path(__file__).parent / "realworld").glob("*responses*.sse"), key=lambda p: p.name
+)
+
+
+@pytest.mark.parametrize("path", REAL_BODIES, ids=lambda p: p.stem)
+def test_a_real_responses_body_cut_anywhere_raises_nothing_and_claims_no_finish(path):
+    body = path.read_bytes()
+    provider = "openrouter" if path.name.startswith("openrouter-") else "openai"
+    whole = play(body, provider)
+    step = max(1, len(body) // 40)
+    for cut in range(0, len(body), step):
+        r = play(body[:cut], provider)
+        if r.finish_reason in ("stop", "length", "tool_calls", "content_filter"):
+            assert r.facts["done_seen"], f"{path.name} cut at {cut} claims {r.finish_reason}"
+        # what arrived whole is a prefix of the whole body's text
+        assert whole.text.startswith(r.text), f"{path.name} cut at {cut}"
+
+
+def test_the_real_responses_bodies_are_all_cut_above():
+    assert len(REAL_BODIES) == 9
