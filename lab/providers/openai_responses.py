@@ -23,8 +23,9 @@ decides)::
       response.failed / error               -> error chunk (the provider's stream-error
                                                normalizer), finish ``error``, usage kept
 
-Nothing is dropped silently: an event type, item type, part type or event field the adapter
-does not read is counted in ``facts["unhandled_shapes"]`` (path -> count); a ``.done`` event
+Nothing is dropped silently: an event type, item type, part type or event field (with a
+value) the adapter does not read is counted in ``facts["unhandled_shapes"]`` (path -> count);
+a usage number that is not a count is named in ``facts["hostile_values"]``; a ``.done`` event
 whose text differs from its deltas is counted in ``facts["done_text_mismatch"]``. A stream cut
 before its terminal event claims no finish reason, and a function call still streaming is kept
 with ``arguments_truncated=True``.
@@ -45,7 +46,15 @@ from lab.errors import openai_compatible_stream_error, openrouter_stream_error, 
 from lab.guards import RecentTextDedup, SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, Usage, new_chunk, new_thought
-from lab.providers.base import RetryAttempt, StreamAdapter, join_url, wire_float, wire_int
+from lab.providers.base import (
+    RetryAttempt,
+    StreamAdapter,
+    join_url,
+    note_shape,
+    note_unknown_keys,
+    wire_float,
+    wire_int,
+)
 from lab.providers.openai_compat import DeepSeekAdapter, OpenAIAdapter
 from lab.providers.openrouter import OpenRouterAdapter
 
@@ -251,8 +260,14 @@ class ResponsesAdapter(StreamAdapter):
     )
     """The family's stream-error normalizer for an ``error`` event / ``response.error``."""
 
+    sends_done_sentinel = False
+    """OpenAI and DeepSeek end a Responses stream with its terminal event, no ``[DONE]``."""
+    names_backend = False
+    """No serving-backend field in Responses events (OpenRouter's included)."""
+
     _FROM_CHAT: ClassVar[tuple[str, ...]] = (
         "provider",
+        "family",
         "default_base_url",
         "api_key_env",
         "api_key_envs",
@@ -375,16 +390,12 @@ class ResponsesAdapter(StreamAdapter):
         if handler is None:
             self._unhandled(kind)
             return out
-        known = _KNOWN_FIELDS[kind]
-        for key in raw:
-            if key not in known:
-                self._unhandled(f"{kind}.{key}")
+        note_unknown_keys(self.facts, raw, _KNOWN_FIELDS[kind], kind)
         handler(self, raw, out)
         return out
 
     def _unhandled(self, path: str) -> None:
-        shapes = self.facts.setdefault("unhandled_shapes", {})
-        shapes[path] = shapes.get(path, 0) + 1
+        note_shape(self.facts, path)
 
     def _key(self, raw: dict) -> Any:
         """The output item an event belongs to: its output_index, else its item id."""
@@ -667,8 +678,8 @@ class ResponsesAdapter(StreamAdapter):
         if isinstance(raw_usage, dict):
             bad: list[str] = []
             usage = responses_usage(raw_usage, bad)
-            for path in bad:
-                self._unhandled(f"{path}:not-a-count")
+            if bad:
+                self.facts.setdefault("hostile_values", []).extend(bad)
             if usage is not None:
                 meta["usage"] = usage
             meta["raw_usage"] = raw_usage
@@ -810,7 +821,9 @@ class ResponsesAdapter(StreamAdapter):
         self.ended = True
         self._release_guards(out)
         if self.calls:
-            self.facts["cut_function_calls"] = len(self.calls)
+            self.facts.setdefault("cut_tool_calls", []).extend(
+                acc["name"] for acc in self.calls.values()
+            )
         self._close_open_calls(out, truncated=True)
         return out
 
@@ -868,6 +881,7 @@ class OpenRouterResponsesAdapter(ResponsesAdapter):
 
     chat_adapter = OpenRouterAdapter
     stream_error_of = staticmethod(_openrouter_stream_error)
+    sends_done_sentinel = True
 
 
 class DeepSeekResponsesAdapter(ResponsesAdapter):
