@@ -11,13 +11,15 @@ asks :func:`infer_family` instead of failing, in this order:
    ``...:streamGenerateContent`` / ``...:generateContent`` is Gemini, ``.../messages`` is
    Anthropic, ``.../api/v1/chat/completions`` OpenRouter and any other
    ``.../chat/completions`` an OpenAI-compatible server of unknown vendor (``custom``);
+   ``.../api/v1/responses`` OpenRouter's and any other ``.../responses`` OpenAI's Responses
+   API (replay then picks the Responses adapter from the same path);
 2. the headers only one family sends: ``anthropic-version``, ``x-goog-api-key``;
 3. the body shape: ``contents`` (Gemini), ``anthropic_version`` (Anthropic),
    ``messages`` (OpenAI-compatible, ``custom``).
 
 Nothing here does I/O; a name is returned only when :data:`lab.providers.PROVIDERS` has it,
-so a path whose family has no adapter yet (OpenAI's ``/responses`` until one exists) gives
-None and replay reports that stream as one row with an error.
+so a path whose family has no adapter gives None and replay reports that stream as one row
+with an error.
 """
 
 from __future__ import annotations
@@ -99,6 +101,10 @@ def _by_path(host: str, path: str) -> FamilyGuess | None:
         return FamilyGuess("openrouter", f"path {path!r} (OpenRouter's /api/v1/)")
     if path.endswith("/chat/completions"):
         return FamilyGuess("custom", f"path {path!r} (OpenAI-compatible, host {host!r})")
+    if path.endswith("/api/v1/responses"):
+        return FamilyGuess("openrouter", f"path {path!r} (OpenRouter's Responses API)")
+    if path.endswith("/responses"):
+        return FamilyGuess("openai", f"path {path!r} (the OpenAI Responses API, host {host!r})")
     return None
 
 

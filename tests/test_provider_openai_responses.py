@@ -567,3 +567,19 @@ def test_a_real_responses_body_cut_anywhere_raises_nothing_and_claims_no_finish(
 
 def test_the_real_responses_bodies_are_all_cut_above():
     assert len(REAL_BODIES) == 9
+
+
+def test_a_bare_recording_of_a_responses_call_replays_through_the_responses_adapter(
+    fake_server, tmp_path
+):
+    from lab.capture import CaptureWriter
+    from lab.http.transports import RecordingTransport
+
+    with CaptureWriter(tmp_path) as writer:  # no family recorded: replay infers it
+        client = httpx.Client(transport=RecordingTransport(writer))
+        body = {"model": "fake/tool-call", "input": "hi", "stream": True}
+        client.post(f"{fake_server.base_url}/v1/responses", json=body).read()
+        client.close()
+    (result,) = replay(tmp_path)
+    assert [c.name for c in result.function_calls] == ["get_weather", "get_time"]
+    assert result.finish_reason == "tool_calls"

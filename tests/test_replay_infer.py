@@ -129,6 +129,20 @@ CLEAN = "Hello! The café on the corner opens at 8:00 — their crème brûlée 
             "custom",
             "body field 'messages' (OpenAI-compatible)",
         ),
+        (
+            "http://h/v1/responses",
+            {},
+            b'{"model": "m", "input": "hi"}',
+            "openai",
+            "path '/v1/responses' (the OpenAI Responses API, host 'h')",
+        ),
+        (
+            "http://h/api/v1/responses",
+            {},
+            None,
+            "openrouter",
+            "path '/api/v1/responses' (OpenRouter's Responses API)",
+        ),
     ],
 )
 def test_infer_family_reads_path_then_headers_then_body(url, headers, body, family, evidence):
@@ -140,7 +154,6 @@ def test_infer_family_reads_path_then_headers_then_body(url, headers, body, fami
     ("url", "body"),
     [
         ("http://h/v1/embeddings", b'{"input": "x"}'),
-        ("http://h/v1/responses", b'{"model": "m", "input": "hi"}'),
         ("not a url", b"\xff\xfe"),
     ],
 )
