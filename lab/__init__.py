@@ -10,6 +10,7 @@ The names most sessions need are here; each lives in its own module::
     lab.run_stream(...)     the one code path live and replay share (lab.stream)
     lab.LabConfig           every tunable heuristic (lab.config)
     lab.open_capture(path)  the raw capture tables (lab.capture.open)
+    lab.sql(query, ...)     DuckDB over captures and result tables (lab.sqlviews, [sql])
     lab.recording_client(out, provider=P)        an httpx.Client that records (lab.clients),
     lab.async_recording_client(out, provider=P)  to hand to the openai / anthropic SDKs
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from lab.recorder import Recorder
     from lab.replay import compare, replay, replay_sse
     from lab.result import Results, StreamResult
+    from lab.sqlviews import sql
     from lab.stream import run_stream
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "replay",
     "replay_sse",
     "run_stream",
+    "sql",
 ]
 
 _HOME = {
@@ -63,6 +66,7 @@ _HOME = {
     "replay": ("lab.replay", "replay"),
     "replay_sse": ("lab.replay", "replay_sse"),
     "run_stream": ("lab.stream", "run_stream"),
+    "sql": ("lab.sqlviews", "sql"),
 }
 
 

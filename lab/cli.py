@@ -13,6 +13,7 @@
     lab import har FILE [--out DIR];  lab import vcr CASSETTE... [--out DIR]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
     lab capture compact DIR             merge small parts into large sorted ones
+    lab sql "SELECT ..." [--captures PATH] [--results DIR]   DuckDB views over both
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
     lab config example                 every config field at its default, commented
@@ -518,6 +519,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 130 if report.interrupted else 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from lab.sqlviews import sql
+
+    captures = args.captures
+    if captures is None and args.results is None:
+        captures = "captures"
+    try:
+        df = sql(args.query, captures=captures, results=args.results)
+    except (ImportError, FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # DuckDB's own errors: a bad query is bad input
+        if type(exc).__module__.split(".")[0] != "duckdb" and "duckdb" not in repr(type(exc)):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"sql: {first}") from None
+    _print_table("sql", df, None, _table_view(args))
+    return 0
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -1058,6 +1078,31 @@ def build_parser() -> argparse.ArgumentParser:
         "(lab config example > my-config.json, edit, then --config my-config.json)",
     )
     cf.set_defaults(func=cmd_config)
+
+    sq = sub.add_parser(
+        "sql",
+        help="DuckDB over captures and replay result tables",
+        description="Run one SQL query over the views streams and chunks (the capture "
+        "tables under --captures) and results, leaks, attempts (the tables lab replay "
+        "--out DIR wrote under --results). Needs the [sql] extra (duckdb).",
+        parents=[tv],
+    )
+    sq.add_argument("query", help="the SQL query")
+    sq.add_argument(
+        "--captures",
+        default=None,
+        help="a capture: recording dir or root (default: captures, when --results is not given)",
+    )
+    sq.add_argument(
+        "--results", default=None, help="a directory of lab replay --out (default: none)"
+    )
+    sq.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table, markdown, or csv / json for programs (default: table)",
+    )
+    sq.set_defaults(func=cmd_sql)
 
     cap = sub.add_parser("capture", help="maintain captures on disk")
     cap_sub = cap.add_subparsers(dest="capture_command", required=True)

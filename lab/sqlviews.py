@@ -1,0 +1,103 @@
+"""``lab.sql(query, captures=..., results=...)``: DuckDB over captures and result tables.
+
+Views (each only when its files exist):
+
+- ``streams`` – the capture's ``streams-*.parquet`` (one row per HTTP exchange),
+- ``chunks`` – the capture's ``chunks-*.parquet`` (one row per network read, ``raw`` bytes),
+- ``results`` – ``streams-*.parquet`` of a ``replay(..., out=DIR)`` (one row per logical
+  request: ``lab.tables.streams``),
+- ``leaks`` – ``leaks-*.parquet`` of the same directory (``lab.tables.leaks``),
+- ``attempts`` – ``attempts-*.parquet`` of the same directory (``lab.tables.attempts``).
+
+Each view globs one table's prefix: ``DIR/*.parquet`` would mix ``streams`` and ``chunks``
+rows into one union (``docs/capture-schema.md``, "DuckDB"). Journals (an exchange still
+being recorded, or cut by a crash before its part was written) are not Parquet, so DuckDB
+does not see them: ``lab.capture.open`` recovers them.
+
+DuckDB is an optional extra: ``pip install 'stream-lab[sql]'``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["SQL_VIEWS", "connect", "sql"]
+
+SQL_VIEWS = ("streams", "chunks", "results", "leaks", "attempts")
+
+
+def _duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        raise ImportError(
+            "lab.sql needs DuckDB: pip install 'stream-lab[sql]' (or pip install duckdb)"
+        ) from None
+    return duckdb
+
+
+def _files(root: Path, prefix: str, *, recursive: bool) -> list[str]:
+    if root.is_file():
+        return [str(root)] if root.name.startswith(f"{prefix}-") else []
+    pattern = f"**/{prefix}-*.parquet" if recursive else f"{prefix}-*.parquet"
+    return sorted(str(p) for p in root.glob(pattern) if not p.name.startswith("."))
+
+
+def _paths(value: str | Path | None, option: str) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.exists():
+        raise FileNotFoundError(f"{option} {value}: no such file or directory")
+    return path
+
+
+def connect(captures: str | Path | None = None, results: str | Path | None = None) -> Any:
+    """A DuckDB connection (in memory) with the views over ``captures`` and ``results``."""
+    duckdb = _duckdb()
+    cap = _paths(captures, "captures=")
+    res = _paths(results, "results=")
+    if cap is None and res is None:
+        raise ValueError("give captures=PATH (a capture) and/or results=DIR (replay out=DIR)")
+    con = duckdb.connect()
+    views: dict[str, list[str]] = {}
+    if cap is not None:
+        for table in ("streams", "chunks"):
+            views[table] = _files(cap, table, recursive=True)
+        if not views["streams"]:
+            raise ValueError(f"captures={captures}: no streams-*.parquet under it")
+    if res is not None:
+        for view, table in (("results", "streams"), ("leaks", "leaks"), ("attempts", "attempts")):
+            views[view] = _files(res, table, recursive=False)
+        if not views["results"]:
+            raise ValueError(
+                f"results={results}: no streams-*.parquet (write it with replay(out=))"
+            )
+    for view, files in views.items():
+        if files:
+            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            con.execute(
+                f"CREATE VIEW {view} AS SELECT * FROM read_parquet([{listed}], union_by_name=true)"
+            )
+    return con
+
+
+def sql(
+    query: str, *, captures: str | Path | None = None, results: str | Path | None = None
+) -> pd.DataFrame:
+    """Run ``query`` over the views (``streams``, ``chunks``, ``results``, ``leaks``,
+    ``attempts``) and return a DataFrame.
+
+    >>> lab_sql = sql  # lab.sql
+    >>> lab_sql("SELECT count(*) AS exchanges FROM streams", captures="captures")
+       exchanges
+    0        160
+    """
+    con = connect(captures, results)
+    try:
+        return con.execute(query).df()
+    finally:
+        con.close()
