@@ -12,6 +12,13 @@ Prints the table, then, last, one line:
     scale: N=<n> peak_rss_mb=<a> 4N peak_rss_mb=<b> ratio=<b/a> us_per_chunk=<c>
 
 (``us_per_chunk``: CPU microseconds of the 4N replay per SSE chunk.) Goal: ratio <= 1.2.
+The 4N fleet is also replayed with ``workers=2`` (units on two forked processes), and the
+CPU seconds of that (children included) over the serial loop's are printed: the local
+process pool must not cost more CPU than a serial loop over units.
+
+Units saturate at the writer's part size (16 MiB of pending reads start a part), so N
+should give at least a few parts (N >= 400 at the default 120 chunks a stream): with a
+single small unit at N the ratio compares unit sizes, not capture sizes.
 
     python bench/bench_scale.py [--streams 1000] [--chunks 120]
 """
@@ -40,13 +47,14 @@ import json, resource, sys, time
 mode, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 from lab.replay import replay
 t0 = time.process_time()
-if mode == "out":
-    written = replay(path, out=out)
+if mode in ("out", "out2"):
+    written = replay(path, out=out, workers=2 if mode == "out2" else None)
     streams = written.streams
 else:
     results = replay(path)
     streams = len(results)
-cpu = time.process_time() - t0
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = time.process_time() - t0 + kids.ru_utime + kids.ru_stime
 peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"streams": streams, "cpu_s": cpu, "peak_mb": peak_kb / 1024}))
 """
@@ -139,6 +147,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"built {label}: {count} streams, {raw / 1e6:.1f} MB raw in {built:.1f} s",
                 file=sys.stderr,
             )
+            if label == "4N":  # the local process pool must not cost more CPU than serial
+                two = measure("out2", path, tmp / f"{label}-results-2")
+                runs["4N-2"] = (two, chunks)
+                table.add(
+                    label,
+                    two["streams"],
+                    f"{raw / 1e6:.1f}",
+                    parts,
+                    "out=DIR workers=2",
+                    f"{two['peak_mb']:.0f} (parent)",
+                    f"{two['cpu_s'] / chunks * 1e6:.1f}",
+                )
             if label == "N":
                 mem = measure("memory", path, tmp / "unused")
                 table.add(
@@ -155,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         a = runs["N"][0]["peak_mb"]
         b = runs["4N"][0]["peak_mb"]
         c = runs["4N"][0]["cpu_s"] / runs["4N"][1] * 1e6
+        cpu_ratio = runs["4N-2"][0]["cpu_s"] / runs["4N"][0]["cpu_s"]
+        print(
+            f"CPU of replay(out=DIR, workers=2) / serial loop over units at 4N: {cpu_ratio:.2f} "
+            "(processes included)"
+        )
         ratio = b / a
         ok = verdict(
             "bench_scale",

@@ -9,6 +9,7 @@
     lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
+                    [--engine local|dask] [--scheduler ADDR]
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
     lab import har FILE [--out DIR];  lab import vcr CASSETTE... [--out DIR]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
@@ -599,7 +600,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         out = _check_out_dir("--out", args.out)
         written = replay(
-            args.path, config=config, workers=args.workers, progress=True, out=out, **kwargs
+            args.path,
+            config=config,
+            workers=args.workers,
+            progress=True,
+            out=out,
+            engine=args.engine,
+            scheduler=args.scheduler,
+            **kwargs,
         )
         print(
             f"lab replay: {written.streams} streams from {written.units} unit(s); result "
@@ -1053,6 +1061,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the result tables as Parquet under this directory (streams-*.parquet, "
         "leaks-*.parquet, attempts-*.parquet), one capture unit at a time, memory bounded by "
         "the largest unit (default: print the stream table)",
+    )
+    rp.add_argument(
+        "--engine",
+        choices=["local", "dask"],
+        default="local",
+        help="with --out: replay the units on this process or --workers processes (local), "
+        "or on a Dask cluster (dask; the [dask] extra) (default: local)",
+    )
+    rp.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDR",
+        help="with --engine dask: the scheduler address, e.g. tcp://10.0.0.5:8786 (default: "
+        "a local Dask process pool)",
     )
     rp.set_defaults(func=cmd_replay)
     _add_proxy_parser(sub)

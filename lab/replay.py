@@ -306,6 +306,8 @@ def replay(
     progress: bool = False,
     provider: str | None = None,
     out: str | Path | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
 ) -> Results | Any:
     """Replay every logical request of a capture (path, directory, glob or Capture).
 
@@ -324,7 +326,12 @@ def replay(
     **out** writes the result tables as Parquet files under that directory instead, one
     capture unit at a time (memory bounded by the largest unit), and returns a
     :class:`~lab.resultfiles.ResultFiles` saying what it wrote (``.read("streams")``).
+    **engine** ``"dask"`` (with ``out``) maps the units over a Dask cluster instead of local
+    processes; **scheduler** is None (the active client, else Dask's process pool) or a
+    scheduler address (``"tcp://host:8786"``). Optional extra ``[dask]``.
     """
+    if engine != "local" and out is None:
+        raise ValueError(f"engine={engine!r} writes its results to files: give out=DIR")
     if out is not None:
         from lab.resultfiles import replay_to
 
@@ -335,6 +342,8 @@ def replay(
             workers=workers,
             progress=progress,
             provider=provider,
+            engine=engine,
+            scheduler=scheduler,
         )
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
         raise TypeError(f"workers must be an int or None, not {type(workers).__name__}")

@@ -163,8 +163,15 @@ def replay_to(
     workers: int | None = None,
     progress: bool = False,
     provider: str | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
 ) -> ResultFiles:
-    """Replay ``capture_or_path`` unit by unit into result tables under ``out``."""
+    """Replay ``capture_or_path`` unit by unit into result tables under ``out``.
+
+    ``engine="local"``: this process, or ``workers`` processes; ``engine="dask"``: the units
+    are mapped over a Dask cluster (:mod:`lab.engine_dask`, ``scheduler`` None or an
+    address); the tables are the same.
+    """
     from lab.capture.units import capture_units
     from lab.config import LabConfig
 
@@ -179,7 +186,19 @@ def replay_to(
         done.units, done.streams = 1, len(results)
         done.files = _write_unit(results, out, 0)
         return done
+    if engine not in ("local", "dask"):
+        raise ValueError(f"engine must be 'local' or 'dask', not {engine!r}")
+    if scheduler is not None and engine != "dask":
+        raise ValueError("scheduler= is for engine='dask'")
     units = capture_units(capture_or_path)
+    if engine == "dask":
+        from lab.engine_dask import replay_dask
+
+        summary = replay_dask(units, out, cfg, scheduler=scheduler, provider=provider)
+        done.units = len(summary)
+        done.streams = int(summary["streams"].sum())
+        done.files = sorted(Path(f) for fs in summary["files"] for f in fs.split(";") if f)
+        return done
     bar = _bar(units) if progress else None
     try:
         if workers and workers > 1 and len(units) > 1:
