@@ -14,6 +14,7 @@
     lab import har FILE [--out DIR];  lab import vcr CASSETTE... [--out DIR]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
     lab capture compact DIR             merge small parts into large sorted ones
+    lab export otlp PATH --out FILE.jsonl | --endpoint URL   one span per logical request
     lab sql "SELECT ..." [--captures PATH] [--results DIR]   DuckDB views over both
     lab fixtures export PATH --stream ID [--name NAME] [--dest DIR]
     lab fixtures shrink PATH --stream ID --predicate P [--name NAME] [--dest DIR]
@@ -538,6 +539,34 @@ def cmd_sql(args: argparse.Namespace) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"sql: {first}") from None
     _print_table("sql", df, None, _table_view(args))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from lab.console import load_config
+    from lab.otel import export_otlp
+
+    if (args.out is None) == (args.endpoint is None):
+        raise UsageError("lab export otlp: give --out FILE.jsonl or --endpoint URL (one of them)")
+    if args.endpoint is not None:
+        _check_base_url(args.endpoint)
+    if args.out is not None:
+        out = Path(args.out)
+        if out.is_dir():
+            raise UsageError(f"--out {args.out}: a directory; give a file name (spans.jsonl)")
+        _check_out_dir("--out", str(out.parent) if str(out.parent) else ".")
+    try:
+        n = export_otlp(
+            args.path,
+            out=args.out,
+            endpoint=args.endpoint,
+            config=load_config(args.config),
+            provider=args.provider,
+        )
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    where = args.out if args.out is not None else args.endpoint
+    print(f"lab export otlp: {n} span(s), one per logical request, to {where}")
     return 0
 
 
@@ -1125,6 +1154,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="table, markdown, or csv / json for programs (default: table)",
     )
     sq.set_defaults(func=cmd_sql)
+
+    ex_ = sub.add_parser("export", help="export what the lab found to other tools")
+    ex_sub = ex_.add_subparsers(dest="export_command", required=True)
+    ot = ex_sub.add_parser(
+        "otlp",
+        help="one OpenTelemetry span per logical request (GenAI attributes, lab verdicts)",
+        description="Replay PATH and export one span per logical request with the "
+        "OpenTelemetry GenAI attributes, openinference.span.kind, the lab.* verdicts "
+        "(serving backend, leaked, anomalies) and guard events as span events at their "
+        "recorded times. Needs the [otel] extra.",
+    )
+    ot.add_argument("path", help=_PATH_HELP)
+    ot.add_argument(
+        "--out", default=None, help="write OTLP/JSON lines to this file (default: none)"
+    )
+    ot.add_argument(
+        "--endpoint",
+        default=None,
+        help="post OTLP/HTTP protobuf here, e.g. http://127.0.0.1:4318/v1/traces (default: none)",
+    )
+    ot.add_argument("--config", default=None, help=_CONFIG_HELP)
+    ot.add_argument(
+        "--provider",
+        default=None,
+        help="replay every stream as this family (default: each stream's recorded family)",
+    )
+    ex_.set_defaults(func=cmd_export)
 
     cap = sub.add_parser("capture", help="maintain captures on disk")
     cap_sub = cap.add_subparsers(dest="capture_command", required=True)
