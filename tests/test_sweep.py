@@ -341,3 +341,20 @@ def test_lab_demo_ends_with_a_sweep_that_names_the_leaky_backends(tmp_path, caps
         "72.2%–100.0% vs 10.0% for the rest); SiliconFlow (5/10, interval 23.7%–76.3% vs "
         "20.0% for the rest)."
     ) in out
+
+
+def test_a_sweep_over_models_of_another_family_compares_the_models(prompts, tmp_path, capsys):
+    with FakeServer(delay_scale=0) as srv:
+        rc = main(
+            ["sweep", "--provider", "openai", "--models", "fake/clean,fake/think-leak"]
+            + ["--prompts", str(prompts), "--base-url", srv.base_url + "/v1", "--n", "5"]
+            + ["--out", str(tmp_path / "o"), "--quiet"]
+        )
+        assert rc == 0
+        assert {r.body["model"] for r in _chat(srv)} == {"fake/clean", "fake/think-leak"}
+        assert all("provider" not in r.body for r in _chat(srv))  # nothing to pin
+    bb = tables.by_backend(sweep.sweep_streams(tmp_path / "o")).set_index("serving_provider")
+    assert sorted(bb.index) == ["fake/clean", "fake/think-leak"]
+    assert bb.loc["fake/clean", ["streams", "leaked"]].tolist() == [10, 0]
+    assert bb.loc["fake/think-leak", ["streams", "leaked"]].tolist() == [10, 10]
+    assert "2 target(s) x 2 prompt(s) x 5 = 20 planned" in capsys.readouterr().out
