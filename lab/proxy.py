@@ -409,8 +409,16 @@ class ProxyApp:
         throughput near a direct connection's). At most ``max_pending_reads`` wait; then the
         reader waits too, and the upstream with it.
         """
+        reads = response.aiter_raw()
+        try:  # the first read inline: no task hop before the first byte
+            first = await reads.__anext__()
+        except StopAsyncIteration:
+            return
+        state.reads.append(first)
+        state.n_bytes += len(first)
+        await send({"type": "http.response.body", "body": first, "more_body": True})
         queue: asyncio.Queue = asyncio.Queue(self.config.max_pending_reads)
-        reader = asyncio.ensure_future(_read_upstream(response, state, queue))
+        reader = asyncio.ensure_future(_read_upstream(reads, state, queue))
         try:
             while True:
                 batch = [await queue.get()]
@@ -461,10 +469,11 @@ class ProxyApp:
 _EOF = object()
 
 
-async def _read_upstream(response: httpx.Response, state: _Exchange, queue: asyncio.Queue) -> None:
-    """Queue every upstream read, then ``_EOF`` (or the transport error that ended it)."""
+async def _read_upstream(reads: Any, state: _Exchange, queue: asyncio.Queue) -> None:
+    """Queue every further upstream read, then ``_EOF`` (or the transport error that ended
+    it)."""
     try:
-        async for data in response.aiter_raw():
+        async for data in reads:
             state.reads.append(data)
             state.n_bytes += len(data)
             await queue.put(data)
