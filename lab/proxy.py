@@ -328,7 +328,13 @@ class ProxyApp:
         send: Callable,
     ) -> None:
         """Forward the exchange while watching for the client going away."""
-        pump = asyncio.ensure_future(self._forward(state, rec, request, send))
+        gone = False
+
+        async def send_while_there(message: dict) -> None:
+            if not gone:  # writing to a closed connection only makes asyncio complain
+                await send(message)
+
+        pump = asyncio.ensure_future(self._forward(state, rec, request, send_while_there))
 
         async def watch() -> None:
             while True:
@@ -340,6 +346,7 @@ class ProxyApp:
         try:
             done, _ = await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if pump not in done and not state.complete:  # the client left: cancel upstream
+                gone = True
                 # (an SDK closes right after its terminator event, a moment before the
                 # upstream's end of body: a stream that ends within the grace ended itself)
                 grace = self.config.disconnect_grace_s
