@@ -23,6 +23,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_linearity.py", [], ["--big", "40000", "--small", "4000", "--big-chars", "200000"]),
     ("bench_recorder.py", [], ["--chunks", "5000", "--repeat", "5"]),
     ("bench_parallel_replay.py", [], ["--n", "10", "--repeat", "3"]),
+    ("bench_proxy.py", [], ["--chunks", "5000", "--repeat", "3", "--ttfb-pairs", "11"]),
     ("bench_scale.py", [], ["--streams", "400"]),
 ]
 
