@@ -280,7 +280,7 @@ def _sweep_exchanges(out: Path) -> pd.DataFrame:
     if not out.is_dir():
         return pd.DataFrame(columns=columns)
     try:
-        streams = lab.capture.open(out).streams
+        streams = _capture_streams(out)
     except lab.capture.CaptureError:
         if any(out.iterdir()):
             raise
@@ -301,6 +301,33 @@ def _sweep_exchanges(out: Path) -> pd.DataFrame:
         }
     )
     return df.dropna(subset=["key"]).sort_values(["order", "attempt"], kind="stable")
+
+
+_STREAMS_COLUMNS = ["stream_id", "attempt", "status", "end_reason", "meta", "started_at"]
+
+
+def _capture_streams(out: Path) -> pd.DataFrame:
+    """The capture's exchanges under ``out`` without their reads: the streams parts' few
+    columns this module needs (a sweep's chunks can be gigabytes). With journals left (a
+    run killed hard) the reader opens everything, to recover them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lab.capture
+    from lab.capture.journal import JOURNAL_SUFFIX
+    from lab.capture.reader import _resolve
+
+    parts, journals = _resolve(out)
+    if journals:
+        return lab.capture.open(out).streams[_STREAMS_COLUMNS]
+    tables = [
+        pq.read_table(p, columns=_STREAMS_COLUMNS)
+        for p in parts
+        if p.name.startswith("streams-") and not p.name.endswith(JOURNAL_SUFFIX)
+    ]
+    if not tables:
+        return pd.DataFrame(columns=_STREAMS_COLUMNS)
+    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
 
 
 def _finals(exchanges: pd.DataFrame) -> pd.DataFrame:
@@ -581,6 +608,8 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
     or base URLs it is the target. The columns ``sweep_key``, ``sweep_target`` and
     ``pinned_elsewhere`` (a backend other than the pinned one served it) are added.
     """
+    import tempfile
+
     from lab import tables
     from lab.replay import replay
 
@@ -591,8 +620,10 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
         return pd.DataFrame(columns=[*tables.STREAM_COLUMNS, *extra])
     finals = _finals(exchanges)
     last = finals.groupby("key", sort=False).tail(1).set_index("stream_id")
-    results = [r for r in replay(out, config=config) if r.stream_id in last.index]
-    st = tables.streams(results)
+    # unit by unit to Parquet and back: memory bounded by the largest unit, not the sweep
+    with tempfile.TemporaryDirectory(prefix="lab-sweep-") as tmp:
+        st = replay(out, config=config, out=Path(tmp) / "results").read("streams")
+    st = st[st["stream_id"].isin(last.index)].reset_index(drop=True)
     st["sweep_key"] = st["stream_id"].map(last["key"])
     st["sweep_target"] = st["stream_id"].map(last["target"])
     pin = st["stream_id"].map(last["pin"])

@@ -358,3 +358,31 @@ def test_a_sweep_over_models_of_another_family_compares_the_models(prompts, tmp_
     assert bb.loc["fake/clean", ["streams", "leaked"]].tolist() == [10, 0]
     assert bb.loc["fake/think-leak", ["streams", "leaked"]].tolist() == [10, 10]
     assert "2 target(s) x 2 prompt(s) x 5 = 20 planned" in capsys.readouterr().out
+
+
+def test_a_sweep_killed_hard_resumes_from_its_journals_and_resends_only_the_unfinished(
+    prompts, tmp_path
+):
+    out = tmp_path / "o"
+    argv = [sys.executable, "-m", "lab.cli", "sweep", "--provider", "openrouter"]
+    with FakeServer(delay_scale=1.0) as srv:
+        argv += ["--model", MODEL, "--prompts", str(prompts), "--n", "3", "--concurrency", "3"]
+        argv += ["--base-url", srv.base_url + "/api/v1", "--out", str(out), "--quiet"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while len(_chat(srv)) < 8 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.kill()  # SIGKILL: no drain, no close; the journals hold what was recorded
+        proc.communicate(timeout=60)
+        sent_before = len(_chat(srv))
+        finished = sweep.finished_keys(out)  # read through the journals' recovery
+        assert 0 < len(finished) < 36
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode()
+        # the rerun sent exactly the keys without a finished request, once each
+        assert len(_chat(srv)) - sent_before == 36 - len(finished)
+        assert f"{len(finished)} done before, {36 - len(finished)} now, 0 missing" in (
+            done.stdout.decode()
+        )
+    assert sweep.finished_keys(out) == {i.key for i in _plan(prompts, "x", n=3)}
