@@ -98,7 +98,7 @@ def _body(seed: int) -> dict:
 def test_two_hundred_concurrent_streams_are_each_recorded_whole_and_apart(tmp_path):
     n = 200
     with (
-        FakeServer(delay_scale=0.2) as fake,
+        FakeServer(delay_scale=1) as fake,
         _proxy(fake, tmp_path, family_path="/api/v1", provider="openrouter") as proxy,
     ):
 
@@ -127,7 +127,9 @@ def test_two_hundred_concurrent_streams_are_each_recorded_whole_and_apart(tmp_pa
         assert received[i] == expected, i
         assert by_session[f"s{i:03d}"].body == expected, i
         assert by_session[f"s{i:03d}"].end_reason == "eof"
-    assert peak >= 50  # they were in flight together, not one after another
+    # they were in flight together, not one after another (each stream takes ~0.35 s at
+    # the fake's real per-read delays; on a quiet host all 200 overlap)
+    assert peak >= 100
 
 
 def test_a_client_that_disconnects_cancels_the_upstream_and_is_recorded_cancelled(tmp_path):
