@@ -194,7 +194,9 @@ def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab repo
     n_err = int(st["error_type"].notna().sum()) if len(st) else 0
     att = tables.attempts(results)
     interval_note = (
-        " Rates show their 95 % Wilson interval in brackets." if "leak_rate_ci_low" in bb else ""
+        " Each rate shows its 95 % Wilson interval in parentheses."
+        if "leak_rate_ci_low" in bb
+        else ""
     )
     sections = [
         ("plots", "Plots", f"<div class='figs'>{imgs}</div>"),

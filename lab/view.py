@@ -61,12 +61,10 @@ DECIMALS = {
 """Decimals shown per float column in every table view (console, report, summary); the data
 keep every digit. The report shows the two rates as percentages to one decimal instead."""
 
-SUMMARY_COLUMNS = [
+SUMMARY_COLUMNS = [  # what matters first, as the CLI's stream table (lab.cli.STREAM_VIEW)
     "stream_id",
-    "provider",
-    "model",
     "serving_provider",
-    "leaked",
+    "model",
     "leak_guards",
     "error_type",
     "classifier",
@@ -74,6 +72,8 @@ SUMMARY_COLUMNS = [
     "finish_reason",
     "ttft_ms",
     "anomalies",
+    "provider",
+    "leaked",
 ]
 """The columns of the summary table a :class:`~lab.result.Results` shows (the full table is
 ``lab.tables.streams(results)``)."""
@@ -298,17 +298,19 @@ def _summary(results: Sequence[StreamResult]) -> tuple[str, pd.DataFrame]:
     return line, view
 
 
-def results_text(results: Sequence[StreamResult], limit: int = 20) -> str:
-    """The summary as text (``repr(Results)``): one line, then the first ``limit`` rows."""
-    import pandas as pd
+def results_text(results: Sequence[StreamResult], limit: int = 20, width: int = 100) -> str:
+    """The summary as text (``repr(Results)``): one line, then the first ``limit`` rows in
+    a table fitted to ``width`` columns (:func:`lab.console.table_text`, as the CLI prints)."""
+    from lab.console import table_text
 
     line, view = _summary(results)
     if view.empty:
         return f"Results: {line}"
     more = len(view) - limit
-    with pd.option_context("display.width", 200, "display.max_colwidth", 28):
-        table = view.head(limit).to_string(index=False, na_rep=MISSING)
+    table, left_out = table_text(view.head(limit), width)
     tail = f"\n... {more} more (lab.tables.streams(results) has every row)" if more > 0 else ""
+    if left_out:
+        tail += f"\n(not shown to fit {width} columns: {', '.join(left_out)})"
     return f"Results: {line}\n{table}{tail}"
 
 
