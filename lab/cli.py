@@ -148,10 +148,13 @@ def _print_table(
     if limited:
         print(f"... {len(df) - view.limit} more rows (--all or --limit N shows them)")
     if left_out:
-        print(
+        import textwrap
+
+        note = (
             f"({len(left_out)} columns left out to fit {view.width} columns: "
             f"{', '.join(left_out)}; --columns N widens, --format csv shows every column)"
         )
+        print(textwrap.fill(note, view.width))
 
 
 STREAM_VIEW = [  # what matters first: columns that do not fit the width go from the right

@@ -114,7 +114,7 @@ def test_replay_stream_table_fits_100_columns_with_one_missing_marker(capsys):
     header = lines[at + 1].split()
     assert header[:3] == ["stream_id", "serving_provider", "model"]
     table = lines[at + 1 : at + 134]
-    assert max(map(len, table)) <= 100
+    assert max(map(len, table)) <= 100 and max(map(len, lines[at:])) <= 100
     assert not any(m in line for line in lines for m in ("NaN", "None", "<NA>", " - "))
     assert sum("—" in line for line in table) > 50  # missing values: the one marker
     assert lines[at + 134].startswith("(") and "left out to fit 100 columns" in lines[at + 134]
