@@ -259,7 +259,7 @@ def _demo_sweep(out: Path, *, quiet: bool) -> None:
         base = server.base_url + "/api/v1"
         backends = sweep.discover_backends(DEMO_SWEEP_MODEL, base_url=base)
         targets = sweep.openrouter_targets(DEMO_SWEEP_MODEL, backends, base_url=base)
-        plan = sweep.sweep_plan("openrouter", DEMO_SWEEP_MODEL, prompts, targets, n=DEMO_SWEEP_N)
+        plan = sweep.sweep_plan("openrouter", prompts, targets, n=DEMO_SWEEP_N)
         print(
             f"\nlab demo: sweep of {DEMO_SWEEP_MODEL} over its {len(backends)} backends "
             f"({len(prompts)} prompts x {DEMO_SWEEP_N}, like `lab sweep`)"
@@ -486,7 +486,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         prompts = sweep.load_prompts(args.prompts)
         targets = _sweep_targets(args, adapter, key)
-        plan = sweep.sweep_plan(args.provider, args.model, prompts, targets, n=args.n)
+        plan = sweep.sweep_plan(args.provider, prompts, targets, n=args.n)
     except sweep.SweepError as exc:
         raise UsageError(str(exc)) from None
     _make_out_dir("--out", out)

@@ -73,7 +73,7 @@ def replay_dask(
     provider: str | None = None,
 ) -> pd.DataFrame:
     """Replay ``units`` on Dask; returns one row per unit (unit, streams, files)."""
-    dask = _dask()
+    _dask()
     import dask.dataframe as dd
 
     items = [(i, tuple(str(f) for f in u.files)) for i, u in enumerate(units)]
@@ -106,5 +106,4 @@ def replay_dask(
             ) from None
         with Client(scheduler) as client:
             summary = client.compute(frame).result()
-    del dask
     return summary.sort_values("unit").reset_index(drop=True)

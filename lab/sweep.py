@@ -12,7 +12,7 @@ OpenRouter, where Chutes always leaks and SiliconFlow half the time):
 ...     base = srv.base_url + "/api/v1"
 ...     backends = discover_backends("fake/think-leak", base_url=base)
 ...     targets = openrouter_targets("fake/think-leak", backends, base_url=base)
-...     plan = sweep_plan("openrouter", "fake/think-leak", [{"prompt": "hi"}], targets, n=10)
+...     plan = sweep_plan("openrouter", [{"prompt": "hi"}], targets, n=10)
 ...     report = run_sweep(plan, provider="openrouter", out=out, progress=False)
 ...     bb = tables.by_backend(sweep_streams(out))
 >>> report.sent, report.missing
@@ -225,7 +225,6 @@ def _body(provider: str, model: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def sweep_plan(
     provider: str,
-    model: str | None,
     prompts: Sequence[dict[str, Any]],
     targets: Sequence[Target],
     *,
@@ -252,7 +251,6 @@ def sweep_plan(
                 body = bodies[(t, line)]
                 key = f"{t.label}|{_digest(body)}|{rep}"
                 items.append(SweepItem(key, t, line, rep, body))
-    del model  # the targets carry the model of each request
     return items
 
 

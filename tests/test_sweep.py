@@ -39,7 +39,7 @@ def prompts(tmp_path: Path) -> Path:
 
 def _plan(prompts: Path, base: str, n: int = 10, backends=POOL) -> list[sweep.SweepItem]:
     targets = sweep.openrouter_targets(MODEL, backends, base_url=base)
-    return sweep.sweep_plan("openrouter", MODEL, sweep.load_prompts(prompts), targets, n=n)
+    return sweep.sweep_plan("openrouter", sweep.load_prompts(prompts), targets, n=n)
 
 
 def _chat(server: FakeServer) -> list:
