@@ -26,8 +26,8 @@ not a terminal), ``--all`` / ``--limit N`` (default 40 rows); rendering is ``lab
 
 Every command exits 0 on success, 2 on bad input with one line saying what was wrong
 (checked before any work is done), 130 on Ctrl-C (with one line saying so); ``lab record``
-exits 1 when every request failed and 3 when some did, ``lab demo`` 1 when a replay differs
-from the live run.
+exits 1 when every request failed, 3 when some did and 4 when the capture could not be
+written (it stops sending), ``lab demo`` 1 when a replay differs from the live run.
 ``lab COMMAND --help`` says what each option does, with its default.
 """
 
@@ -325,6 +325,7 @@ def cmd_fake_server(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from lab.capture.errors import CaptureWriteError
     from lab.providers import adapter_for
     from lab.recorder import Recorder
     from lab.request import build_body
@@ -376,6 +377,18 @@ def cmd_record(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    except CaptureWriteError as first:  # disk full, I/O error: stop sending, say what is safe
+        error = first
+        try:
+            rec.close()  # a no-op when leaving the with block closed it already
+        except CaptureWriteError as final:  # the last word on what reached the disk
+            error = final
+        print(
+            f"lab: error: cannot write the capture: {error}; stopped sending after "
+            f"{len(rec.results)} of {_requests(args.n)}",
+            file=sys.stderr,
+        )
+        return RECORD_WRITE_FAILED
     from lab import tables
 
     _print_table("streams", tables.streams(results), STREAM_VIEW, _table_view(args))
@@ -401,11 +414,17 @@ RECORD_ALL_FAILED = 1
 """``lab record``'s exit status when every request failed (each is still in the capture)."""
 RECORD_SOME_FAILED = 3
 """``lab record``'s exit status when some requests failed and others got an answer."""
+RECORD_WRITE_FAILED = 4
+"""``lab record``'s exit status when the capture could not be written (disk full, I/O
+error): it stopped sending, and the last line on stderr says how many exchanges are safe on
+disk and where."""
 
 _RECORD_EPILOG = (
     "exit status: 0 when every request got an answer; 1 when every request failed; 3 when "
     "some failed (each failure is recorded too, and the last line on stderr says how many "
-    "of N failed and where the capture is); 2 on bad input, before anything is sent or "
+    "of N failed and where the capture is); 4 when the capture could not be written "
+    "(disk full, I/O error: it stops sending, and the last line on stderr says how many "
+    "exchanges are safe on disk and where); 2 on bad input, before anything is sent or "
     "written; 130 on Ctrl-C, after saying where the partial capture is."
 )
 

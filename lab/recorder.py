@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from lab.capture.errors import CaptureWriteError
 from lab.config import LabConfig
 from lab.providers import get_adapter
 from lab.result import StreamResult
@@ -97,6 +98,10 @@ class Recorder:
         **path** picks the API when it is not the family's default (``"/responses"``: the
         OpenAI Responses API); a body with ``input`` and no ``messages`` is a Responses body
         and goes to ``/responses`` without being told.
+
+        Raises :class:`~lab.capture.CaptureWriteError` (before sending, or after the stream
+        with the result as ``.result``) when the capture cannot be written: disk full, an
+        I/O error; its message says how many exchanges are safe on disk and where.
         """
         if not isinstance(body, dict):
             raise TypeError("body must be a dict (the provider's JSON request body)")
@@ -114,6 +119,7 @@ class Recorder:
                     f"no API key for {provider}: set {key_names(adapter)} or pass api_key=... "
                     "(or base_url= a server that needs none); nothing was sent or recorded"
                 )
+        self.writer.check()  # a recording that cannot be written sends nothing more
         stream_id = new_stream_id()
         with self.writer.logical_request(stream_id):  # all its attempts in one part
             result = run_stream(
@@ -130,6 +136,11 @@ class Recorder:
                 path=path,
             )
         self.results.append(result)
+        try:
+            self.writer.check()
+        except CaptureWriteError as exc:  # the stream came, the disk did not take it
+            exc.result = result
+            raise
         return result
 
     def close(self) -> None:

@@ -872,7 +872,11 @@ def test_tee_records_a_failing_stream_and_reraises(tmp_path):
 
 
 def test_journal_of_one_read_per_record_from_earlier_versions_still_reads(tmp_path):
-    from lab.capture.journal import REC, json_record
+    from lab.capture.journal import REC
+
+    def json_record(kind: bytes, exchange: int, obj: dict) -> bytes:  # v1: no checksum
+        payload = json.dumps(obj).encode()
+        return REC.pack(kind, exchange, len(payload)) + payload
 
     path = tmp_path / "old" / "journal-00000.journal"
     path.parent.mkdir()
@@ -910,17 +914,47 @@ def test_journal_of_one_read_per_record_from_earlier_versions_still_reads(tmp_pa
     assert ex.end_reason == "incomplete"
 
 
-def test_read_record_whose_lengths_do_not_add_up_is_a_corrupt_journal(tmp_path):
+def test_a_damaged_journal_record_is_skipped_and_its_exchange_marked_cut(tmp_path):
     w = CaptureWriter(tmp_path, capture_id="bad")
     rec = _start(w, "b")
     rec.on_read(b"data: x\n\n")
     w._journal.sync()
+    rec.on_read(b"data: y\n\n")
+    rec.on_end("eof")
     journal = w.path / "journal-00000.journal"
     data = bytearray(journal.read_bytes())
     w._journal.close()
     at = data.rindex(b"data: x\n\n") - 4  # the read's length field, just before its bytes
-    data[at : at + 4] = (3).to_bytes(4, "little")
+    data[at : at + 4] = (3).to_bytes(4, "little")  # the checksum no longer holds
     journal.write_bytes(bytes(data))
+    [ex] = open_capture(journal).exchanges()
+    assert ex.reads == [] and ex.end_reason == "incomplete"  # never a read made up
+    assert ex.error == (
+        "recorder stopped before the exchange ended (recovered from its journal): reads 0 "
+        "to 0 are missing from the journal; 1 torn journal record(s) skipped"
+    )
+
+
+def test_a_v1_read_record_whose_lengths_do_not_add_up_is_a_corrupt_journal(tmp_path):
+    from lab.capture.journal import REC
+
+    capture = {"capture_id": "old"}
+    g = json.dumps({"capture": capture, "redaction": {}}).encode()
+    h = json.dumps({"capture_id": "old", "exchange": 0, "stream_id": "s"}).encode()
+    r = (1).to_bytes(4, "little") + (5).to_bytes(8, "little") + (3).to_bytes(4, "little")
+    r += b"data: x\n\n"
+    journal = tmp_path / "old" / "journal-00000.journal"
+    journal.parent.mkdir()
+    journal.write_bytes(
+        REC.pack(b"G", 0xFFFFFFFF, len(g))
+        + g
+        + REC.pack(b"H", 0, len(h))
+        + h
+        + REC.pack(b"B", 0, 2)
+        + b"{}"
+        + REC.pack(b"R", 0, len(r))
+        + r
+    )
     with pytest.raises(CaptureError, match=r"journal-00000\.journal: corrupt journal"):
         open_capture(journal)
 
@@ -932,7 +966,7 @@ def test_writev_of_more_buffers_than_one_call_takes_writes_all_in_order(tmp_path
     path = tmp_path / "out"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)
     try:
-        assert _write_buffers(fd, buffers) == sum(map(len, buffers))
+        assert _write_buffers(fd, buffers) == (sum(map(len, buffers)), None)
     finally:
         os.close(fd)
     assert path.read_bytes() == b"".join(buffers)

@@ -1,9 +1,50 @@
-"""The one error type of the capture layer."""
+"""The errors of the capture layer."""
 
 from __future__ import annotations
 
-__all__ = ["CaptureError"]
+from pathlib import Path
+
+__all__ = ["CaptureError", "CaptureWriteError"]
 
 
 class CaptureError(Exception):
     """A capture could not be read or written; the message names the file and the problem."""
+
+
+class CaptureWriteError(CaptureError):
+    """The recording cannot be written (disk full, I/O error): stop sending requests.
+
+    The message says why and how many exchanges are safe on disk, and where:
+
+    - **path** – the recording's directory;
+    - **cause** – the ``OSError`` (or other failure) of the last write;
+    - **total** – exchanges this recording started;
+    - **in_parts** – of those, how many are in Parquet parts;
+    - **in_journals** – how many more are whole in journals only (``lab.capture.open``
+      recovers them);
+    - **safe** – ``in_parts + in_journals``; the other ``total - safe`` are cut or lost.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        cause: BaseException,
+        *,
+        total: int,
+        in_parts: int,
+        in_journals: int,
+        doing: str = "writing the capture",
+    ) -> None:
+        self.path = Path(path)
+        self.cause = cause
+        self.total = total
+        self.in_parts = in_parts
+        self.in_journals = in_journals
+        self.safe = in_parts + in_journals
+        why = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+        lost = total - self.safe
+        super().__init__(
+            f"{self.path}: {doing} failed ({why}); {self.safe} of {total} exchange(s) are "
+            f"safe on disk ({in_parts} in Parquet parts, {in_journals} in journals that "
+            f"lab.capture.open() recovers)" + (f"; {lost} are cut or lost" if lost else "")
+        )

@@ -1,45 +1,62 @@
 """The in-flight journal: an append-only binary log of the exchanges being recorded.
 
 One recording appends to one journal *segment* at a time (``journal-<n>.journal``; a new
-segment starts past 64 MiB). Records from concurrent exchanges interleave; each record is::
+segment starts past 64 MiB). A segment starts with the 8 bytes ``MAGIC``; records from
+concurrent exchanges interleave after it, each framed and checksummed::
 
-    kind (1 byte) | exchange (uint32 LE) | payload length (uint32 LE) | payload
+    sync (2 bytes 0xD7 0x1A) | kind (1 byte) | exchange (uint32 LE) | payload length
+    (uint32 LE) | CRC-32 of kind, exchange, length and payload (uint32 LE) | payload
 
 - ``G`` (exchange 0xFFFFFFFF): JSON capture info and redaction policy, first in a segment;
 - ``H``: JSON header of one exchange (the redacted request, started_at), followed by
 - ``B``: the (redacted) request body bytes;
 - ``S``: JSON response line (status, redacted headers, http_version, t_headers_ns);
-- ``R``: the network reads of one exchange since its last ``R`` record: ``count``
-  (uint32 LE), ``count`` arrival offsets ``t_ns`` (int64 LE), ``count`` lengths (uint32
-  LE), then the raw bytes of the reads, concatenated;
-- ``D``: one network read, ``t_ns`` (int64 LE) then the raw bytes (written by earlier
-  versions, still read);
-- ``E``: JSON end record (end_reason, error, t_end_ns).
+- ``R``: network reads of one exchange: ``first`` (uint32 LE, the index of the first read
+  in this record), ``count`` (uint32 LE), ``count`` arrival offsets ``t_ns`` (int64 LE),
+  ``count`` lengths (uint32 LE), then the raw bytes of the reads, concatenated;
+- ``E``: JSON end record (end_reason, error, t_end_ns, n_reads, n_bytes).
+
+Segments of earlier versions (no ``MAGIC``: records ``kind | exchange | length | payload``
+with no checksum, ``R`` without ``first``, and ``D`` records of one read) still read.
 
 Records are queued in memory and written in order, unbuffered (no fsync): by a recording
 thread, right after it has handed a read on, once ``interval`` (5 ms) has passed since
 any thread last wrote; by a flusher thread every ``idle_interval`` (50 ms), for streams that
 have paused; and synchronously when an exchange ends (see ``JournalWriter``). Reads are not
 queued one by one: each write packs each exchange's new reads into one ``R`` record straight
-from the recorder's lists (so a read costs the recording thread two list appends; a record
-per read cost it ~1 µs more). A process killed with SIGKILL leaves every finished exchange
-whole, at most the last ``interval`` of a flowing stream's reads missing (the last
-``idle_interval`` of a paused one's), and at most a torn final record, which the reader
-ignores. There is no per-exchange file to create. A segment is deleted once every exchange
-with records in it is in a Parquet part.
+from the recorder's lists (so a read costs the recording thread two list appends).
+
+I/O errors (EIO, ENOSPC, a short write): a record counts as written only once all of its
+bytes are; what a failed write did not finish is cut back off the file (``ftruncate``) and
+written again, whole, by the next write, so a read is marked journaled only after it is on
+disk; a segment that cannot be created or whose first record fails is dropped and the next
+write starts another (the flusher never dies of it). ``JournalWriter.error`` holds the last
+failure, ``ok`` says whether everything queued has since been written.
+
+A process killed with SIGKILL leaves every finished exchange whole, at most the last
+``interval`` of a flowing stream's reads missing (the last ``idle_interval`` of a paused
+one's), and at most a torn record. The reader skips a torn or damaged record (bad framing
+or checksum) to the next good one and checks each exchange against itself: reads must
+continue where the last ``R`` record stopped and add up to the ``E`` record's counts, else
+the exchange is marked cut (``"incomplete"``, with the reason); no byte is ever made up.
+There is no per-exchange file to create. A segment is deleted once every exchange with
+records in it is in a Parquet part.
 
 The reader turns each exchange found here that is not already in a part into a row: with
-its recorded end reason when its ``E`` record made it, else end_reason ``"incomplete"``.
+its recorded end reason when its ``E`` record made it and it is whole, else end_reason
+``"incomplete"``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
 import sys
 import threading
 import time
+import zlib
 from array import array
 from collections import deque
 from collections.abc import Iterable
@@ -58,34 +75,49 @@ JOURNAL_SUFFIX = ".journal"
 NO_EXCHANGE = 0xFFFFFFFF
 SEGMENT_BYTES = 64 * 1024 * 1024
 
-REC = struct.Struct("<cII")  # kind, exchange, payload length
+MAGIC = b"\xd7LABJ\x02\r\n"  # a segment of this version (v1 segments start with b"G")
+SYNC = b"\xd7\x1a"
+REC2 = struct.Struct("<2scIII")  # sync, kind, exchange, payload length, crc32
+_CRC_HEAD = struct.Struct("<cII")  # what the checksum covers before the payload
+REC = struct.Struct("<cII")  # earlier versions: kind, exchange, payload length
 _T = struct.Struct("<q")
 _COUNT = struct.Struct("<I")
+_FIRST_COUNT = struct.Struct("<II")
+_KINDS = frozenset(b"GHBSRE")
+
+
+def frame(kind: bytes, exchange: int, payload: bytes | list[bytes]) -> bytes:
+    """One framed, checksummed record (``payload`` may be several buffers)."""
+    parts = payload if isinstance(payload, list) else [payload]
+    size = sum(map(len, parts))
+    crc = zlib.crc32(_CRC_HEAD.pack(kind, exchange, size))
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return REC2.pack(SYNC, kind, exchange, size, crc) + b"".join(parts)
 
 
 def json_record(kind: bytes, exchange: int, obj: dict[str, Any]) -> bytes:
-    payload = json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    return REC.pack(kind, exchange, len(payload)) + payload
+    return frame(kind, exchange, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
 
 
 def bytes_record(kind: bytes, exchange: int, payload: bytes) -> bytes:
-    return REC.pack(kind, exchange, len(payload)) + payload
+    return frame(kind, exchange, payload)
 
 
-def reads_record(exchange: int, reads: list[bytes], ts: list[int]) -> list[bytes]:
-    """One ``R`` record holding these reads (``reads`` and ``ts`` of equal length), as two
-    buffers to write: its header and the reads joined. (Handing ``writev`` one buffer per
-    read measured slower: a call per 1,024 reads, and each call gives up the GIL and has to
-    win it back from the recording thread.)"""
-    count = _COUNT.pack(len(reads))
+def reads_record(exchange: int, first: int, reads: list[bytes], ts: list[int]) -> list[bytes]:
+    """One ``R`` record holding these reads (``reads`` and ``ts`` of equal length; ``first``:
+    the index of the first), as two buffers to write: its header and the reads joined.
+    (Handing ``writev`` one buffer per read measured slower: a call per 1,024 reads, and each
+    call gives up the GIL and has to win it back from the recording thread.)"""
     times, lengths = array("q", ts), array("I", map(len, reads))
     if sys.byteorder != "little":  # pragma: no cover - the format is little-endian
         times.byteswap()
         lengths.byteswap()
     data = b"".join(reads)
-    size = len(count) + 8 * len(times) + 4 * len(lengths) + len(data)
-    head = REC.pack(b"R", exchange, size) + count + times.tobytes() + lengths.tobytes()
-    return [head, data]
+    meta = _FIRST_COUNT.pack(first, len(reads)) + times.tobytes() + lengths.tobytes()
+    size = len(meta) + len(data)
+    crc = zlib.crc32(data, zlib.crc32(meta, zlib.crc32(_CRC_HEAD.pack(b"R", exchange, size))))
+    return [REC2.pack(SYNC, b"R", exchange, size, crc) + meta, data]
 
 
 def check_intervals(interval: float, idle_interval: float) -> None:
@@ -111,14 +143,20 @@ class JournalWriter:
     ``interval`` > 0 (default 5 ms): ``append`` only queues the record (a deque append,
     no syscall). A recording thread calls ``write_due(now)`` after a read once ``due_ns``
     has passed, i.e. no thread has written for ``interval`` (``ExchangeRecorder.tee``): the
-    queue and every exchange's new reads go out in one ``writev``, from that thread; a thread that finds another one writing skips its turn
-    instead of waiting. A daemon thread writes everything every ``idle_interval``
-    (default 50 ms): it only matters for a stream that has paused, whose last reads no new
-    read will carry out. ``sync()`` writes everything
-    now (``end`` does, so a finished exchange is entirely on disk before ``on_end``
-    returns). A recorder killed mid-stream loses at most the last ``interval`` of a flowing
-    stream's reads (``idle_interval`` of a paused one's), and that exchange is marked
-    incomplete anyway. ``interval`` = 0: every record is written by ``append`` itself.
+    queue and every exchange's new reads go out in one ``writev``, from that thread; a
+    thread that finds another one writing skips its turn instead of waiting. A daemon
+    thread writes everything every ``idle_interval`` (default 50 ms): it only matters for a
+    stream that has paused, whose last reads no new read will carry out. ``sync()`` writes
+    everything now (``end`` does, so a finished exchange is entirely on disk before
+    ``on_end`` returns, unless the disk refused it: then ``ok`` is False). A recorder killed
+    mid-stream loses at most the last ``interval`` of a flowing stream's reads
+    (``idle_interval`` of a paused one's), and that exchange is marked incomplete anyway.
+    ``interval`` = 0: every record is written by ``append`` itself.
+
+    A write that fails (see the module docstring) raises nothing: its records stay queued
+    (its reads unmarked) for the next write, ``error`` keeps the ``OSError`` and ``ok`` is
+    False until a later write has put everything queued on disk. ``complete`` holds the
+    exchanges whose end record (and so every record before it) is on disk.
 
     Why the recording thread writes, not a thread ticking every 5 ms: on a busy 2-core
     machine each tick woke a thread that needed the GIL, the kernel preempted a running one
@@ -145,6 +183,12 @@ class JournalWriter:
         last write by any thread); recording threads compare each read's time with it."""
         self.segment_bytes = SEGMENT_BYTES
         self.error: OSError | None = None
+        """The last write failure (kept after the journal recovered; ``ok`` says if it did)."""
+        self.ok = True
+        """False from a failed write until a later one has written everything queued."""
+        self.failures = 0
+        self.complete: set[int] = set()
+        """Exchanges whose end record is on disk, all their records before it."""
         self._g = json_record(b"G", NO_EXCHANGE, {"capture": info, "redaction": redaction})
         self._queue: deque[tuple[int, bytes]] = deque()
         # exchange -> [reads, ts, how many already in the journal]: the recorder's own lists
@@ -191,8 +235,13 @@ class JournalWriter:
     def end(self, exchange: int, record: bytes) -> None:
         """Write the exchange's remaining reads, then its last record, now."""
         with self._wlock:
-            self._drain()
-            self._tracked.pop(exchange, None)
+            entry = self._tracked.pop(exchange, None)
+            if entry is not None:
+                reads, ts, done = entry
+                n = len(ts)
+                if n > done:  # not journaled yet (or a write of them failed): before the end
+                    rest = b"".join(reads_record(exchange, done, reads[done:n], ts[done:n]))
+                    self._queue.append((exchange, rest))
             self._queue.append((exchange, record))
             self._drain()
 
@@ -223,53 +272,118 @@ class JournalWriter:
                 self._wlock.release()
 
     def _drain(self) -> None:
+        """Write the queue, then every exchange's new reads, in one ``writev`` (caller holds
+        ``_wlock``). Only records written whole count: the rest goes back to the queue (its
+        reads stay unmarked) and is written again, whole, next time."""
         self.due_ns = time.monotonic_ns() + self._interval_ns
         queue = self._queue
         items = [queue.popleft() for _ in range(len(queue))]
         buffers = [record for _, record in items]
-        live = {k for k, _ in items}
-        for k, entry in list(self._tracked.items()):
+        new_reads: list[tuple[int, list[Any], int]] = []  # (exchange, entry, new done)
+        for k, entry in self._tracked.items():
             reads, ts, done = entry
             n = len(ts)  # a read is appended before its time: both are there up to len(ts)
             if n > done:
-                buffers += reads_record(k, reads[done:n], ts[done:n])
-                entry[2] = n
-                live.add(k)
+                buffers += reads_record(k, done, reads[done:n], ts[done:n])
+                new_reads.append((k, entry, n))
         if not buffers:
             return
-        seg = self._segments[-1] if self._segments else None
-        if seg is None or seg.fd is None or seg.size >= self.segment_bytes:
-            if seg is not None and seg.fd is not None:
-                os.close(seg.fd)
-                seg.fd = None
-                self._drop_finished()
-            seg = self._open_segment()
-        try:
-            seg.size += _write_buffers(seg.fd, buffers)
-        except OSError as exc:  # disk trouble: the in-memory copy still reaches Parquet
-            self.error = exc
+        # where each record ends in the write: queued items, then one R record (2 buffers)
+        # per exchange with new reads
+        ends, total = [], 0
+        for record in buffers[: len(items)]:
+            total += len(record)
+            ends.append(total)
+        for i in range(len(items), len(buffers), 2):
+            total += len(buffers[i]) + len(buffers[i + 1])
+            ends.append(total)
+        seg = self._segment()
+        if seg is None:  # no segment could be started: everything stays queued
+            self._requeue(items)
             return
-        seg.live.update(live)
+        written, exc = _write_buffers(seg.fd, buffers)
+        if exc is not None:
+            written = self._cut_back(seg, written, [e for e in ends if e <= written], exc)
+        else:
+            seg.size += written
+            self.ok = True
+        whole = sum(1 for end in ends if end <= written)
+        for k, record in items[: min(whole, len(items))]:
+            seg.live.add(k)
+            if record[2:3] == b"E":  # its end record, every earlier one before it
+                self.complete.add(k)
+        for (k, entry, n), end in zip(new_reads, ends[len(items) :], strict=True):
+            if end <= written:
+                entry[2] = n
+                seg.live.add(k)
+        if whole < len(items):
+            self._requeue(items[whole:])
+
+    def _requeue(self, items: list[tuple[int, bytes]]) -> None:
+        self._queue.extendleft(reversed(items))
+
+    def _cut_back(self, seg: _Segment, written: int, boundaries: list[int], exc: OSError) -> int:
+        """A write failed after ``written`` bytes: cut the record it tore off the file (it
+        ends at the last whole record then) and note the failure; returns how many bytes
+        of the write are on disk as whole records (a torn tail that could not be cut off
+        stays, and the reader skips it)."""
+        self.error = exc
+        self.ok = False
+        self.failures += 1
+        keep = boundaries[-1] if boundaries else 0
+        if keep < written:
+            try:
+                os.ftruncate(seg.fd, seg.size + keep)
+                written = keep
+            except OSError:
+                pass
+        seg.size += written
+        return keep
+
+    def _segment(self) -> _Segment | None:
+        """The segment to append to: the current one, or a new one (past ``segment_bytes``,
+        or when none is open); None when a new one cannot be started."""
+        seg = self._segments[-1] if self._segments else None
+        if seg is not None and seg.fd is not None and seg.size < self.segment_bytes:
+            return seg
+        if seg is not None and seg.fd is not None:
+            os.close(seg.fd)
+            seg.fd = None
+            self._drop_finished()
+        path = self.directory / f"journal-{self._next:05d}{JOURNAL_SUFFIX}"
+        self._next += 1
+        fd = None
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            head = MAGIC + self._g
+            view = memoryview(head)
+            while view:  # all of it, or the segment is dropped
+                view = view[os.write(fd, view) :]
+        except OSError as exc:  # the next write tries a new segment
+            self.error = exc
+            self.ok = False
+            self.failures += 1
+            if fd is not None:
+                os.close(fd)
+            _unlink(path)
+            return None
+        seg = _Segment(path, fd, len(head))
+        self._segments.append(seg)
+        return seg
 
     def _run(self) -> None:
         while not self._closed:
             if self._queue or self._tracked:  # in flight: what their threads have not written
-                self.sync()
+                try:
+                    self.sync()
+                except Exception as exc:  # noqa: BLE001 - the flusher must outlive any failure
+                    self.error = exc if isinstance(exc, OSError) else OSError(errno.EIO, str(exc))
+                    self.ok = False
                 self._stop.wait(self.idle_interval)
             else:
                 self._wake.clear()
                 if not (self._queue or self._tracked):
                     self._wake.wait(0.1)
-
-    def _open_segment(self) -> _Segment:
-        path = self.directory / f"journal-{self._next:05d}{JOURNAL_SUFFIX}"
-        self._next += 1
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        seg = _Segment(path, fd)
-        self._segments.append(seg)
-        _write_all(fd, self._g)
-        seg.size = len(self._g)
-        return seg
 
     def written(self, exchanges: Iterable[int]) -> None:
         """These exchanges are in a Parquet part: delete segments nobody needs any more."""
@@ -277,6 +391,7 @@ class JournalWriter:
         with self._wlock:
             for seg in self._segments:
                 seg.live -= done
+            self.complete -= done
             self._drop_finished()
 
     def _drop_finished(self) -> None:
@@ -308,35 +423,40 @@ class JournalWriter:
 _IOV_MAX = 1024  # POSIX minimum is 16; Linux and macOS allow 1024
 
 
-def _write_buffers(fd: int, buffers: list[bytes]) -> int:
+def _write_buffers(fd: int, buffers: list[bytes]) -> tuple[int, OSError | None]:
     """Write ``buffers`` in order with ``writev`` (the kernel gathers them, without the
-    GIL); returns the number of bytes written."""
-    if not hasattr(os, "writev"):  # pragma: no cover - Windows
-        data = b"".join(buffers)
-        _write_all(fd, data)
-        return len(data)
+    GIL); returns how many bytes were written, and the error that stopped it (or None)."""
     total = 0
-    for i in range(0, len(buffers), _IOV_MAX):
-        batch = buffers[i : i + _IOV_MAX]
-        size = sum(map(len, batch))
-        n = os.writev(fd, batch)
-        if n < size:  # a short write (full disk, signal): the rest the plain way
-            _write_all(fd, memoryview(b"".join(batch))[n:])
-        total += size
-    return total
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    try:
+        if not hasattr(os, "writev"):  # pragma: no cover - Windows
+            view = memoryview(b"".join(buffers))
+            while view:
+                n = os.write(fd, view)
+                total += n
+                view = view[n:]
+            return total, None
+        for i in range(0, len(buffers), _IOV_MAX):
+            batch = buffers[i : i + _IOV_MAX]
+            size = sum(map(len, batch))
+            n = os.writev(fd, batch)
+            total += n
+            if n < size:  # a short write (full disk, signal): the rest the plain way
+                view = memoryview(b"".join(batch))[n:]
+                while view:
+                    m = os.write(fd, view)
+                    if m <= 0:
+                        raise OSError(errno.EIO, "write wrote nothing")
+                    total += m
+                    view = view[m:]
+    except OSError as exc:
+        return total, exc
+    return total, None
 
 
 def _unlink(path: Path) -> None:
     try:
         path.unlink()
-    except FileNotFoundError:
+    except OSError:
         pass
 
 
@@ -355,11 +475,32 @@ class JournalContents:
     reads: list[bytes] = field(default_factory=list)
     read_t_ns: list[int] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    cut: str | None = None
+    """Why the journal cannot vouch for this exchange although its records were read (a
+    torn or missing record): the reader marks it ``"incomplete"`` with this reason."""
+    torn: int = 0  # damaged records that named this exchange
+
+    def _check(self) -> None:
+        end = self.end
+        if self.cut is None and end is not None and isinstance(end.get("n_reads"), int):
+            if len(self.reads) != end["n_reads"] or sum(map(len, self.reads)) != end.get(
+                "n_bytes", sum(map(len, self.reads))
+            ):
+                self.cut = (
+                    f"the journal holds {len(self.reads)} of the exchange's {end['n_reads']} "
+                    "reads (a journal write failed or was torn)"
+                )
+        if self.cut is not None and self.torn:
+            self.cut += f"; {self.torn} torn journal record(s) skipped"
 
 
 def _unpack_reads(data: bytes, start: int, end: int, item: JournalContents) -> None:
+    """A v1 ``R`` record (no ``first``)."""
     (n,) = _COUNT.unpack_from(data, start)
-    pos = start + _COUNT.size
+    _append_reads(data, start + _COUNT.size, end, n, item)
+
+
+def _append_reads(data: bytes, pos: int, end: int, n: int, item: JournalContents) -> None:
     ts = array("q", data[pos : pos + 8 * n])
     pos += 8 * n
     lens = array("I", data[pos : pos + 4 * n])
@@ -374,51 +515,159 @@ def _unpack_reads(data: bytes, start: int, end: int, item: JournalContents) -> N
     item.read_t_ns.extend(ts)
 
 
+def _reads_v2(data: bytes, start: int, end: int, item: JournalContents) -> None:
+    """A v2 ``R`` record: appended where it continues the reads; a repeat is skipped; a gap
+    (a record of earlier reads lost) cuts the exchange there."""
+    if item.cut is not None:
+        return
+    first, n = _FIRST_COUNT.unpack_from(data, start)
+    have = len(item.reads)
+    if first > have:
+        item.cut = f"reads {have} to {first - 1} are missing from the journal"
+        return
+    if first + n <= have:  # written again after a failure: already here
+        return
+    tmp = JournalContents({}, {}, {}, b"")
+    _append_reads(data, start + _FIRST_COUNT.size, end, n, tmp)
+    skip = have - first
+    item.reads.extend(tmp.reads[skip:])
+    item.read_t_ns.extend(tmp.read_t_ns[skip:])
+
+
+def _record_at(data: bytes, pos: int) -> tuple[bytes, int, int, int] | None:
+    """``(kind, exchange, start, end)`` of the v2 record at ``pos`` if it is whole and its
+    checksum holds, else None."""
+    if data[pos : pos + 2] != SYNC or pos + REC2.size > len(data):
+        return None
+    _, kind, exchange, length, crc = REC2.unpack_from(data, pos)
+    start = pos + REC2.size
+    end = start + length
+    if kind[0] not in _KINDS or end > len(data):
+        return None
+    view = memoryview(data)[start:end]
+    if zlib.crc32(view, zlib.crc32(_CRC_HEAD.pack(kind, exchange, length))) != crc:
+        return None
+    return kind, exchange, start, end
+
+
+def _resync(data: bytes, pos: int) -> int:
+    """Where the next good v2 record after ``pos`` starts (``len(data)``: none)."""
+    while True:
+        pos = data.find(SYNC, pos)
+        if pos < 0:
+            return len(data)
+        if _record_at(data, pos) is not None:
+            return pos
+        pos += 1
+
+
 def read_journals(paths: Iterable[Path]) -> list[JournalContents]:
     """Parse journal segments (of one or more recordings), merging each exchange's records
-    across segments in segment order. Torn trailing records are ignored; an exchange whose
+    across segments in segment order. A torn or damaged record is skipped (and the
+    exchange it belonged to marked cut unless a later copy made it whole); an exchange whose
     header never made it to disk is dropped (nothing of it was recorded)."""
     found: dict[tuple[str, int], JournalContents] = {}
     pending: dict[tuple[str, int], dict[str, Any]] = {}
     for path in sorted(paths, key=lambda p: (str(p.parent), p.name)):
         data = path.read_bytes()
-        pos, n = 0, len(data)
-        capture: dict[str, Any] | None = None
-        redaction: dict[str, Any] = {}
-        while pos + REC.size <= n:
-            kind, exchange, length = REC.unpack_from(data, pos)
-            start = pos + REC.size
-            end = start + length
-            if end > n:
-                break  # torn final record
-            pos = end
-            if kind == b"G":
-                try:
-                    g = json.loads(data[start:end])
-                except ValueError:
-                    break
-                capture, redaction = g.get("capture") or {}, g.get("redaction") or {}
-                continue
-            if capture is None:
-                break  # not a journal we wrote
-            key = (str(capture.get("capture_id")), exchange)
-            if kind == b"R":
-                item = found.get(key)
-                if item is not None:
-                    _unpack_reads(data, start, end, item)
-            elif kind == b"D":
-                item = found.get(key)
-                if item is not None:
-                    item.read_t_ns.append(_T.unpack_from(data, start)[0])
-                    item.reads.append(data[start + 8 : end])
-            elif kind == b"H":
-                pending[key] = json.loads(data[start:end])
-            elif kind == b"B":
-                header = pending.pop(key, None)
-                if header is not None:
-                    found[key] = JournalContents(capture, redaction, header, data[start:end])
-            elif kind == b"S" and key in found:
-                found[key].response = json.loads(data[start:end])
-            elif kind == b"E" and key in found:
-                found[key].end = json.loads(data[start:end])
+        if data.startswith(MAGIC):
+            _read_v2(data, found, pending)
+        else:
+            _read_v1(data, found, pending)
+    for item in found.values():
+        item._check()
     return list(found.values())
+
+
+def _read_v2(
+    data: bytes,
+    found: dict[tuple[str, int], JournalContents],
+    pending: dict[tuple[str, int], dict[str, Any]],
+) -> None:
+    pos, n = len(MAGIC), len(data)
+    capture: dict[str, Any] | None = None
+    redaction: dict[str, Any] = {}
+    torn: list[int] = []  # exchanges named by damaged records, before capture is known
+    while pos < n:
+        record = _record_at(data, pos)
+        if record is None:  # torn or damaged: on to the next good record
+            if data[pos : pos + 2] == SYNC and pos + REC2.size <= n:
+                torn.append(REC2.unpack_from(data, pos)[2])
+            pos = _resync(data, pos + 1)
+            continue
+        kind, exchange, start, end = record
+        pos = end
+        if kind == b"G":
+            g = json.loads(data[start:end])
+            capture, redaction = g.get("capture") or {}, g.get("redaction") or {}
+            continue
+        if capture is None:
+            return  # a segment whose first record was lost: nothing here can be placed
+        key = (str(capture.get("capture_id")), exchange)
+        item = found.get(key)
+        if kind == b"R":
+            if item is not None:
+                _reads_v2(data, start, end, item)
+        elif kind == b"H":
+            pending[key] = json.loads(data[start:end])
+        elif kind == b"B":
+            header = pending.pop(key, None)
+            if header is not None and item is None:
+                found[key] = JournalContents(capture, redaction, header, data[start:end])
+        elif kind == b"S" and item is not None:
+            item.response = json.loads(data[start:end])
+        elif kind == b"E" and item is not None:
+            item.end = json.loads(data[start:end])
+    if capture is not None:
+        cid = str(capture.get("capture_id"))
+        for exchange in torn:
+            item = found.get((cid, exchange))
+            if item is not None:
+                item.torn += 1
+
+
+def _read_v1(
+    data: bytes,
+    found: dict[tuple[str, int], JournalContents],
+    pending: dict[tuple[str, int], dict[str, Any]],
+) -> None:
+    """A segment written before records had checksums: a torn final record is ignored."""
+    pos, n = 0, len(data)
+    capture: dict[str, Any] | None = None
+    redaction: dict[str, Any] = {}
+    while pos + REC.size <= n:
+        kind, exchange, length = REC.unpack_from(data, pos)
+        start = pos + REC.size
+        end = start + length
+        if end > n:
+            break  # torn final record
+        pos = end
+        if kind == b"G":
+            try:
+                g = json.loads(data[start:end])
+            except ValueError:
+                break
+            capture, redaction = g.get("capture") or {}, g.get("redaction") or {}
+            continue
+        if capture is None:
+            break  # not a journal we wrote
+        key = (str(capture.get("capture_id")), exchange)
+        if kind == b"R":
+            item = found.get(key)
+            if item is not None:
+                _unpack_reads(data, start, end, item)
+        elif kind == b"D":
+            item = found.get(key)
+            if item is not None:
+                item.read_t_ns.append(_T.unpack_from(data, start)[0])
+                item.reads.append(data[start + 8 : end])
+        elif kind == b"H":
+            pending[key] = json.loads(data[start:end])
+        elif kind == b"B":
+            header = pending.pop(key, None)
+            if header is not None:
+                found[key] = JournalContents(capture, redaction, header, data[start:end])
+        elif kind == b"S" and key in found:
+            found[key].response = json.loads(data[start:end])
+        elif kind == b"E" and key in found:
+            found[key].end = json.loads(data[start:end])

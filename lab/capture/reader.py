@@ -443,7 +443,11 @@ def _recovered(contents: JournalContents) -> tuple[dict[str, Any], pa.Table]:
     for key in ("status", "http_version", "response_headers", "t_headers_ns"):
         row[key] = response.get(key)
     end = contents.end
-    if end is not None:
+    if contents.cut is not None:  # records were lost or torn: cut where the journal is whole
+        row["end_reason"] = "incomplete"
+        row["error"] = f"{_INCOMPLETE_ERROR}: {contents.cut}"
+        row["t_end_ns"] = None
+    elif end is not None:
         row["end_reason"] = end.get("end_reason") or "incomplete"
         row["error"] = end.get("error")
         row["t_end_ns"] = end.get("t_end_ns")

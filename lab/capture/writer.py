@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab.capture.errors import CaptureError
+from lab.capture.errors import CaptureError, CaptureWriteError
 from lab.capture.journal import JournalWriter, bytes_record, check_intervals, json_record
 from lab.capture.redact import REDACTION_POLICY, Redactor
 from lab.capture.schema import END_REASONS, capture_info, schema_for
@@ -410,7 +410,14 @@ class ExchangeRecorder:
         row["end_reason"] = reason
         row["error"] = text
         row["t_end_ns"] = t
-        end: dict[str, Any] = {"end_reason": reason, "error": text, "t_end_ns": t}
+        end: dict[str, Any] = {
+            "end_reason": reason,
+            "error": text,
+            "t_end_ns": t,
+            # what the journal must hold for the reader to vouch for this exchange
+            "n_reads": len(self._reads),
+            "n_bytes": sum(map(len, self._reads)),
+        }
         redacted = self.redacted
         if redacted:  # say that the response was changed, and where
             meta = json.loads(row["meta"])
@@ -525,10 +532,14 @@ class CaptureWriter:
         self._held: dict[str, int] = {}  # logical requests in progress (logical_request)
         self._busy = False
         self._flush_waiters = 0
+        self._flush_requested = False
+        self._failures = 0  # failed part writes so far (flush() waits for one attempt)
+        self._retry_at = 0.0  # after a failed part write, the next try waits till then
+        self._in_parts: set[int] = set()
         self.flush_interval = flush_interval
         self._closed = False
         self._stopping = False
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # the last part write's failure, if it failed
         self.parts: list[Path] = []
         # started here, not when the first exchange ends: starting a thread waits for it,
         # and that wait would land at the end of a recorded stream
@@ -612,28 +623,69 @@ class CaptureWriter:
         return recorder
 
     def flush(self, timeout: float | None = None) -> None:
-        """Block until every finished exchange is in a Parquet part."""
+        """Block until every finished exchange is in a Parquet part; a
+        :class:`~lab.capture.CaptureWriteError` when writing one fails."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._flush_waiters += 1
+            self._flush_requested = True
+            failures = self._failures
             self._cond.notify_all()
+        failed: BaseException | None = None
         try:
-            self._wait_written(deadline, timeout)
+            with self._cond:
+                while self._pending or self._busy:
+                    if self._failures != failures and not self._busy:
+                        failed = self._error or OSError("part write failed")
+                        break
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"{self.path}: parts not written after {timeout}s")
+                    self._cond.wait(remaining)
         finally:
             with self._cond:
                 self._flush_waiters -= 1
+        if failed is not None:  # counted outside the lock (safety() takes it)
+            raise self._write_failure(failed)
 
-    def _wait_written(self, deadline: float | None, timeout: float | None) -> None:
-        with self._cond:
-            while self._pending or self._busy:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"{self.path}: parts not written after {timeout}s")
-                self._cond.wait(remaining)
-            self._raise_background_error()
+    @property
+    def write_error(self) -> BaseException | None:
+        """Why this recording cannot be written now (the last Parquet part or journal
+        write failed and nothing has been written since), or None."""
+        if self._error is not None:
+            return self._error
+        if not self._journal.ok:
+            return self._journal.error
+        return None
+
+    def safety(self) -> tuple[int, int, int]:
+        """``(total, in_parts, in_journals)``: exchanges started, those in Parquet parts,
+        and those whole in journals only (``open()`` recovers them); the rest are cut or
+        not on disk."""
+        with self._lock:
+            in_parts = len(self._in_parts)
+            total = self._next_exchange
+        in_journals = len(self._journal.complete - self._in_parts)
+        return total, in_parts, in_journals
+
+    def check(self) -> None:
+        """Raise :class:`~lab.capture.CaptureWriteError` when the recording cannot be written
+        now (a recorder calls this before and after each request)."""
+        error = self.write_error
+        if error is not None:
+            raise self._write_failure(error)
+
+    def _write_failure(self, cause: BaseException) -> CaptureWriteError:
+        total, in_parts, in_journals = self.safety()
+        return CaptureWriteError(
+            self.path, cause, total=total, in_parts=in_parts, in_journals=in_journals
+        )
 
     def close(self) -> None:
-        """End unfinished exchanges as "incomplete", write everything, stop the thread."""
+        """End unfinished exchanges as "incomplete", write everything, stop the thread.
+
+        When the parts cannot be written, :class:`~lab.capture.CaptureWriteError` says how
+        many exchanges are safe on disk and where (journals stay for ``open()``)."""
         with self._lock:
             if self._closed:
                 return
@@ -647,24 +699,21 @@ class CaptureWriter:
             thread = self._thread
         if thread is not None:
             thread.join()
+        failure: BaseException | None = None
         with self._lock:
-            if self._pending:  # the thread died: write what is left here
-                batch, self._pending = self._pending, []
-                self._write_batch(batch)
-            if not self.parts and self._next_exchange == 0:
-                self._write_batch([])  # an empty recording still has a schema and footer
+            try:
+                if self._pending:  # the thread gave up (or died): one last try from here
+                    self._write_batch(self._pending)
+                    self._pending = []
+                if not self.parts and self._next_exchange == 0:
+                    self._write_batch([])  # an empty recording still has a schema and footer
+            except BaseException as exc:  # noqa: BLE001 - reported below, journals kept
+                failure = exc
         self._journal.close()
-        self._raise_background_error()
+        if failure is not None or self._pending:
+            raise self._write_failure(failure or self._error or OSError("part write failed"))
 
     # -- internals -------------------------------------------------------------------------
-
-    def _raise_background_error(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise CaptureError(
-                f"{self.path}: writing a Parquet part failed ({error_text(error)}); "
-                "the exchanges are still in their journals and open() recovers them"
-            ) from error
 
     @contextmanager
     def logical_request(self, stream_id: str) -> Iterator[None]:
@@ -698,34 +747,56 @@ class CaptureWriter:
     def _run(self) -> None:
         """Write finished exchanges in batches: when flush()/close() asks, when enough bytes
         or exchanges are pending, or when the oldest has waited ``flush_interval`` seconds.
-        Until then they are safe in their journals (with their end record)."""
+        Until then they are safe in their journals (with their end record). A batch that
+        fails goes back to the front of the queue, to be tried again after
+        ``flush_interval`` (at least 0.5 s), on ``flush()`` or at ``close()``."""
         while True:
             with self._cond:
                 while not self._should_write():
-                    ready = self._ready()
-                    if ready:
-                        age = time.monotonic() - ready[0].finished_at
-                        self._cond.wait(max(0.0, self.flush_interval - age))
-                    else:
-                        self._cond.wait()
+                    self._cond.wait(self._idle_wait())
                 if not self._pending:
                     return  # stopping and nothing left
                 batch = self._take_batch()
+                self._flush_requested = False
                 self._busy = True
+                stopping = self._stopping
+            failed: BaseException | None = None
             try:
                 self._write_batch(batch)
-            except BaseException as exc:  # keep journals; report on flush()/close()
-                self._error = exc
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+            except BaseException as exc:  # noqa: BLE001 - kept, retried, reported by check()
+                failed = exc
+            with self._cond:
+                self._busy = False
+                if failed is not None:
+                    self._pending[:0] = batch  # nothing dropped: tried again later
+                    self._error = failed
+                    self._failures += 1
+                    self._retry_at = time.monotonic() + max(self.flush_interval, 0.5)
+                else:
+                    self._error = None
+                self._cond.notify_all()
+            if failed is not None and stopping:
+                return  # close() makes the last attempt and reports
+
+    def _idle_wait(self) -> float | None:
+        ready = self._ready()
+        if not ready:
+            return None
+        now = time.monotonic()
+        wake = ready[0].finished_at + self.flush_interval
+        if self._error is not None:
+            wake = max(wake, self._retry_at)
+        return max(0.001, wake - now)
 
     def _should_write(self) -> bool:
         if self._stopping:
             return True
         ready = self._ready()
         if not ready:
+            return False
+        if self._flush_requested:
+            return True
+        if self._error is not None and time.monotonic() < self._retry_at:
             return False
         if self._flush_waiters or len(ready) >= _MAX_PART_EXCHANGES:
             return True
@@ -747,8 +818,7 @@ class CaptureWriter:
         return batch
 
     def _write_batch(self, batch: list[_Finished]) -> None:
-        n = self._next_part
-        self._next_part += 1
+        n = self._next_part  # taken only once the part is written: no gap after a failure
         streams_path, chunks_path = write_part(
             self.path,
             n,
@@ -756,7 +826,9 @@ class CaptureWriter:
             streams_schema=self._streams_schema,
             chunks_schema=self._chunks_schema,
         )
+        self._next_part = n + 1
         self.parts += [streams_path, chunks_path]
+        self._in_parts.update(item.row["exchange"] for item in batch)  # callers may hold _lock
         self._journal.written(item.row["exchange"] for item in batch)
 
 
