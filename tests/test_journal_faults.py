@@ -171,6 +171,36 @@ def test_an_end_record_without_all_its_reads_marks_the_exchange_cut(tmp_path, mo
     writer.close()
 
 
+def test_an_exchange_starting_while_the_journal_writes_leaves_the_write_whole(
+    tmp_path, monkeypatch
+):
+    # recording threads start exchanges while another thread writes the journal
+    _quiet(monkeypatch)
+    writer = CaptureWriter(tmp_path, capture_id="race", journal_interval=3600)
+    rec = _start(writer)
+    rec.on_read(READS[0])
+    rec.on_read(READS[1])
+    real, started = journal_mod.reads_record, []
+
+    def start_another(*args):
+        if not started:
+            started.append(_start(writer, "s2"))
+        return real(*args)
+
+    monkeypatch.setattr(journal_mod, "reads_record", start_another)
+    writer._journal.sync()
+    assert writer._journal.ok and started
+    rec.on_read(READS[2])
+    rec.on_end("eof")
+    started[0].on_read(READS[0])
+    started[0].on_end("eof")
+    writer.close()
+    got = {
+        ex.stream_id: (ex.reads, ex.end_reason) for ex in lab.capture.open(writer.path).exchanges()
+    }
+    assert got == {"s": (READS, "eof"), "s2": (READS[:1], "eof")}
+
+
 # -- the walk: a fault at each write position, then SIGKILL ----------------------------------
 
 

@@ -280,7 +280,7 @@ class JournalWriter:
         items = [queue.popleft() for _ in range(len(queue))]
         buffers = [record for _, record in items]
         new_reads: list[tuple[int, list[Any], int]] = []  # (exchange, entry, new done)
-        for k, entry in self._tracked.items():
+        for k, entry in list(self._tracked.items()):  # begin() adds from other threads
             reads, ts, done = entry
             n = len(ts)  # a read is appended before its time: both are there up to len(ts)
             if n > done:
