@@ -272,8 +272,8 @@ def _check_reads_present(
         return
     counts = chunks.group_by(["capture_id", "exchange"]).aggregate([("seq", "count")])
     found = {
-        key: n
-        for *key, n in zip(
+        (capture_id, exchange): n
+        for capture_id, exchange, n in zip(
             counts["capture_id"].to_pylist(),
             counts["exchange"].to_pylist(),
             counts["seq_count"].to_pylist(),
@@ -516,11 +516,11 @@ class _Rows:
         start, previous = 0, None
         keys = zip(ordered["capture_id"].to_pylist(), ordered["exchange"].to_pylist(), strict=True)
         for i, key in enumerate(keys):
-            if i and key != previous:
+            if previous is not None and key != previous:
                 self.ranges[previous] = (start, i)
                 start = i
             previous = key
-        if ordered.num_rows:
+        if previous is not None:
             self.ranges[previous] = (start, ordered.num_rows)
 
     def exchange(self, row: int) -> RecordedExchange:
