@@ -24,7 +24,9 @@ FAST_MAX_CHARS = 65536
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is a declared dependency
-    loads = json.loads
+
+    def loads(text: str) -> Any:
+        return json.loads(text)
 else:
     _fast = orjson.loads
     _slow = json.loads

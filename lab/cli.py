@@ -145,7 +145,7 @@ def _print_table(
         shown.head(view.limit) if limited else shown, fmt=view.fmt, width=view.width
     )
     print(text)
-    if limited:
+    if limited and view.limit is not None:
         print(f"... {len(df) - view.limit} more rows (--all or --limit N shows them)")
     if left_out:
         import textwrap

@@ -162,7 +162,7 @@ def _bridge_classes() -> tuple[type, type]:
     """httpx2 transports that run a request through an httpx transport (the recording one)."""
     httpx2 = _httpx2()
 
-    class SyncStream(httpx2.SyncByteStream):
+    class SyncStream(httpx2.SyncByteStream):  # type: ignore[name-defined]  # imported lazily
         def __init__(self, response: httpx.Response, request: Any) -> None:
             self._response, self._request = response, request
 
@@ -175,7 +175,7 @@ def _bridge_classes() -> tuple[type, type]:
         def close(self) -> None:
             self._response.close()
 
-    class AsyncStream(httpx2.AsyncByteStream):
+    class AsyncStream(httpx2.AsyncByteStream):  # type: ignore[name-defined]  # imported lazily
         def __init__(self, response: httpx.Response, request: Any) -> None:
             self._response, self._request = response, request
 
@@ -198,7 +198,7 @@ def _bridge_classes() -> tuple[type, type]:
             request=request,
         )
 
-    class Bridge(httpx2.BaseTransport):
+    class Bridge(httpx2.BaseTransport):  # type: ignore[name-defined]  # imported lazily
         def __init__(self, inner: httpx.BaseTransport) -> None:
             self._inner = inner
 
@@ -213,7 +213,7 @@ def _bridge_classes() -> tuple[type, type]:
         def close(self) -> None:
             self._inner.close()
 
-    class AsyncBridge(httpx2.AsyncBaseTransport):
+    class AsyncBridge(httpx2.AsyncBaseTransport):  # type: ignore[name-defined]  # imported lazily
         def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
             self._inner = inner
 

@@ -408,8 +408,8 @@ def _find_request(cap: Any, stream_id: str, where: str = "the capture") -> Recor
     if not exact and stream_id:
         exact = [r for r in requests if r.stream_id.startswith(stream_id)]
         if len(exact) > 1:
-            ids = ", ".join(r.stream_id for r in exact[:5])
-            raise FixtureError(f"stream id prefix {stream_id!r} is ambiguous in {where}: {ids}")
+            some = ", ".join(r.stream_id for r in exact[:5])
+            raise FixtureError(f"stream id prefix {stream_id!r} is ambiguous in {where}: {some}")
     if not exact:
         ids = [r.stream_id for r in requests]
         sample = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,7 +44,7 @@ _M = TypeVar("_M", bound=BaseModel)
 def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any) -> Any:
     """A model from its state, without validating it: how one is unpickled (the state as
     it was pickled) and how :func:`_trusted` builds one."""
-    obj = _new(cls)
+    obj: Any = _new(cls)
     _set(obj, "__dict__", fields)
     _set(obj, "__pydantic_fields_set__", fields_set)
     _set(obj, "__pydantic_extra__", extra)
@@ -69,7 +69,12 @@ def _trusted(cls: type[_M]) -> Callable[..., _M]:
         name: None if f.is_required() or f.default_factory is not None else f.default
         for name, f in fields.items()
     }
-    factories = [(name, f.default_factory) for name, f in fields.items() if f.default_factory]
+    # every lab model's factories take no argument (list, dict, ...), none the validated data
+    factories = [
+        (name, cast("Callable[[], Any]", f.default_factory))
+        for name, f in fields.items()
+        if f.default_factory
+    ]
 
     def build(**values: Any) -> _M:
         state = {**template, **values}

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from lab.result import StreamResult, counted_thoughts
@@ -41,7 +42,7 @@ class LabFigure(Figure):
         return buf.getvalue()
 
 
-def _figure(width: float = 7.0, height: float = 3.6) -> tuple[Figure, object]:
+def _figure(width: float = 7.0, height: float = 3.6) -> tuple[Figure, Axes]:
     fig = LabFigure(figsize=(width, height), layout="constrained")
     return fig, fig.add_subplot()
 
@@ -175,9 +176,9 @@ def stream_timeline(result: StreamResult) -> Figure:
 
     by_guard: dict[str, list[tuple[float, str]]] = {}
     for e in result.guard_events:
-        _, t_ms = _event_read(result, e.attempt, e.seq)
-        if t_ms is not None:
-            by_guard.setdefault(e.guard, []).append((t_ms, e.moved))
+        _, t_event = _event_read(result, e.attempt, e.seq)
+        if t_event is not None:
+            by_guard.setdefault(e.guard, []).append((t_event, e.moved))
     markers = iter(["v", "^", "D", "s", "o", "P"])
     for guard, points in by_guard.items():
         xs = [t for t, _ in points]

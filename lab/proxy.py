@@ -351,7 +351,7 @@ class ProxyApp:
                 # (an SDK closes right after its terminator event, a moment before the
                 # upstream's end of body: a stream that ends within the grace ended itself)
                 grace = self.config.disconnect_grace_s
-                done, _ = await asyncio.wait({pump}, timeout=grace) if grace > 0 else ((), ())
+                done, _ = await asyncio.wait({pump}, timeout=grace) if grace > 0 else (set(), set())
                 if pump not in done:
                     state.end_reason = "cancelled"
                     pump.cancel()

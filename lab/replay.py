@@ -530,7 +530,7 @@ def _replay_parallel(
     finished = False
     try:
         for _ in range(min(workers, len(shares)) - 1):  # no child without a share to take
-            args = (source, cfg, shares, state, lock, folder)
+            args: tuple[Any, ...] = (source, cfg, shares, state, lock, folder)
             if provider is not None:  # the override, when there is one
                 args += (provider,)
             child = ctx.Process(target=_child_main, args=args, daemon=True)

@@ -331,7 +331,7 @@ def _seam_ok(text: str, label: int, pred: int | None) -> bool:
     return not text[lo:hi].strip()
 
 
-def _ratio(a: int, b: int) -> float:
+def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 

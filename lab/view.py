@@ -192,11 +192,11 @@ def stream_html(result: StreamResult) -> str:
             f"{', retryable' if r.error.retryable else ''}{cls}): {_esc(r.error.message)}</div>"
         )
     partial = shown_before_close(r)
-    for shown, moved in partial:
+    for shown, tail in partial:
         parts.append(
             f"<div style='{_WARN}'><b>cleaned only in part:</b> the closing reasoning tag "
             f"arrived after {_chars(len(shown))} of reasoning had been shown as the answer "
-            f"(underlined); the guard moved only what followed ({_chars(len(moved))}).</div>"
+            f"(underlined); the guard moved only what followed ({_chars(len(tail))}).</div>"
         )
     moved = [e.moved for e in r.guard_events if e.moved]
     parts.append(

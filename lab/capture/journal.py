@@ -506,7 +506,8 @@ def _append_reads(data: bytes, pos: int, end: int, n: int, item: JournalContents
     lens = array("I", data[pos : pos + 4 * n])
     pos += 4 * n
     if sys.byteorder != "little":  # pragma: no cover - the format is little-endian
-        ts.byteswap(), lens.byteswap()
+        ts.byteswap()
+        lens.byteswap()
     if pos + sum(lens) != end:
         raise ValueError(f"R record whose read lengths do not add up ({pos + sum(lens)} != {end})")
     for length in lens:

@@ -42,7 +42,7 @@ class AStream:
         self.events.append(sse_event(name, payload))
 
     def start(self) -> None:
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_01{self.ctx.token(22)}",
             "type": "message",
             "role": "assistant",

@@ -106,7 +106,7 @@ class Script:
 
     @property
     def streaming(self) -> bool:
-        return self.header("content-type", "").startswith("text/event-stream")
+        return (self.header("content-type") or "").startswith("text/event-stream")
 
     def header(self, name: str, default: str | None = None) -> str | None:
         low = name.lower()

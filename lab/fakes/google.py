@@ -131,7 +131,9 @@ def g_thought_parts(ctx: Ctx) -> Script:
 def g_function_call(ctx: Ctx) -> Script:
     s = GStream(ctx)
     s.parts([{"text": THOUGHTS[0], "thought": True}])
-    call = {"functionCall": {"name": "get_weather", "args": {"city": "Zürich", "days": 3}}}
+    call: dict[str, Any] = {
+        "functionCall": {"name": "get_weather", "args": {"city": "Zürich", "days": 3}}
+    }
     call["thoughtSignature"] = s.signature()
     s.parts([call], "STOP", finishMessage="Model generated function call(s).")
     return s.script()
@@ -175,7 +177,9 @@ def g_prompt_blocked(ctx: Ctx) -> Script:
 def g_text_and_call(ctx: Ctx) -> Script:
     s = GStream(ctx)
     s.parts([{"text": "Sure — let me look up"}])
-    call = {"functionCall": {"name": "get_weather", "args": {"city": "Zürich", "days": 3}}}
+    call: dict[str, Any] = {
+        "functionCall": {"name": "get_weather", "args": {"city": "Zürich", "days": 3}}
+    }
     call["thoughtSignature"] = s.signature()
     s.parts(
         [{"text": " the forecast for Zürich."}, call],

@@ -155,7 +155,12 @@ class ORStream:
             self.chunk({"role": "assistant", "content": None, "tool_calls": [call]})
 
     def finish(self, reason: str, native: str | None = None) -> None:
-        delta = {"role": "assistant", "content": "", "reasoning": None, "reasoning_details": []}
+        delta: dict[str, Any] = {
+            "role": "assistant",
+            "content": "",
+            "reasoning": None,
+            "reasoning_details": [],
+        }
         self.chunk(delta, finish=reason, native=native)
 
     def usage(self, *, completion_tokens: int | None = None, reasoning_tokens: int | None = None):

@@ -36,6 +36,7 @@ class NoteSink:
     """Mixin: a guard keeps its notes here until the adapter drains them."""
 
     __slots__ = ()
+    notes: list[GuardNote]  # a slot of each guard that mixes this in
 
     def _note(self, guard: str, rule: str, offset: int, moved: str, **detail: Any) -> None:
         self.notes.append(GuardNote(guard, rule, offset, moved, detail))
@@ -43,5 +44,5 @@ class NoteSink:
     def drain_notes(self) -> list[GuardNote]:
         notes = self.notes
         if notes:
-            self.notes = []
+            self.notes = []  # type: ignore[misc]  # the slot is the subclass's (see above)
         return notes

@@ -70,7 +70,7 @@ _LOWER_NAMES = tuple(n.lower() for n in REASONING_TAG_NAMES)
 class TagMatch(NamedTuple):
     """A complete tag: where it starts, how long it is, and whether it closes."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, on purpose: the public name
     length: int
     closing: bool
 
@@ -86,7 +86,7 @@ class TagPrefix(NamedTuple):
     become ``</think>``), otherwise ``"open"``.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as TagMatch.index does
     kind: Literal["open", "close"]
 
 
