@@ -15,6 +15,7 @@ json_values = st.recursive(
     | st.booleans()
     | st.integers()
     | st.integers(min_value=2**62, max_value=2**90)
+    | st.integers(min_value=-(2**90), max_value=-(2**62))
     | st.floats(allow_nan=False)
     | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
@@ -42,6 +43,7 @@ def test_same_values_as_the_standard_library(value):
         "1e400",
         "-0",
         str(-(2**63)),
+        str(-(2**63) - 1),  # 19 digits, below orjson's integers: it made it a float
         str(2**64 - 1),
     ],
 )
