@@ -650,7 +650,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     kwargs = {"provider": provider} if provider is not None else {}
     if args.out is not None:
         out = _check_out_dir("--out", args.out)
-        written = replay(
+        written: Any = replay(  # with out=: the ResultFiles of the written tables
             args.path,
             config=config,
             workers=args.workers,

@@ -236,7 +236,7 @@ def _bar(units: list) -> Any:
     return tqdm(total=sum(_exchanges(u) for u in units), desc="replay", unit="exchange")
 
 
-def _family(provider: str | None) -> dict[str, str]:
+def _family(provider: str | None) -> dict[str, Any]:
     return {"provider": provider} if provider is not None else {}
 
 

@@ -125,7 +125,8 @@ def _raw_bytes(streams_part: Path) -> int:
 
 
 def _read(files: list[Path], table: str) -> tuple[pa.Table, dict[bytes, bytes]]:
-    tables, metadata = [], {}
+    tables: list[pa.Table] = []
+    metadata: dict[bytes, bytes] = {}
     for f in files:
         if not f.name.startswith(f"{table}-"):
             continue
@@ -158,7 +159,8 @@ def _compact_recording(
 ) -> tuple[int, int]:
     """Rewrite ``rec``'s parts; returns (new parts, their bytes)."""
     groups = _groups(rec, target_bytes)
-    start = 1 + max((int(_PART.match(p.name).group(2)) for p in parts), default=-1)
+    numbers = (_PART.match(p.name) for p in parts)  # every part's name matches
+    start = 1 + max((int(m.group(2)) for m in numbers if m), default=-1)
     staged: list[tuple[Path, Path]] = []
     for i, files in enumerate(groups):
         number = f"{start + i:05d}"

@@ -176,7 +176,7 @@ def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - do
         parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
         journals = list(dict.fromkeys(f for _, js in resolved for f in js))
     else:
-        parts, journals = _resolve(path)
+        parts, journals = _resolve(path)  # type: ignore[arg-type]  # str | Path: not a list
     streams_tables: list[pa.Table] = []
     streams_parts: list[Path] = []
     chunks_tables: list[pa.Table] = []
