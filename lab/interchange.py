@@ -228,7 +228,7 @@ def _keep(
         family, why = _why_not(entry)
         if why is not None:
             report.skipped.append((index, why))
-        else:
+        elif family is not None:  # always, when why is None
             kept.append((index, entry, family))
     return kept
 
@@ -371,12 +371,12 @@ def import_vcr(
     Each interaction's body is one read with no timing (``meta.timing = "none"``).
     """
     vcr = _vcr()
-    paths = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
+    files = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
     report = ImportReport(capture_path=None)
     candidates: list[tuple[int, _Entry]] = []
     names = []
     index = 0
-    for path in paths:
+    for path in files:
         try:
             text = path.read_text(encoding="utf-8")
             loaded = vcr.serialize.deserialize(text, vcr.serializers.yamlserializer)

@@ -1002,7 +1002,7 @@ class SpillTuner:
             raise ValueError("no capture path or Capture was given to compare on")
         from lab.replay import compare
 
-        bar = self.compare_progress
+        bar: Any = self.compare_progress  # set whenever compare_source is
 
         def advance(done: int, total: int) -> None:
             bar.max, bar.value = total, done
