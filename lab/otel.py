@@ -108,8 +108,11 @@ def _starts(capture: Any) -> dict[tuple[str, int], tuple[int, int | None]]:
     return out
 
 
-def _spans(path: str | Path, config: Any, provider: Any) -> Iterator[tuple[Any, dict, list]]:
-    """(result, attributes, [(event name, time ns, attributes)]) per request, unit by unit."""
+def _spans(
+    path: str | Path, config: Any, provider: Any
+) -> Iterator[tuple[Any, dict, list, int, int]]:
+    """(result, attributes, [(event name, time ns, attributes)], start ns, end ns) per
+    request, unit by unit."""
     import lab.capture
     from lab import tables
     from lab.capture.units import capture_units
@@ -199,8 +202,10 @@ def export_otlp(
 
     if (out is None) == (endpoint is None):
         raise ValueError("give exactly one of out=FILE.jsonl and endpoint=URL")
+    processor: Any  # SimpleSpanProcessor or BatchSpanProcessor
     if out is not None:
-        processor = SimpleSpanProcessor(_JsonLines(Path(out)))
+        exporter: Any = _JsonLines(Path(out))  # a SpanExporter by shape (export, shutdown)
+        processor = SimpleSpanProcessor(exporter)
     else:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

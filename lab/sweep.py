@@ -620,7 +620,8 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
     last = finals.groupby("key", sort=False).tail(1).set_index("stream_id")
     # unit by unit to Parquet and back: memory bounded by the largest unit, not the sweep
     with tempfile.TemporaryDirectory(prefix="lab-sweep-") as tmp:
-        st = replay(out, config=config, out=Path(tmp) / "results").read("streams")
+        written: Any = replay(out, config=config, out=Path(tmp) / "results")  # ResultFiles
+        st = written.read("streams")
     st = st[st["stream_id"].isin(last.index)].reset_index(drop=True)
     st["sweep_key"] = st["stream_id"].map(last["key"])
     st["sweep_target"] = st["stream_id"].map(last["target"])

@@ -203,7 +203,7 @@ def g_streamed_function_args(ctx: Ctx) -> Script:
         s.parts([{"functionCall": fc, **part}])
 
     call({"name": "plan_trip", "willContinue": True}, thoughtSignature=s.signature())
-    pieces_ = [("$.trip.city", {"stringValue": "Zü", "willContinue": True}),
+    pieces_: list[tuple[str, dict[str, Any]]] = [("$.trip.city", {"stringValue": "Zü", "willContinue": True}),
                ("$.trip.city", {"stringValue": "rich"}),
                ("$.trip.days[0].date", {"stringValue": "2026-12-02"}),
                ("$.trip.days[0].hours", {"numberValue": 6}),
