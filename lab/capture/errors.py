@@ -41,6 +41,7 @@ class CaptureWriteError(CaptureError):
         self.in_parts = in_parts
         self.in_journals = in_journals
         self.safe = in_parts + in_journals
+        self.result: object = None  # Recorder: the StreamResult whose write failed
         why = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
         lost = total - self.safe
         super().__init__(

@@ -301,6 +301,7 @@ class JournalWriter:
         if seg is None:  # no segment could be started: everything stays queued
             self._requeue(items)
             return
+        assert seg.fd is not None  # _segment returns an open one
         written, exc = _write_buffers(seg.fd, buffers)
         if exc is not None:
             written = self._cut_back(seg, written, [e for e in ends if e <= written], exc)
@@ -331,7 +332,7 @@ class JournalWriter:
         self.ok = False
         self.failures += 1
         keep = boundaries[-1] if boundaries else 0
-        if keep < written:
+        if keep < written and seg.fd is not None:
             try:
                 os.ftruncate(seg.fd, seg.size + keep)
                 written = keep
