@@ -56,7 +56,6 @@ from lab.errors import (
     parse_error_message,
     parse_status_code,
 )
-from lab.guards import SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
 from lab.http.sse import SSEEvent
 from lab.model import (
     ErrorType,
@@ -420,23 +419,7 @@ class AnthropicAdapter(StreamAdapter):
     # -- per-attempt state --------------------------------------------------------------
 
     def reset(self) -> None:
-        cfg = self.config
-        self.think = (
-            ThinkBlockStripper(
-                persona_name=cfg.persona_name,
-                capture_thoughts=cfg.capture_think_blocks_as_thoughts,
-            )
-            if cfg.strip_think_blocks
-            else None
-        )
-        self.spill = SpillGuard(cfg.spill)
-        self.speaker = (
-            SpeakerBoundaryGuard(
-                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
-            )
-            if cfg.speaker_guard
-            else None
-        )
+        self._make_guards()  # text runs think, spill and speaker (no dedup, as before)
         self.blocks: dict[int, dict[str, Any]] = {}
         self.thinking_blocks: list[dict[str, Any]] = []
         self.last_signature: str | None = None
@@ -689,25 +672,19 @@ class AnthropicAdapter(StreamAdapter):
     def _text(self, text: str, out: list[ProcessedChunk]) -> None:
         reasoning = ""
         if self.think is not None and text:
-            g = self.think.feed(text)
+            g = self._ran(self.think, self.think.feed(text))
             text = g.content
             reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
-            if self.think.notes:
-                self._drain(self.think)
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if text:
-            g = self.spill.filter(text)
+            g = self._ran(self.spill, self.spill.filter(text))
             text = g.content
             if g.reasoning:
                 reasoning += g.reasoning
-            if self.spill.notes:
-                self._drain(self.spill)
         fired = False
         if self.speaker is not None and text:
-            text = self.speaker.feed(text)
-            if self.speaker.notes:
-                self._drain(self.speaker)
+            text = self._ran(self.speaker, self.speaker.feed(text))
             fired = self.speaker.fired
         if text or reasoning:
             self.committed = True
@@ -783,18 +760,14 @@ class AnthropicAdapter(StreamAdapter):
     # -- end of stream ------------------------------------------------------------------
 
     def _flush_guards(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
-        g = self.spill.flush()
-        if self.spill.notes:
-            self._drain(self.spill)
+        g = self._ran(self.spill, self.spill.flush())
         if g.content:
             out.append(ProcessedChunk(type="text", content=g.content))
 
         def think_flush() -> None:
             if self.think is None:
                 return
-            g = self.think.flush()
-            if self.think.notes:
-                self._drain(self.think)
+            g = self._ran(self.think, self.think.flush())
             reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
             if g.content or reasoning:
                 thoughts = [_raw(reasoning)] if reasoning else []

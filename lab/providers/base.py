@@ -368,6 +368,61 @@ class StreamAdapter:
             self.facts.setdefault("hostile_values", []).extend(bad)
         return got
 
+    def _make_guards(
+        self,
+        *,
+        think: bool = True,
+        capture_thoughts: bool | None = None,
+        speaker: bool = True,
+    ) -> None:
+        """Build this attempt's guards from the config: one definition of their wiring.
+
+        Sets ``self.think`` (None when ``strip_think_blocks`` is off or **think** is False),
+        ``self.spill``, ``self.dedup`` and ``self.speaker`` (None unless ``speaker_guard``
+        and **speaker**). A family uses the ones its pipeline runs (Gemini: dedup and the
+        speaker guard; Anthropic: think, spill and speaker). **capture_thoughts** defaults to
+        ``capture_think_blocks_as_thoughts``.
+        """
+        from lab.guards import (
+            RecentTextDedup,
+            SpeakerBoundaryGuard,
+            SpillGuard,
+            ThinkBlockStripper,
+        )
+
+        cfg = self.config
+        capture = (
+            cfg.capture_think_blocks_as_thoughts if capture_thoughts is None else capture_thoughts
+        )
+        self.think = (
+            ThinkBlockStripper(persona_name=cfg.persona_name, capture_thoughts=capture)
+            if think and cfg.strip_think_blocks
+            else None
+        )
+        self.spill = SpillGuard(cfg.spill)
+        self.dedup = RecentTextDedup(
+            tail_chars=cfg.dedup_tail_chars,
+            min_chars=cfg.dedup_min_chars,
+            partial_overlaps_only=cfg.dedup_partial_overlaps_only,
+        )
+        self.speaker = (
+            SpeakerBoundaryGuard(
+                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
+            )
+            if speaker and cfg.speaker_guard
+            else None
+        )
+
+    def _ran(self, guard: Any, result: Any) -> Any:
+        """The step after every guard call: move the notes it just made into
+        ``guard_events`` (stamped), then hand back what the call returned::
+
+            g = self._ran(self.think, self.think.feed(content))
+        """
+        if guard.notes:
+            self._drain(guard)
+        return result
+
     def _drain(self, guard: Any) -> None:
         """Move a guard's notes into ``guard_events`` with stream/attempt/seq stamped."""
         notes: list[GuardNote] = guard.drain_notes()

@@ -46,7 +46,6 @@ from lab.errors import (
     parse_error_message,
     parse_status_code,
 )
-from lab.guards import RecentTextDedup, SpeakerBoundaryGuard
 from lab.http.jsonarray import SniffingDecoder
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -868,20 +867,12 @@ class GoogleAdapter(StreamAdapter):
     # -- per-attempt state --------------------------------------------------------------
 
     def reset(self) -> None:
-        cfg = self.config
-        self.dedup = RecentTextDedup(tail_chars=cfg.dedup_tail_chars, min_chars=cfg.dedup_min_chars)
-        self.speaker = (
-            SpeakerBoundaryGuard(
-                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
-            )
-            if cfg.speaker_guard
-            else None
-        )
+        self._make_guards(think=False)  # Gemini text runs dedup and the speaker guard
         self.pending_usage: Usage | None = None
         self.raw_usage: dict | None = None
         self.usage_final = False
         """A chunk with a finish reason (or a prompt block) came: the usage is the final one."""
-        self.assembler = FunctionCallAssembler() if cfg.assemble_function_calls else None
+        self.assembler = FunctionCallAssembler() if self.config.assemble_function_calls else None
         self.calls_made = False
         self.ended = False
 
@@ -1012,13 +1003,9 @@ class GoogleAdapter(StreamAdapter):
         text = chunk.get("text")
         fired = False
         if isinstance(text, str) and text:
-            text = self.dedup.filter(text)
-            if self.dedup.notes:
-                self._drain(self.dedup)
+            text = self._ran(self.dedup, self.dedup.filter(text))
             if self.speaker is not None and text:
-                text = self.speaker.feed(text)
-                if self.speaker.notes:
-                    self._drain(self.speaker)
+                text = self._ran(self.speaker, self.speaker.feed(text))
                 fired = self.speaker.fired
             # cloneChunkWithText: the dedup/guard clone keeps everything except ``error``
             chunk = {k: v for k, v in chunk.items() if k != "error"}

@@ -59,10 +59,6 @@ from lab.errors import (
     parse_status_code,
 )
 from lab.guards import (
-    RecentTextDedup,
-    SpeakerBoundaryGuard,
-    SpillGuard,
-    ThinkBlockStripper,
     VerbatimToolCallParser,
 )
 from lab.http.sse import SSEEvent
@@ -533,26 +529,10 @@ class OpenAICompatibleAdapter(StreamAdapter):
 
     def reset(self) -> None:
         cfg = self.config
-        self.think = (
-            ThinkBlockStripper(
-                persona_name=cfg.persona_name,
-                capture_thoughts=self._capture_thoughts,
-            )
-            if cfg.strip_think_blocks and self.strip_think_blocks_from_content
-            else None
-        )
-        self.spill = SpillGuard(cfg.spill)
-        self.dedup = RecentTextDedup(
-            tail_chars=cfg.dedup_tail_chars,
-            min_chars=cfg.dedup_min_chars,
-            partial_overlaps_only=cfg.dedup_partial_overlaps_only,
-        )
-        self.speaker = (
-            SpeakerBoundaryGuard(
-                holdback_chars=cfg.speaker_holdback_chars, persona_name=cfg.persona_name
-            )
-            if cfg.speaker_guard and self.enable_speaker_guard
-            else None
+        self._make_guards(
+            think=self.strip_think_blocks_from_content,
+            capture_thoughts=self._capture_thoughts,
+            speaker=self.enable_speaker_guard,
         )
         self.tool_acc = ToolCallAccumulator()
         self._extra: list[ProcessedChunk] = []
@@ -750,23 +730,19 @@ class OpenAICompatibleAdapter(StreamAdapter):
         """Think strip, then the spill guard, on the whole chunk's content (§3 steps 1-2)."""
         content = delta.get("content")
         if self.think is not None and isinstance(content, str) and content:
-            g = self.think.feed(content)
+            g = self._ran(self.think, self.think.feed(content))
             content = g.content
             if g.reasoning and self._capture_thoughts:
                 self.pending_think.append(g.reasoning)
-            if self.think.notes:
-                self._drain(self.think)
             delta["content"] = content
         reasoning = delta.get("reasoning_content")
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if isinstance(content, str) and content:
-            g = self.spill.filter(content)
+            g = self._ran(self.spill, self.spill.filter(content))
             delta["content"] = g.content
             if g.reasoning:
                 delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
-            if self.spill.notes:
-                self._drain(self.spill)
 
     _reasoning_key: ClassVar[str] = "reasoning_content"
     """Where the normalized delta holds reasoning (OpenRouter: ``reasoning``)."""
@@ -777,13 +753,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
         fired = False
         content = delta.get("content")
         if isinstance(content, str) and content:
-            content = self.dedup.filter(content)
-            if self.dedup.notes:
-                self._drain(self.dedup)
+            content = self._ran(self.dedup, self.dedup.filter(content))
         if self.speaker is not None and isinstance(content, str) and content:
-            content = self.speaker.feed(content)
-            if self.speaker.notes:
-                self._drain(self.speaker)
+            content = self._ran(self.speaker, self.speaker.feed(content))
             fired = self.speaker.fired
         return content, fired
 
@@ -1057,18 +1029,14 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _flush_guards(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
         """Spill flush, then (natural end) think flush + speaker tail, or (error path)
         speaker tail + think flush. Flushed think text joins the pending thoughts."""
-        g = self.spill.flush()
-        if self.spill.notes:
-            self._drain(self.spill)
+        g = self._ran(self.spill, self.spill.flush())
         if g.content:
             self._emit(self._text_raw(g.content), out)
 
         def think_flush() -> None:
             if self.think is None:
                 return
-            g = self.think.flush()
-            if self.think.notes:
-                self._drain(self.think)
+            g = self._ran(self.think, self.think.flush())
             if g.reasoning and self._capture_thoughts:
                 self.pending_think.append(g.reasoning)
             if g.content:
@@ -1301,9 +1269,7 @@ class CustomAdapter(OpenAICompatibleAdapter):
             return [chunk]
         out: list[ProcessedChunk] = []
         if chunk.type == "text" and chunk.content:
-            pieces = parser.feed_all(chunk.content)
-            if parser.notes:
-                self._drain(parser)
+            pieces = self._ran(parser, parser.feed_all(chunk.content))
             first = True
             for p in pieces:
                 if p.function_call is not None:
@@ -1315,9 +1281,7 @@ class CustomAdapter(OpenAICompatibleAdapter):
                 out.append(chunk.model_copy(update={"content": ""}))
             return out
         if chunk.type == "done":
-            flushed = parser.flush()
-            if parser.notes:
-                self._drain(parser)
+            flushed = self._ran(parser, parser.flush())
             if flushed.text:
                 out.append(ProcessedChunk(type="text", content=flushed.text))
             if flushed.function_call is not None:
@@ -1342,9 +1306,7 @@ class CustomAdapter(OpenAICompatibleAdapter):
         parser = self.verbatim
         if parser is None:
             return []
-        flushed = parser.flush()
-        if parser.notes:
-            self._drain(parser)
+        flushed = self._ran(parser, parser.flush())
         out: list[ProcessedChunk] = []
         if flushed.text:
             out.append(ProcessedChunk(type="text", content=flushed.text))

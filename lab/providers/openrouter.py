@@ -565,22 +565,18 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         then the shared dedup -> speaker guard."""
         content = delta.get("content")
         if content and self.think is not None:
-            g = self.think.feed(content)
+            g = self._ran(self.think, self.think.feed(content))
             content = g.content
             if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
                 delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
-            if self.think.notes:
-                self._drain(self.think)
         reasoning = delta.get("reasoning")
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if content:  # normalized content is a str or None
-            g = self.spill.filter(content)
+            g = self._ran(self.spill, self.spill.filter(content))
             content = g.content
             if g.reasoning:
                 delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
-            if self.spill.notes:
-                self._drain(self.spill)
         if "content" in delta or content:
             delta["content"] = content
         return super()._guard_piece(delta)
@@ -739,17 +735,13 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         return out
 
     def _flush_spill(self, out: list[ProcessedChunk]) -> None:
-        g = self.spill.flush()
-        if self.spill.notes:
-            self._drain(self.spill)
+        g = self._ran(self.spill, self.spill.flush())
         if g.content or g.reasoning:
             out.append(self._flush_chunk(g.content, g.reasoning))
 
     def _flush_think(self, out: list[ProcessedChunk]) -> None:
         if self.think is not None:
-            g = self.think.flush()
-            if self.think.notes:
-                self._drain(self.think)
+            g = self._ran(self.think, self.think.flush())
             if g.content or g.reasoning:
                 out.append(self._flush_chunk(g.content, g.reasoning))
 
