@@ -425,13 +425,13 @@ def hostile_value(result: StreamResult, config: AnomalyConfig | None = None) -> 
 
 
 def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
-    """The dedup guard dropped a whole delta that was whitespace or started a new word."""
-    for e in result.guard_events:
-        if e.guard == "dedup" and e.detail.get("rule") == "full_repeat":
-            moved = e.moved
-            if moved.isspace() or (moved[:1].isspace() and moved.strip()):
-                return True
-    return False
+    """The dedup guard dropped a whole delta that was whitespace or one repeated word."""
+    from lab.guards.text import is_word_repeat
+
+    return any(
+        e.guard == "dedup" and e.detail.get("rule") == "full_repeat" and is_word_repeat(e.moved)
+        for e in result.guard_events
+    )
 
 
 def unhandled_shapes(result: StreamResult) -> dict[str, int]:

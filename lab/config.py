@@ -85,12 +85,13 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (which reads a chunk's top-level ``usage``
     only; a choice's own ``usage`` is counted as an ``unhandled_shape``): read the usage a
     choice carries when the chunk has none (Moonshot/Kimi puts it in ``choices[0]``)."""
-    dedup_partial_overlaps_only: bool = False
+    dedup_keep_word_repeats: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
     indentation deltas come out as one; the anomaly ``dedup_dropped_repeat`` flags a dropped
-    whitespace-only or whole-word repeat): drop only the overlap of a delta that resends the
-    tail's end *and continues*, never a delta that is a whole repeat."""
+    whitespace-only or one-word repeat): keep such a repeat
+    (:func:`lab.guards.text.is_word_repeat`); a longer passage resent whole and a resent
+    overlap are still dropped."""
     degrade: bool = True
     """Run the parameter-degradation ladder on degradable failures."""
     empty_response_is_error: bool = True
@@ -201,7 +202,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "keep_cut_tool_calls",
     "read_all_reasoning_fields",
     "normalize_usage_reasoning",
-    "dedup_partial_overlaps_only",
+    "dedup_keep_word_repeats",
     "assemble_function_calls",
     "final_usage_only",
     "usage_in_choices",

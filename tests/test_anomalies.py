@@ -830,15 +830,24 @@ def test_reference_dedup_drops_a_repeated_word_and_the_anomaly_says_so():
     ref = replay_sse("openai", body)
     assert ref.text == "Ask the question again."
     assert "dedup_dropped_repeat" in detect(ref)
-    kept = replay_sse("openai", body, config=LabConfig(dedup_partial_overlaps_only=True))
+    kept = replay_sse("openai", body, config=LabConfig(dedup_keep_word_repeats=True))
     assert kept.text == "Ask the question question again."
     assert "dedup_dropped_repeat" not in detect(kept)
 
 
-def test_dedup_still_drops_a_resent_overlap_with_partial_overlaps_only():
+def test_dedup_still_drops_a_resent_overlap_with_keep_word_repeats():
     from lab.config import LabConfig
 
     body = _chat("Hello there, friend", "there, friend. How are you?")
-    r = replay_sse("openai", body, config=LabConfig(dedup_partial_overlaps_only=True))
+    r = replay_sse("openai", body, config=LabConfig(dedup_keep_word_repeats=True))
     assert r.text == "Hello there, friend. How are you?"
+    assert "dedup_dropped_repeat" not in detect(r)
+
+
+def test_keep_word_repeats_still_drops_a_passage_resent_whole():
+    from lab.config import LabConfig
+
+    body = _chat("The café opens at 8:00.", " Their terrace is quiet.", " Their terrace is quiet.")
+    r = replay_sse("openai", body, config=LabConfig(dedup_keep_word_repeats=True))
+    assert r.text == "The café opens at 8:00. Their terrace is quiet."
     assert "dedup_dropped_repeat" not in detect(r)

@@ -46,6 +46,20 @@ MAX_SPEAKER_LABEL_CHARS = 64
 # -- dedup (§7.1) ------------------------------------------------------------------------
 
 
+_WORD_REPEAT_RE = re.compile(r"\s*[\w'’-]+[.,;:!?]?\s*")
+
+
+def is_word_repeat(text: str) -> bool:
+    """A repeated delta that text legitimately holds twice in a row: whitespace only (two
+    indentation deltas) or a single word with its spacing and punctuation (``" question"``
+    twice). A multi-word passage repeated whole is more likely a provider's resend.
+
+    >>> is_word_repeat("        "), is_word_repeat(" question"), is_word_repeat(" is worth it.")
+    (True, True, False)
+    """
+    return text.isspace() or _WORD_REPEAT_RE.fullmatch(text) is not None
+
+
 class RecentTextDedup(NoteSink):
     """Drop text that repeats the recent stream (§7.1).
 
@@ -64,7 +78,7 @@ class RecentTextDedup(NoteSink):
         "notes",
         "tail_chars",
         "min_chars",
-        "partial_overlaps_only",
+        "keep_word_repeats",
         "_pieces",
         "_len",
         "_fed",
@@ -74,14 +88,14 @@ class RecentTextDedup(NoteSink):
         self,
         tail_chars: int = STREAM_TEXT_TAIL_CHARS,
         min_chars: int = STREAM_TEXT_MIN_DEDUP_CHARS,
-        partial_overlaps_only: bool = False,
+        keep_word_repeats: bool = False,
     ) -> None:
-        """**partial_overlaps_only** (``LabConfig.dedup_partial_overlaps_only``, off as in
-        the reference): drop only the overlap of a delta that resends the tail's end and
-        continues; a delta that is a whole repeat (two 8-space indents, ``" question"``
-        twice) is kept."""
+        """**keep_word_repeats** (``LabConfig.dedup_keep_word_repeats``, off as in the
+        reference): a delta that repeats the tail's end whole is kept when it is a
+        plausible repeat (:func:`is_word_repeat`: whitespace, or one word such as
+        ``" question"``); a longer resend is still dropped, and so is a resent overlap."""
         self.notes = []
-        self.partial_overlaps_only = partial_overlaps_only
+        self.keep_word_repeats = keep_word_repeats
         self.tail_chars = max(1, tail_chars)
         self.min_chars = max(1, min_chars)
         self._pieces: deque[str] = deque()
@@ -135,7 +149,7 @@ class RecentTextDedup(NoteSink):
         if n >= self.min_chars and self._len:
             tail = self._last(n)  # an overlap can never be longer than the chunk
             if tail.endswith(text):
-                if not self.partial_overlaps_only:
+                if not (self.keep_word_repeats and is_word_repeat(text)):
                     out = ""
                     self._note("dedup", "full_repeat", at, text)
             else:

@@ -403,7 +403,7 @@ class StreamAdapter:
         self.dedup = RecentTextDedup(
             tail_chars=cfg.dedup_tail_chars,
             min_chars=cfg.dedup_min_chars,
-            partial_overlaps_only=cfg.dedup_partial_overlaps_only,
+            keep_word_repeats=cfg.dedup_keep_word_repeats,
         )
         self.speaker = (
             SpeakerBoundaryGuard(
