@@ -556,7 +556,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         out: list[ProcessedChunk] = []
         if data is None or event.is_comment or self.ended:
             return out
-        for line in data.split("\n"):
+        for line in data.split("\n") if "\n" in data else (data,):
             line = line.strip()
             if line == "[DONE]":
                 self.facts["done_seen"] = True
@@ -636,7 +636,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
         this endpoint does not read is counted in ``facts["ignored_reasoning_chars"]``.
         """
         facts = self.facts
-        note_unknown_keys(facts, raw, CHUNK_KEYS, "")
+        if not raw.keys() <= CHUNK_KEYS:
+            note_unknown_keys(facts, raw, CHUNK_KEYS, "")
         out: dict[str, Any] = {}
         err = raw.get("error")
         if err:
@@ -647,10 +648,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
             for pos, ch in enumerate(choices_raw):
                 if not isinstance(ch, dict):
                     continue
-                note_unknown_keys(facts, ch, self._choice_keys, "choices[]")
+                if not ch.keys() <= self._choice_keys:
+                    note_unknown_keys(facts, ch, self._choice_keys, "choices[]")
                 got = ch.get("delta")
                 delta_raw: dict = got if isinstance(got, dict) else {}
-                note_unknown_keys(facts, delta_raw, DELTA_KEYS, "choices[].delta")
+                if not delta_raw.keys() <= DELTA_KEYS:
+                    note_unknown_keys(facts, delta_raw, DELTA_KEYS, "choices[].delta")
                 delta: dict[str, Any] = {}
                 if isinstance(delta_raw.get("role"), str):
                     delta["role"] = delta_raw["role"]
@@ -668,7 +671,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if isinstance(tcs, list):
                     delta["tool_calls"] = [t for t in tcs if isinstance(t, dict)]
                 fr = ch.get("finish_reason")
-                index = self._int(ch.get("index"), "choices[].index")
+                index = ch.get("index")
+                if type(index) is not int or index < 0:  # the common case skips the call
+                    index = self._int(index, "choices[].index")
                 choices.append(
                     {
                         "index": pos if index is None else index,
@@ -894,7 +899,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             metadata["finish_reason"] = finish
         content = delta.get("content")
 
-        step = self._tool_step(finish, delta, metadata)
+        step = self._tool_step(finish, delta, metadata) if finish else None
         if step is not None:
             if not step:
                 if content and finish != "tool_calls":
@@ -959,8 +964,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _accumulate_tools(self, delta: dict) -> None:
         acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
-            note_unknown_keys(self.facts, tc, TOOL_CALL_KEYS, "choices[].delta.tool_calls[]")
-            index = self._int(tc.get("index"), "choices[].delta.tool_calls[].index")
+            if not tc.keys() <= TOOL_CALL_KEYS:
+                note_unknown_keys(self.facts, tc, TOOL_CALL_KEYS, "choices[].delta.tool_calls[]")
+            index = tc.get("index")
+            if type(index) is not int or index < 0:
+                index = self._int(index, "choices[].delta.tool_calls[].index")
             fields = {
                 k: tc[k] for k in ("id", "type", "thought_signature") if isinstance(tc.get(k), str)
             }

@@ -265,7 +265,11 @@ def _norm_tool_call(tc: Any) -> dict | None:
     if not isinstance(tc, dict):
         return None
     out: dict[str, Any] = {}
-    index = wire_int(tc.get("index"))
+    index = tc.get("index")
+    if type(index) is not int:
+        index = wire_int(index)
+    elif index < 0:
+        index = None
     if index is not None:
         out["index"] = index
     for key in ("id", "type", "thought_signature"):
@@ -348,7 +352,9 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
                 if type(rd) is list:
                     delta["reasoning_details"] = rd
             fr = ch["finish_reason"] if "finish_reason" in ch else ch.get("finishReason")
-            idx = wire_int(ch.get("index"))
+            idx = ch.get("index")
+            if type(idx) is not int:  # the common case skips the call
+                idx = wire_int(idx)
             choices.append(
                 {
                     "index": pos if idx is None else idx,
@@ -536,11 +542,15 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def _note_shapes(self, raw: dict) -> None:
         """Count the keys no rule reads (``unhandled_shape``), camelCase forms included."""
         facts = self.facts
-        note_unknown_keys(facts, raw, CHUNK_KEYS, "")
+        if not raw.keys() <= CHUNK_KEYS:
+            note_unknown_keys(facts, raw, CHUNK_KEYS, "")
         choices = raw.get("choices")
-        if isinstance(choices, list):
+        if type(choices) is list:
             for ch in choices:
-                if isinstance(ch, dict):
+                if type(ch) is dict and not (
+                    ch.keys() <= _OR_CHOICE_KEYS
+                    and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_DELTA_KEYS)
+                ):
                     known = (
                         _OR_CHOICE_KEYS | {"usage"}
                         if self.config.usage_in_choices
@@ -653,7 +663,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 serving_provider=sp,
                 metadata=metadata,
             )
-        step = self._tool_step(finish, delta, metadata)
+        step = self._tool_step(finish, delta, metadata) if finish else None
         if step is not None:
             if step and (content and finish != "tool_calls"):
                 self._extra.extend(self._call_chunk(c) for c in step)
