@@ -434,6 +434,11 @@ def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = No
     )
 
 
+def tool_call_header_resent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A call's whole header (id and name) came twice, so the reference doubled its name."""
+    return bool(result.facts.get("resent_tool_headers"))
+
+
 def unhandled_shapes(result: StreamResult) -> dict[str, int]:
     """The field paths / event types behind ``unhandled_shape``, with how often each came."""
     return dict(result.facts.get("unhandled_shapes") or {})
@@ -478,6 +483,7 @@ DETECTORS: dict[str, Detector] = {
     "unhandled_shape": unhandled_shape,
     "hostile_value": hostile_value,
     "dedup_dropped_repeat": dedup_dropped_repeat,
+    "tool_call_header_resent": tool_call_header_resent,
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,
 }

@@ -85,6 +85,11 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (which reads a chunk's top-level ``usage``
     only; a choice's own ``usage`` is counted as an ``unhandled_shape``): read the usage a
     choice carries when the chunk has none (Moonshot/Kimi puts it in ``choices[0]``)."""
+    merge_resent_tool_headers: bool = False
+    """Lab addition, off as in the reference (which appends every ``function.name`` piece,
+    so a backend that sends a call's whole header again, same id and name, with its
+    arguments yields ``llm_versionllm_version``; the anomaly ``tool_call_header_resent``
+    says so): a resent header adds nothing to the name."""
     dedup_keep_word_repeats: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
@@ -206,6 +211,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "assemble_function_calls",
     "final_usage_only",
     "usage_in_choices",
+    "merge_resent_tool_headers",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

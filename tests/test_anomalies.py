@@ -228,6 +228,7 @@ def test_registry_lists_every_detector_in_report_order():
         "unhandled_shape",
         "hostile_value",
         "dedup_dropped_repeat",
+        "tool_call_header_resent",
         "tool_calls_dropped",
         "usage_not_final",
     ]

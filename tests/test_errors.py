@@ -36,6 +36,7 @@ from lab.errors import (
     provider_error_detail,
 )
 from lab.model import ProviderError
+from lab.providers import get_adapter
 
 OR_402 = (
     "This request requires more credits, or fewer max_tokens. You requested up to 32000 "
@@ -657,7 +658,13 @@ def test_normalize_http_error_table(provider, status, body, type_, code, retryab
         message,
     )
     assert error.status == status
-    assert error.original_error == {"provider": provider, "status": status, "body": body}
+    expected = {"provider": provider, "status": status, "body": body}
+    parsed = json.loads(body) if body.startswith("{") else None
+    if get_adapter(provider).family == "openai_compatible" and isinstance(
+        (parsed or {}).get("error"), dict
+    ):
+        expected["error"] = parsed["error"]  # the body's own error object, as evidence
+    assert error.original_error == expected
 
 
 BODY_CODE_CASES = [

@@ -176,7 +176,7 @@ def test_groq_failed_generation_is_carried_on_the_http_error():
     err = normalize_http_error("groq", 400, GROQ_TOOL_USE_FAILED)
     assert (err.type, err.status) == ("api_error", 400)
     assert (
-        err.original_error["failed_generation"]
+        err.original_error["error"]["failed_generation"]
         == '<function=get_weather{"city": "Bern"}</function>'
     )
 

@@ -32,14 +32,11 @@ NAMES = sorted(EXPECTED)
 KNOWN_GAPS: frozenset[str] = frozenset(
     {
         # issue 18c additions
-        "openrouter-novita-kimi-call-header-resent",
     }
 )
 
 
-KNOWN_REFERENCE_GAPS: frozenset[str] = KNOWN_GAPS - {
-    "openrouter-novita-kimi-call-header-resent",  # truncated_tool_arguments fires (wrongly)
-}
+KNOWN_REFERENCE_GAPS: frozenset[str] = KNOWN_GAPS
 
 
 def _cases(gaps: frozenset[str]) -> list:
@@ -192,12 +189,7 @@ def test_custom_catch_all_reads_every_openai_compatible_body_under_complete_conf
 HTTP_ERRORS: dict[str, dict] = {
     e["name"]: e for e in json.loads((HERE / "http_errors.json").read_text(encoding="utf-8"))
 }
-KNOWN_HTTP_GAPS: frozenset[str] = frozenset(
-    {
-        "custom-dashscope-qwen-invalid-parameter-400",
-        "openai-max-tokens-unsupported-parameter-400",
-    }
-)
+KNOWN_HTTP_GAPS: frozenset[str] = frozenset()
 
 
 def test_every_http_error_body_has_its_provenance_and_bytes():

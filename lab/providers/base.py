@@ -534,6 +534,12 @@ class ToolCallAccumulator:
         if fields:
             acc.update(fields)
 
+    def resends_header(self, index: int, call_id: str, name: str) -> bool:
+        """Does a delta with **call_id** and **name** repeat call **index**'s header (same id,
+        same whole name) rather than stream more of its name?"""
+        acc = self.calls.get(index)
+        return acc is not None and acc.get("id") == call_id and "".join(acc["name"]) == name
+
     def take(self) -> list[tuple[int, dict[str, Any]]]:
         """Every call as ``(index, {"name", "arguments", ...fields})`` in index order; the
         accumulator is empty afterwards."""

@@ -515,13 +515,19 @@ class OpenAICompatibleAdapter(StreamAdapter):
         body's ``error.code`` decides too with ``body_error_codes`` (lab addition)."""
         message = cls.error_message(body_text, status)
         parsed = _parse_json(body_text)
+        original: dict[str, Any] = {"provider": cls.provider, "status": status, "body": body_text}
+        body_error = _get(parsed, "error")
+        if isinstance(body_error, Mapping):
+            # the body's own error object (code, type, param; Groq's failed_generation):
+            # evidence for the tables, read by nothing that decides (body_error_codes does)
+            original["error"] = dict(body_error)
         return openai_compatible_provider_error(
             cls.provider,
             f"HTTP {status}: {message}",
             status=status,
             error_code=_code_string(_get(parsed, "error", "code")) if body_error_codes else None,
             user_message=message,
-            original_error={"provider": cls.provider, "status": status, "body": body_text},
+            original_error=original,
             prefix=cls.error_prefix or cls.provider,
         )
 
@@ -982,7 +988,15 @@ class OpenAICompatibleAdapter(StreamAdapter):
                     args = a
                 elif isinstance(a, dict):  # some servers send the object itself
                     args = json.dumps(a, ensure_ascii=False)
-            acc.add(0 if index is None else index, name=name, arguments=args, fields=fields)
+            index = 0 if index is None else index
+            if name and "id" in fields and acc.resends_header(index, fields["id"], name):
+                # the whole call header (same id, same name) sent again: the reference
+                # appends the name a second time
+                if self.config.merge_resent_tool_headers:
+                    name = None
+                else:
+                    self.facts["resent_tool_headers"] = self.facts.get("resent_tool_headers", 0) + 1
+            acc.add(index, name=name, arguments=args, fields=fields)
 
     def _build_calls(self, *, truncated: bool = False) -> tuple[list[FunctionCall], list[dict]]:
         """The step's calls: the one at index 0 (reference), or every one in index order
@@ -1020,16 +1034,27 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return calls, ignored
 
     def _cut_tool_calls(self, out: list[ProcessedChunk]) -> None:
-        """The stream ended before a streamed call's finish chunk: name it in
-        ``facts["cut_tool_calls"]`` and (``config.keep_cut_tool_calls``) emit it marked
-        ``arguments_truncated``; the reference never builds it."""
+        """The stream ended with streamed calls that no finish chunk built. Cut before the
+        end (no ``[DONE]``): named in ``facts["cut_tool_calls"]``, and emitted marked
+        ``arguments_truncated`` with ``config.keep_cut_tool_calls``. Ended by ``[DONE]``
+        with no finish: named in ``facts["dropped_tool_calls"]``, and built as they came with
+        ``config.all_tool_calls``. The reference builds neither."""
         if not self.tool_acc:
             return
-        self.facts.setdefault("cut_tool_calls", []).extend(self.tool_acc.names())
-        if not self.config.keep_cut_tool_calls:
-            self.tool_acc = ToolCallAccumulator()
-            return
-        calls, _ = self._build_calls(truncated=True)
+        if self.facts.get("done_seen"):
+            # The server ended the stream ([DONE]) without a finish for the calls: nothing
+            # was cut, the reference just never builds them (all_tool_calls does).
+            if not self.config.all_tool_calls:
+                self.facts.setdefault("dropped_tool_calls", []).extend(self.tool_acc.names())
+                self.tool_acc = ToolCallAccumulator()
+                return
+            calls, _ = self._build_calls()
+        else:
+            self.facts.setdefault("cut_tool_calls", []).extend(self.tool_acc.names())
+            if not self.config.keep_cut_tool_calls:
+                self.tool_acc = ToolCallAccumulator()
+                return
+            calls, _ = self._build_calls(truncated=True)
         out.extend(self._call_chunk(c) for c in calls)
 
     # -- end of stream ------------------------------------------------------------------
@@ -1167,18 +1192,6 @@ class GroqAdapter(OpenAICompatibleAdapter):
     default_base_url = "https://api.groq.com/openai/v1"
     api_key_env = "GROQ_API_KEY"
     reasoning_fields = ("reasoning",)
-
-    @classmethod
-    def normalize_http_error(
-        cls, status: int, body_text: str, *, body_error_codes: bool = False
-    ) -> ProviderError:
-        """As every endpoint, plus the model's raw output of a failed tool call
-        (``error.failed_generation``) in ``original_error["failed_generation"]``."""
-        error = super().normalize_http_error(status, body_text, body_error_codes=body_error_codes)
-        failed = _get(_parse_json(body_text), "error", "failed_generation")
-        if isinstance(failed, str) and isinstance(error.original_error, dict):
-            error.original_error["failed_generation"] = failed
-        return error
 
 
 class XaiAdapter(OpenAICompatibleAdapter):
