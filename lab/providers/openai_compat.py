@@ -819,12 +819,19 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
 
     def _emit(self, chunk: dict, out: list[ProcessedChunk]) -> None:
-        """process_chunk, then the post-processing hook (Custom's verbatim parser)."""
-        out.extend(self._post(self.process_chunk(chunk)))
+        """process_chunk, then the post-processing hook (Custom's verbatim parser) when
+        this attempt has one (``self._posting``; skipped in the hot loop otherwise)."""
+        if self._posting:
+            out.extend(self._post(self.process_chunk(chunk)))
+        else:
+            out.append(self.process_chunk(chunk))
         if self._extra:  # further tool calls of the step (config.all_tool_calls)
             extra, self._extra = self._extra, []
             for c in extra:
                 out.extend(self._post(c))
+
+    _posting: bool = False
+    """Does ``_post`` change chunks in this attempt? (Custom with a verbatim parser.)"""
 
     def _post(self, chunk: ProcessedChunk) -> list[ProcessedChunk]:
         return [chunk]
@@ -1283,6 +1290,7 @@ class CustomAdapter(OpenAICompatibleAdapter):
             parser = VerbatimToolCallParser(self.tools)
             if parser.has_tools:
                 self.verbatim = parser
+        self._posting = self.verbatim is not None
 
     def _post(self, chunk: ProcessedChunk) -> list[ProcessedChunk]:
         parser = self.verbatim

@@ -507,8 +507,15 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         return False
 
     def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
-        if isinstance(raw, dict):
-            if "choices" in raw:
+        if type(raw) is dict:
+            choices = raw.get("choices")
+            if type(choices) is list and not (  # the common case: every key known
+                raw.keys() <= CHUNK_KEYS
+                and len(choices) == 1
+                and type(ch := choices[0]) is dict
+                and ch.keys() <= _OR_CHOICE_KEYS
+                and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_DELTA_KEYS)
+            ):
                 self._note_shapes(raw)
             if raw.get("usage") is not None:  # hostile counts are left out; name them
                 bad: list[str] = []
