@@ -741,7 +741,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
         """Think strip, then the spill guard, on the whole chunk's content (§3 steps 1-2)."""
         content = delta.get("content")
         if self.think is not None and isinstance(content, str) and content:
-            g = self._ran(self.think, self.think.feed(content))
+            g = self.think.feed(content)
+            if self.think.notes:  # _ran, inlined in the per-chunk path
+                self._drain(self.think)
             content = g.content
             if g.reasoning and self._capture_thoughts:
                 self.pending_think.append(g.reasoning)
@@ -750,7 +752,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if isinstance(content, str) and content:
-            g = self._ran(self.spill, self.spill.filter(content))
+            g = self.spill.filter(content)
+            if self.spill.notes:  # _ran, inlined in the per-chunk path
+                self._drain(self.spill)
             delta["content"] = g.content
             if g.reasoning:
                 delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
@@ -758,17 +762,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
     _reasoning_key: ClassVar[str] = "reasoning_content"
     """Where the normalized delta holds reasoning (OpenRouter: ``reasoning``)."""
 
-    def _guard_piece(self, delta: dict) -> tuple[Any, bool]:
-        """The per-piece guards (§3: dedup, then the speaker guard) over the delta's content;
-        returns the content to emit and whether the speaker guard fired."""
-        fired = False
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            content = self._ran(self.dedup, self.dedup.filter(content))
-        if self.speaker is not None and isinstance(content, str) and content:
-            content = self._ran(self.speaker, self.speaker.feed(content))
-            fired = self.speaker.fired
-        return content, fired
+    _piece_pre_guards: ClassVar[bool] = False
+    """Does :meth:`_pre_guards` run on every piece? (OpenRouter: think strip and the spill
+    guard per piece; here they ran on the whole chunk in :meth:`_guard_content`.)"""
+
+    def _pre_guards(self, delta: dict) -> None:
+        """Guards a family runs on each piece before dedup and the speaker guard."""
 
     def _pipeline(self, chunk: dict, out: list[ProcessedChunk]) -> None:
         """One piece: guards, the commit point, the speaker tail before a terminal piece,
@@ -778,7 +777,19 @@ class OpenAICompatibleAdapter(StreamAdapter):
         fired = False
         content = None
         if delta is not None:
-            content, fired = self._guard_piece(delta)
+            if self._piece_pre_guards:
+                self._pre_guards(delta)
+            # the per-piece guards (§3: dedup, then the speaker guard), inlined: per chunk
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                content = self.dedup.filter(content)
+                if self.dedup.notes:
+                    self._drain(self.dedup)
+                if self.speaker is not None and content:
+                    content = self.speaker.feed(content)
+                    if self.speaker.notes:
+                        self._drain(self.speaker)
+                    fired = self.speaker.fired
             if "content" in delta or content:
                 delta["content"] = content
 
@@ -806,7 +817,13 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if fired:
                 self.stopped = True
             return
-        self._emit(chunk, out)
+        if self._posting or self._extra:
+            self._emit(chunk, out)
+        else:  # _emit's common case, inlined: per chunk
+            out.append(self.process_chunk(chunk))
+            if self._extra:
+                extra, self._extra = self._extra, []
+                out.extend(extra)
         if fired:
             self.stopped = True
 

@@ -410,7 +410,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
 
     1. an invalid data line is skipped and counted (``_unparsable``), not the end;
     2. reasoning lives in ``reasoning`` and ``reasoning_details`` (``normalize_openrouter_chunk``);
-    3. every guard runs per piece, after the text/tool split (``_guard_piece``);
+    3. every guard runs per piece, after the text/tool split (``_pre_guards``);
     4. ``finish_reason: "length"`` keeps the chunk's text (``outputTruncated``);
     5. the serving backend is read from ``provider`` (``names_backend``);
     6. an error chunk keeps its envelope's backend and usage (``_keep_error_envelope``).
@@ -577,12 +577,16 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             pieces[1]["_repeated_reasoning"] = True
         return pieces
 
-    def _guard_piece(self, delta: dict) -> tuple[Any, bool]:
-        """§2.6: think strip -> spill guard on this piece (moved text joins ``reasoning``),
-        then the shared dedup -> speaker guard."""
+    _piece_pre_guards = True
+
+    def _pre_guards(self, delta: dict) -> None:
+        """§2.6: think strip -> spill guard on this piece (moved text joins ``reasoning``);
+        the shared pipeline then runs dedup -> speaker guard."""
         content = delta.get("content")
         if content and self.think is not None:
-            g = self._ran(self.think, self.think.feed(content))
+            g = self.think.feed(content)
+            if self.think.notes:  # _ran, inlined in the per-chunk path
+                self._drain(self.think)
             content = g.content
             if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
                 delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
@@ -590,13 +594,14 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if content:  # normalized content is a str or None
-            g = self._ran(self.spill, self.spill.filter(content))
+            g = self.spill.filter(content)
+            if self.spill.notes:  # _ran, inlined in the per-chunk path
+                self._drain(self.spill)
             content = g.content
             if g.reasoning:
                 delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
         if "content" in delta or content:
             delta["content"] = content
-        return super()._guard_piece(delta)
 
     def _emit_text(self, text: str, out: list[ProcessedChunk]) -> None:
         out.append(self._text_chunk(text))
