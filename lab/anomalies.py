@@ -439,6 +439,13 @@ def tool_call_header_resent(result: StreamResult, config: AnomalyConfig | None =
     return bool(result.facts.get("resent_tool_headers"))
 
 
+def reasoning_shown_before_close(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Reasoning was already shown as the answer before its closing tag arrived."""
+    from lab.view import shown_before_close  # the one definition (it renders it too)
+
+    return bool(shown_before_close(result))
+
+
 def unhandled_shapes(result: StreamResult) -> dict[str, int]:
     """The field paths / event types behind ``unhandled_shape``, with how often each came."""
     return dict(result.facts.get("unhandled_shapes") or {})
@@ -484,6 +491,7 @@ DETECTORS: dict[str, Detector] = {
     "hostile_value": hostile_value,
     "dedup_dropped_repeat": dedup_dropped_repeat,
     "tool_call_header_resent": tool_call_header_resent,
+    "reasoning_shown_before_close": reasoning_shown_before_close,
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,
 }

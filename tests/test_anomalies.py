@@ -229,6 +229,7 @@ def test_registry_lists_every_detector_in_report_order():
         "hostile_value",
         "dedup_dropped_repeat",
         "tool_call_header_resent",
+        "reasoning_shown_before_close",
         "tool_calls_dropped",
         "usage_not_final",
     ]
@@ -852,3 +853,12 @@ def test_keep_word_repeats_still_drops_a_passage_resent_whole():
     r = replay_sse("openai", body, config=LabConfig(dedup_keep_word_repeats=True))
     assert r.text == "The café opens at 8:00. Their terrace is quiet."
     assert "dedup_dropped_repeat" not in detect(r)
+
+
+def test_reasoning_shown_before_its_closing_tag_is_flagged():
+    # the stripper emitted "Let me think about it. " before "</think>" said it was reasoning
+    body = _chat("Let me think about it. ", "The user wants X.</think>Answer: X.")
+    r = replay_sse("openai", body)
+    assert "reasoning_shown_before_close" in detect(r)
+    clean = replay_sse("openai", _chat("<think>", "The user wants X.</think>Answer: X."))
+    assert "reasoning_shown_before_close" not in detect(clean)

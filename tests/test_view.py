@@ -89,7 +89,8 @@ def test_stream_html_shows_guard_events_usage_backend_and_anomalies():
     assert "served by <b>SiliconFlow</b>" in page
     assert "<b>guard events (1)</b>" in page and "orphan_close" in page
     assert "<b>usage</b> — (the stream reported none)" in page
-    assert "<b>anomalies (0)</b> none" in page
+    # the partial clean is an anomaly too (issue 22 asked for it in the anomalies column)
+    assert "<b>anomalies (1)</b>" in page and "reasoning_shown_before_close" in page
     r.text = "<think>x</think>hi"
     assert "think_tags_after_guards" in stream_html(r)
 
