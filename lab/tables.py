@@ -76,6 +76,9 @@ STREAM_COLUMNS = [
     "divergence",
     "session",
     "source",
+    "response_id",
+    "response_model",
+    "unhandled_shapes",
 ]
 
 
@@ -116,6 +119,22 @@ def _stream_table(data: object, fn: str) -> pd.DataFrame:
             )
         return data
     return streams(_need_results(data, fn))
+
+
+def _fact_text(r: StreamResult, key: str) -> str | None:
+    """A string the adapter read off the wire (``facts[key]``), or None."""
+    v = r.facts.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _shapes_text(r: StreamResult) -> str | None:
+    """The field paths / event types the adapter did not read, ``path (count)``, most seen
+    first (``facts["unhandled_shapes"]``; the anomaly ``unhandled_shape``)."""
+    shapes = r.facts.get("unhandled_shapes")
+    if not shapes:
+        return None
+    ranked = sorted(shapes.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{path} ({n})" for path, n in ranked)
 
 
 def _meta_text(r: StreamResult, key: str) -> str | None:
@@ -212,6 +231,9 @@ def streams(results: Iterable[StreamResult] | pd.DataFrame) -> pd.DataFrame:
                 "divergence": "; ".join(r.divergence),
                 "session": _meta_text(r, "session"),
                 "source": _meta_text(r, "source"),
+                "response_id": _fact_text(r, "response_id"),
+                "response_model": _fact_text(r, "response_model"),
+                "unhandled_shapes": _shapes_text(r),
             }
         )
     df = pd.DataFrame(rows, columns=STREAM_COLUMNS)

@@ -186,3 +186,15 @@ def test_groq_failed_generation_is_carried_on_a_stream_error():
     r = replay_sse("groq", body)
     assert r.error is not None
     assert r.error.original_error["failed_generation"].startswith("<function=get_weather")
+
+
+def test_streams_table_names_the_response_id_model_and_unhandled_shapes():
+    from lab import tables
+
+    body = (REAL / "custom-xai-grok-text.sse").read_bytes()
+    r = replay_sse("xai", body)
+    row = tables.streams([r]).iloc[0]
+    assert row["response_id"] == r.facts["response_id"] and row["response_id"]
+    assert row["response_model"] == "grok-3-mini"
+    m = replay_sse("custom", MISTRAL_BODY)
+    assert tables.streams([m]).iloc[0]["unhandled_shapes"] == "choices[].delta.content[] (2)"

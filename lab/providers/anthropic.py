@@ -480,8 +480,10 @@ class AnthropicAdapter(StreamAdapter):
         note_unknown_keys(self.facts, message, MESSAGE_KEYS, "message")
         if isinstance(message.get("id"), str):
             self.message_id = message["id"]
+            self.facts["response_id"] = message["id"]
         if isinstance(message.get("model"), str):
             self.facts["served_model"] = message["model"]
+            self.facts["response_model"] = message["model"]
         self._update_usage(message.get("usage"))
 
     def _on_message_stop(self, payload: dict, out: list[ProcessedChunk]) -> None:

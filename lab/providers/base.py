@@ -315,6 +315,7 @@ class StreamAdapter:
         """Set by an adapter that ends the stream itself (why), else None."""
         self.serving_provider = None
         self.finish_reason = None
+        self._ids_seen = False  # each attempt's own response id and model
         self.reset()
 
     def reset(self) -> None:  # pragma: no cover - subclasses override
@@ -358,6 +359,20 @@ class StreamAdapter:
         ):
             return speaker.flush()
         return ""
+
+    def _note_response_ids(self, raw: dict) -> None:
+        """The provider's own id and model of the response (``facts["response_id"]`` /
+        ``["response_model"]``: ``chatcmpl-…``/``gen-…`` and the model that answered),
+        from the first chunk that carries them."""
+        rid = raw.get("id")
+        if isinstance(rid, str) and rid:
+            self.facts["response_id"] = rid
+        model = raw.get("model")
+        if isinstance(model, str) and model:
+            self.facts["response_model"] = model
+        self._ids_seen = "response_id" in self.facts and "response_model" in self.facts
+
+    _ids_seen: bool = False
 
     def _int(self, value: Any, path: str) -> int | None:
         """:func:`wire_int` for this stream: a hostile value is named in

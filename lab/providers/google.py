@@ -961,6 +961,9 @@ class GoogleAdapter(StreamAdapter):
                     self.raw_usage = raw["usageMetadata"]
             if isinstance(raw.get("modelVersion"), str):
                 self.facts["served_model"] = raw["modelVersion"]
+                self.facts["response_model"] = raw["modelVersion"]
+            if isinstance(raw.get("responseId"), str):
+                self.facts["response_id"] = raw["responseId"]
         chunk = normalize_google_chunk(raw)
         if chunk is None:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1

@@ -642,6 +642,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
         this endpoint does not read is counted in ``facts["ignored_reasoning_chars"]``.
         """
         facts = self.facts
+        if not self._ids_seen:
+            self._note_response_ids(raw)
         if not raw.keys() <= CHUNK_KEYS:
             note_unknown_keys(facts, raw, CHUNK_KEYS, "")
         out: dict[str, Any] = {}

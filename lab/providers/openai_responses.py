@@ -697,6 +697,8 @@ class ResponsesAdapter(StreamAdapter):
         response = raw.get("response")
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.facts["response_id"] = response["id"]
+        if isinstance(response, dict) and isinstance(response.get("model"), str):
+            self.facts["response_model"] = response["model"]
 
     def _on_completed(self, raw: dict, out: list[ProcessedChunk]) -> None:
         self._terminal(raw, out, "tool_calls" if self.calls or self.n_calls else "stop")

@@ -508,6 +508,8 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
 
     def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
         if type(raw) is dict:
+            if not self._ids_seen:
+                self._note_response_ids(raw)
             choices = raw.get("choices")
             if type(choices) is list and not (  # the common case: every key known
                 raw.keys() <= CHUNK_KEYS
