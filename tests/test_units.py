@@ -194,3 +194,37 @@ def test_a_compaction_cut_after_its_manifest_is_finished_by_the_next_run(tmp_pat
     assert not (rec / ".compact-manifest.json").exists()
     assert len(list(rec.glob("*.parquet"))) == 2
     assert len(lab.capture.open(root).requests()) == 132
+
+
+def test_the_writer_stops_a_part_at_its_target_size_between_whole_requests(tmp_path, monkeypatch):
+    import lab.capture.writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "_PART_TARGET_BYTES", 1000)
+    with writer_mod.CaptureWriter(tmp_path, flush_interval=3600) as writer:
+        for s in range(10):  # 10 requests of 2 attempts of 300 bytes, attempts interleaved
+            sid = f"s{s}"
+            with writer.logical_request(sid):
+                for attempt in range(2):
+                    rec = writer.exchange(
+                        stream_id=sid,
+                        attempt=attempt,
+                        attempt_label="default",
+                        provider="openrouter",
+                        model="m",
+                        method="POST",
+                        url="http://127.0.0.1:9/v1/chat/completions",
+                        request_headers={},
+                        request_body=b"{}",
+                    )
+                    rec.on_response(200, {}, "HTTP/1.1")
+                    rec.on_read(b"x" * 300)
+                    rec.on_end("eof")
+        path = writer.path
+    where = _part_of_each_stream(path)
+    assert all(len(parts) == 1 for parts in where.values())
+    sizes = [
+        sum(pq.read_table(p, columns=["n_bytes"])["n_bytes"].to_pylist())
+        for p in sorted(path.glob("streams-*.parquet"))
+    ]
+    # a part takes whole requests (600 bytes each) until it reaches 1000 bytes
+    assert sizes == [1200] * 5

@@ -18,7 +18,8 @@ One ``CaptureWriter`` is one recording: one ``capture_id`` and one directory
    ``os.replace``-d into place); journal segments nobody needs are deleted. It writes when the oldest has
    waited ``flush_interval`` seconds (default 1 s), when 16 MiB or 1000 exchanges are
    pending, on ``flush()`` and on ``close()``: Parquet work never sits on the request path
-   and short exchanges share parts. Parts are numbered in order and never rewritten.
+   and short exchanges share parts. A part takes whole logical requests and stops at
+   32 MiB of reads (a replay unit: :mod:`lab.capture.units`). Parts are numbered in order and never rewritten.
 
 A process killed at any point leaves only complete Parquet files (a torn ``.tmp`` is
 ignored), plus journals for exchanges not yet in a part; the reader turns those into rows:
@@ -51,6 +52,8 @@ __all__ = ["CaptureWriter", "ExchangeRecorder", "new_capture_id", "write_part"]
 _MAX_PART_BYTES = 256 * 1024 * 1024  # keep one part's binary column well under 2 GiB
 _EAGER_PART_BYTES = 16 * 1024 * 1024  # write a part early once this much is pending
 _MAX_PART_EXCHANGES = 1000
+_PART_TARGET_BYTES = 32 * 1024 * 1024  # a part stops growing here (at a request boundary),
+# even when more is pending: a part is a replay unit, and replay's memory follows its size
 
 
 def new_capture_id() -> str:
@@ -805,13 +808,21 @@ class CaptureWriter:
         return time.monotonic() - ready[0].finished_at >= self.flush_interval
 
     def _take_batch(self) -> list[_Finished]:
+        # whole logical requests (their attempts may sit apart in finish order), in order
+        requests: dict[str, list[_Finished]] = {}
+        for item in self._ready():
+            requests.setdefault(item.row["stream_id"], []).append(item)
         batch: list[_Finished] = []
         size = 0
-        for item in self._ready():
-            n = item.row["n_bytes"]
-            if batch and size + n > _MAX_PART_BYTES:
+        for items in requests.values():
+            n = sum(item.row["n_bytes"] for item in items)
+            if batch and (
+                size + n > _MAX_PART_BYTES
+                or size >= _PART_TARGET_BYTES
+                or len(batch) >= _MAX_PART_EXCHANGES
+            ):
                 break
-            batch.append(item)
+            batch.extend(items)
             size += n
         taken = {id(item) for item in batch}
         self._pending = [item for item in self._pending if id(item) not in taken]
