@@ -434,6 +434,28 @@ def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = No
     )
 
 
+def length_content_dropped(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Text on the ``length`` finish chunk was not emitted (the reference drops it)."""
+    return bool(result.facts.get("length_content_dropped"))
+
+
+FINISH_VOCABULARY = frozenset({"stop", "length", "tool_calls", "content_filter", "error"})
+"""The lab's finish reasons; anything else passed through as the provider sent it."""
+
+
+def unknown_finish_reason(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The finish reason is outside the lab's vocabulary, so whether the answer is whole is unknown.
+
+    ``eos``, ``eos_token``, DeepSeek's ``insufficient_system_resource`` ...
+    """
+    return result.finish_reason is not None and result.finish_reason not in FINISH_VOCABULARY
+
+
+def tool_calls_merged(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Several calls (distinct ids) came at one index and the reference glued them into one."""
+    return bool(result.facts.get("merged_tool_calls"))
+
+
 def tool_call_header_resent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """A call's whole header (id and name) came twice, so the reference doubled its name."""
     return bool(result.facts.get("resent_tool_headers"))
@@ -491,6 +513,9 @@ DETECTORS: dict[str, Detector] = {
     "hostile_value": hostile_value,
     "dedup_dropped_repeat": dedup_dropped_repeat,
     "tool_call_header_resent": tool_call_header_resent,
+    "tool_calls_merged": tool_calls_merged,
+    "length_content_dropped": length_content_dropped,
+    "unknown_finish_reason": unknown_finish_reason,
     "reasoning_shown_before_close": reasoning_shown_before_close,
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,

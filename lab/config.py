@@ -85,6 +85,11 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (which reads a chunk's top-level ``usage``
     only; a choice's own ``usage`` is counted as an ``unhandled_shape``): read the usage a
     choice carries when the chunk has none (Moonshot/Kimi puts it in ``choices[0]``)."""
+    keep_length_content: bool = False
+    """Lab addition, off as in the reference (whose OpenAI-compatible adapter returns
+    ``done`` for ``finish_reason: "length"`` and does not emit that chunk's content; it is
+    kept in ``metadata["dropped_content"]`` and the anomaly ``length_content_dropped`` names
+    it): emit it, as vLLM sends its last token in that chunk."""
     merge_resent_tool_headers: bool = False
     """Lab addition, off as in the reference (which appends every ``function.name`` piece,
     so a backend that sends a call's whole header again, same id and name, with its
@@ -212,6 +217,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "final_usage_only",
     "usage_in_choices",
     "merge_resent_tool_headers",
+    "keep_length_content",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

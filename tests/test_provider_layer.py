@@ -198,3 +198,139 @@ def test_streams_table_names_the_response_id_model_and_unhandled_shapes():
     assert row["response_model"] == "grok-3-mini"
     m = replay_sse("custom", MISTRAL_BODY)
     assert tables.streams([m]).iloc[0]["unhandled_shapes"] == "choices[].delta.content[] (2)"
+
+
+# --------------------------------------------------------------------------- review findings
+
+
+def _sse(*chunks: dict) -> bytes:
+    import json
+
+    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+
+
+def _call(tc: dict, finish: str | None = None) -> dict:
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": finish}]}
+
+
+END_TOOLS = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+
+
+def test_a_new_endpoint_never_inherits_another_providers_key_or_host():
+    class Bare(OpenAICompatibleAdapter):
+        provider = "bare-llm"
+
+    assert Bare.api_key_env == "BARE_LLM_API_KEY"
+    assert Bare.default_base_url == "" and Bare.requires_base_url
+    assert Bare.error_prefix == "bare-llm"
+    assert Bare.api_key_from_env({"OPENAI_API_KEY": "sk-openai-secret"}) is None
+    with pytest.raises(ValueError, match="needs a base URL"):
+        Bare().endpoint(None, "m")
+
+    class Nameless(OpenAICompatibleAdapter):
+        pass
+
+    with pytest.raises(ValueError, match="set provider = 'nameless'"):
+        providers.register("nameless", Nameless)
+    assert "nameless" not in providers.PROVIDERS
+
+
+def test_parallel_calls_without_an_index_are_kept_apart_under_complete():
+    body = _sse(
+        _call(
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Bern"}'},
+            }
+        ),
+        _call(
+            {
+                "id": "c2",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+            }
+        ),
+        END_TOOLS,
+    )
+    for provider in ("ollama", "openrouter"):
+        ref = replay_sse(provider, body)
+        assert [c.name for c in ref.function_calls] == ["get_weatherget_weather"]  # reference
+        assert "tool_calls_merged" in detect(ref)
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args, c.id) for c in full.function_calls] == [
+            ("get_weather", {"city": "Bern"}, "c1"),
+            ("get_weather", {"city": "Oslo"}, "c2"),
+        ]
+        assert detect(full) == []
+
+
+def test_an_empty_id_on_a_continuation_delta_keeps_the_calls_id():
+    body = _sse(
+        _call(
+            {
+                "index": 0,
+                "id": "call_9",
+                "type": "function",
+                "function": {"name": "f", "arguments": ""},
+            }
+        ),
+        _call({"index": 0, "id": "", "function": {"arguments": '{"a": 1}'}}),
+        END_TOOLS,
+    )
+    for provider in ("deepseek", "openrouter"):
+        (call,) = replay_sse(provider, body).function_calls
+        assert (call.id, call.args) == ("call_9", {"a": 1})
+
+
+def test_openrouter_reads_arguments_sent_as_an_object():
+    body = _sse(
+        _call({"index": 0, "id": "c", "function": {"name": "f", "arguments": {"a": 1}}}), END_TOOLS
+    )
+    (call,) = replay_sse("openrouter", body).function_calls
+    assert call.args == {"a": 1}
+
+
+def test_text_on_the_length_finish_chunk_is_named_and_kept_under_complete():
+    body = _sse(
+        {"choices": [{"index": 0, "delta": {"content": "The answer is"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"content": " 42"}, "finish_reason": "length"}]},
+    )
+    ref = replay_sse("vllm", body)
+    assert (ref.text, ref.finish_reason) == ("The answer is", "length")
+    assert "length_content_dropped" in detect(ref)
+    full = replay_sse("vllm", body, config=LabConfig.complete())
+    assert (full.text, full.finish_reason) == ("The answer is 42", "length")
+    assert "length_content_dropped" not in detect(full)
+
+
+def test_a_finish_reason_outside_the_vocabulary_is_named():
+    body = _sse({"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "eos"}]})
+    r = replay_sse("custom", body)
+    assert (r.text, r.finish_reason) == ("Hi", "eos")
+    assert "unknown_finish_reason" in detect(r)
+
+
+def test_server_timing_and_padding_keys_are_not_unhandled_shapes():
+    body = _sse(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": "Hi", "channel": "final"},
+                    "finish_reason": None,
+                    "text": "Hi",
+                    "token_id": 17,
+                }
+            ],
+            "timings": {"predicted_ms": 3},
+            "p": "abcd",
+        },
+        {
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "time_info": {"queue_time": 0.1},
+        },
+    )
+    r = replay_sse("custom", body)
+    assert r.text == "Hi"
+    assert r.facts.get("unhandled_shapes") is None

@@ -48,6 +48,12 @@ def register(name: str, adapter: type[StreamAdapter] | str) -> None:
     request bodies then work for it end to end.
     """
     if not isinstance(adapter, str):
+        if getattr(adapter, "provider", None) != name:
+            raise ValueError(
+                f"register({name!r}, {adapter.__qualname__}): the class's provider is "
+                f"{getattr(adapter, 'provider', None)!r}; set provider = {name!r} on it, so it "
+                "cannot run under another provider's key and base URL"
+            )
         target = f"{adapter.__module__}:{adapter.__qualname__}"
         _CLASSES[target] = adapter
         adapter = target

@@ -549,6 +549,21 @@ class ToolCallAccumulator:
         if fields:
             acc.update(fields)
 
+    def starts_new_call(self, index: int, call_id: str) -> bool:
+        """Does a header with **call_id** at **index** start another call than the one
+        there (which has a name and a different id)?"""
+        acc = self.calls.get(index)
+        return (
+            acc is not None
+            and bool(acc["name"])
+            and isinstance(acc.get("id"), str)
+            and acc["id"] != call_id
+        )
+
+    def next_index(self) -> int:
+        """A slot after every call so far (for a call that came with no index of its own)."""
+        return max(self.calls, default=-1) + 1
+
     def resends_header(self, index: int, call_id: str, name: str) -> bool:
         """Does a delta with **call_id** and **name** repeat call **index**'s header (same id,
         same whole name) rather than stream more of its name?"""

@@ -300,19 +300,27 @@ CHUNK_KEYS = frozenset(
     {
         "id", "object", "created", "model", "choices", "usage", "error", "system_fingerprint",
         "service_tier", "provider", "x_groq", "obfuscation", "prompt_filter_results",
+        # server timing and padding, no content: llama.cpp, Cerebras, Mistral, Together
+        "timings", "time_info", "p", "seed",
     }
 )  # fmt: skip
 """Top-level chunk keys the chat adapters read or know to carry nothing for the stream
-(ids, fingerprints); any other non-empty key is counted as an unhandled shape."""
+(ids, fingerprints, timings, padding); any other non-empty key is counted as an unhandled
+shape."""
 CHOICE_KEYS = frozenset(
     {
         "index", "delta", "finish_reason", "logprobs", "native_finish_reason", "stop_reason",
-        "matched_stop", "content_filter_results",
+        "matched_stop", "content_filter_results", "content_filter_offsets",
+        # Together's per-choice echo of the token (the delta carries the text)
+        "text", "seed", "token_id",
     }
 )  # fmt: skip
 DELTA_KEYS = frozenset(
-    {"role", "content", "reasoning_content", "reasoning", "reasoning_details", "tool_calls"}
-)
+    {
+        "role", "content", "reasoning_content", "reasoning", "reasoning_details", "tool_calls",
+        "channel",  # Groq gpt-oss: which harmony channel the delta's text belongs to
+    }
+)  # fmt: skip
 TOOL_CALL_KEYS = frozenset({"index", "id", "type", "function", "thought_signature"})
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
@@ -366,11 +374,33 @@ def _typed_content(parts: list) -> tuple[str, str]:
 
 
 class OpenAICompatibleAdapter(StreamAdapter):
-    """The shared OpenAI-compatible stream adapter; subclasses set the options below."""
+    """The shared OpenAI-compatible stream adapter; subclasses set the options below.
+
+    A subclass's identity is never inherited: one that sets ``provider`` but not its own
+    ``api_key_env``, ``default_base_url`` or ``error_prefix`` gets ``<PROVIDER>_API_KEY``, no
+    default base URL (a base URL is then required) and its provider name as the prefix, so a
+    new endpoint can never send another provider's key to its host or to another host.
+    """
 
     provider = "openai"
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "provider" not in own:
+            return  # an intermediate class: register() refuses it under another name
+        name = cls.provider
+        if "api_key_env" not in own and "api_key_envs" not in own:
+            cls.api_key_env = "".join(c if c.isalnum() else "_" for c in name.upper()) + "_API_KEY"
+            cls.api_key_envs = ()
+        if "default_base_url" not in own:
+            cls.default_base_url = ""
+            if "requires_base_url" not in own:
+                cls.requires_base_url = True
+        if "error_prefix" not in own:
+            cls.error_prefix = name
 
     error_prefix: ClassVar[str] = "OpenAI"
     """``errorMessagePrefix``: error messages read "<prefix>: HTTP 429: ..."."""
@@ -951,9 +981,17 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 return new_chunk(type="text", content=content, thoughts=thoughts, metadata=metadata)
             return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
         if finish == "length":
-            # Reference: done; content on this chunk is not emitted (kept in metadata).
+            # Reference: done; content on this chunk is not emitted (kept in metadata, named
+            # in facts; keep_length_content emits it, as vLLM sends its last token here).
             if content:
                 metadata["dropped_content"] = content
+                if self.config.keep_length_content:
+                    return new_chunk(
+                        type="text", content=content, thoughts=thoughts, metadata=metadata
+                    )
+                self.facts["length_content_dropped"] = self.facts.get(
+                    "length_content_dropped", 0
+                ) + len(content)
             return new_chunk(type="done", thoughts=thoughts, metadata=metadata)
         if delta.get("tool_calls"):
             self._accumulate_tools(delta)
@@ -1001,8 +1039,12 @@ class OpenAICompatibleAdapter(StreamAdapter):
             index = tc.get("index")
             if type(index) is not int or index < 0:
                 index = self._int(index, "choices[].delta.tool_calls[].index")
+            # an empty id ("", DeepSeek v4 continuation deltas) is no id: it never
+            # overwrites the call's real one
             fields = {
-                k: tc[k] for k in ("id", "type", "thought_signature") if isinstance(tc.get(k), str)
+                k: v
+                for k in ("id", "type", "thought_signature")
+                if isinstance(v := tc.get(k), str) and v
             }
             fn = tc.get("function")
             name = args = None
@@ -1013,8 +1055,25 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if isinstance(a, str):
                     args = a
                 elif isinstance(a, dict):  # some servers send the object itself
-                    args = json.dumps(a, ensure_ascii=False)
+                    try:
+                        args = json.dumps(a, ensure_ascii=False)
+                    except (RecursionError, ValueError):  # nested past any parser's stack
+                        self.facts.setdefault("hostile_values", []).append(
+                            "choices[].delta.tool_calls[].function.arguments"
+                        )
+            if self.config.all_tool_calls:
+                sig = _get(tc, "extra_content", "google", "thought_signature")
+                if isinstance(sig, str) and sig and "thought_signature" not in fields:
+                    fields["thought_signature"] = sig  # Gemini's OpenAI-compatible endpoint
             index = 0 if index is None else index
+            if name and "id" in fields and acc.starts_new_call(index, fields["id"]):
+                # a new call header (another id) where a call already is: calls sent with no
+                # index, or all at index 0 (Gemini's, Mistral's, Ollama's and vLLM's
+                # OpenAI-compatible endpoints). The reference glues them into one call.
+                if self.config.all_tool_calls:
+                    index = acc.next_index()
+                else:
+                    self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
             if name and "id" in fields and acc.resends_header(index, fields["id"], name):
                 # the whole call header (same id, same name) sent again: the reference
                 # appends the name a second time
@@ -1156,6 +1215,7 @@ class OpenAIAdapter(OpenAICompatibleAdapter):
     """OpenAI's own chat completions."""
 
     provider = "openai"
+    error_prefix = "OpenAI"
     max_tokens_key = "max_completion_tokens"
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"

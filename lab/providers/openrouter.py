@@ -273,15 +273,19 @@ def _norm_tool_call(tc: Any) -> dict | None:
     if index is not None:
         out["index"] = index
     for key in ("id", "type", "thought_signature"):
-        if isinstance(tc.get(key), str):
-            out[key] = tc[key]
+        v = tc.get(key)
+        if isinstance(v, str) and v:  # an empty id is no id: it never overwrites the real one
+            out[key] = v
     fn = tc.get("function")
     if isinstance(fn, dict):
-        f: dict[str, str] = {}
+        f: dict[str, Any] = {}
         if isinstance(fn.get("name"), str):
             f["name"] = fn["name"]
-        if isinstance(fn.get("arguments"), str):
-            f["arguments"] = fn["arguments"]
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            f["arguments"] = args
+        elif isinstance(args, dict):  # some backends send the object itself
+            f["arguments"] = args
         out["function"] = f
     return out
 
