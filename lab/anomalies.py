@@ -332,7 +332,13 @@ def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = 
     """The stream ended with no end evidence ([DONE] / finish reason) and no error: truncated."""
     if recording_cut(result):
         return False  # the recording stops there, not (as far as anyone knows) the stream
-    if result.facts.get("unterminated_tail"):
+    facts = result.facts
+    if facts.get("unterminated_tail") and (
+        facts.get("cut_event_chars")  # the last event was cut inside its data
+        or not (facts.get("done_seen") or result.finish_reason or facts.get("message_stop"))
+    ):
+        # a last event with no blank line after it is a cut only when its data was cut
+        # or nothing else says the stream ended
         return True
     if result.error is not None or result.finish_reason:
         return False

@@ -641,7 +641,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if df.empty:
             print("(none)")
         for row in df.itertuples():  # a diff is lines: print them, not an escaped cell
-            print(f"\n--- {row.stream_id} ({row.serving_provider or '-'}): {row.field}")
+            backend = row.serving_provider if isinstance(row.serving_provider, str) else None
+            print(f"\n--- {row.stream_id} ({backend or '-'}): {row.field}")
             print(row.diff.rstrip("\n") if row.diff else f"{a}: {row.a}\n{b}: {row.b}")
         return 0
     provider = getattr(args, "provider", None)

@@ -160,8 +160,13 @@ def test_replay_compare_complete_shows_what_the_reference_loses(capsys):
 
     assert main(["replay", "captures/", "--compare", "complete"]) == 0
     out = capsys.readouterr().out
-    assert "3 streams whose output changed under complete against defaults" in out
-    assert out.count('"name": "get_time"') == 3  # the parallel call the reference drops
+    # the parallel get_time calls the reference drops, and a reasoning summary sent only in
+    # reasoning_details (no "reasoning" string) that it does not read
+    assert "4 streams whose output changed under complete against defaults" in out
+    assert "(4 fields: reasoning 1, function_calls 3)" in out
+    assert out.count('"name": "get_time"') == 3
+    assert "+The user is asking about the café." in out and "**Answering the café question**" in out
+    assert "(nan)" not in out
 
 
 GROQ_TOOL_USE_FAILED = (
@@ -334,3 +339,49 @@ def test_server_timing_and_padding_keys_are_not_unhandled_shapes():
     r = replay_sse("custom", body)
     assert r.text == "Hi"
     assert r.facts.get("unhandled_shapes") is None
+
+
+def test_openrouter_reasoning_only_in_reasoning_details_is_named_and_read_under_complete():
+    body = _sse(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "reasoning_details": [
+                            {"type": "reasoning.summary", "summary": "Plan: add."}
+                        ]
+                    },
+                    "finish_reason": None,
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"reasoning_details": [{"type": "reasoning.text", "text": "2+2=4"}]},
+                    "finish_reason": None,
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {"content": "4"}, "finish_reason": "stop"}]},
+    )
+    ref = replay_sse("openrouter", body)
+    assert (ref.text, ref.reasoning) == ("4", "")
+    assert "reasoning_field_ignored" in detect(ref)
+    full = replay_sse("openrouter", body, config=LabConfig.complete())
+    assert [(t.kind, t.content) for t in full.thoughts] == [
+        ("summary", "Plan: add."),
+        ("raw", "2+2=4"),
+    ]
+    assert detect(full) == []
+
+
+def test_a_whole_stream_whose_last_event_lacks_the_blank_line_is_not_truncated():
+    whole = _sse({"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}]})
+    assert whole.endswith(b"data: [DONE]\n\n")
+    r = replay_sse("openai", whole[:-2])  # "data: [DONE]" with no blank line after it
+    assert r.text == "Hi" and "eof_without_terminator" not in detect(r)
+    cut = replay_sse("openai", whole[: whole.index(b'"finish_reason"')])
+    assert "eof_without_terminator" in detect(cut)

@@ -55,6 +55,7 @@ from lab.providers.openai_compat import (
     CHUNK_KEYS,
     DELTA_KEYS,
     OpenAICompatibleAdapter,
+    _reasoning_details_text,
     choice_usage,
     ordered_body,
 )
@@ -660,6 +661,19 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         delta = first["delta"]
         reasoning = delta.get("reasoning")
         thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
+        if not reasoning and delta.get("reasoning_details"):
+            # reasoning only in reasoning_details (no "reasoning" string): the reference
+            # reads the string alone; read_all_reasoning_fields reads the entries
+            text, summary = _reasoning_details_text(delta["reasoning_details"])
+            if self.config.read_all_reasoning_fields:
+                if text:
+                    thoughts.append(new_thought(kind="raw", content=text))
+                if summary:
+                    thoughts.append(new_thought(kind="summary", content=summary))
+            elif text or summary:
+                self.facts["ignored_reasoning_chars"] = (
+                    self.facts.get("ignored_reasoning_chars", 0) + len(text) + len(summary)
+                )
         if thoughts and chunk.get("_repeated_reasoning"):
             metadata["repeated_thoughts"] = True
         finish = first["finish_reason"]
