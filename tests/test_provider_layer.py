@@ -385,3 +385,34 @@ def test_a_whole_stream_whose_last_event_lacks_the_blank_line_is_not_truncated()
     assert r.text == "Hi" and "eof_without_terminator" not in detect(r)
     cut = replay_sse("openai", whole[: whole.index(b'"finish_reason"')])
     assert "eof_without_terminator" in detect(cut)
+
+
+@pytest.mark.parametrize("provider", ["vllm", "ollama", "custom"])
+def test_any_openai_compatible_endpoint_replays_a_responses_stream(provider):
+    from lab.providers import adapter_for
+
+    body = (REAL / "openai-responses-gpt4omini-text.sse").read_bytes()
+    want = replay_sse("openai", body, path="/v1/responses")
+    got = replay_sse(provider, body, path="/v1/responses")
+    assert want.text and (got.text, got.finish_reason, got.usage) == (
+        want.text,
+        want.finish_reason,
+        want.usage,
+    )
+    cls = adapter_for(provider, "/v1/responses")
+    assert cls.provider == provider and cls is adapter_for(provider, "/v1/responses")
+
+
+def test_groq_usage_sent_only_in_x_groq_is_read():
+    body = _sse(
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]},
+        {
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "x_groq": {
+                "id": "req_1",
+                "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
+            },
+        },
+    )
+    usage = replay_sse("groq", body).usage
+    assert (usage.input_tokens, usage.output_tokens) == (7, 2)

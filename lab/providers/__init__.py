@@ -82,20 +82,23 @@ def get_adapter(provider: str) -> type[StreamAdapter]:
 def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
     """The adapter for a request of ``provider`` to ``path`` (a URL path, or a whole URL).
 
-    A path ending in ``/responses`` of a provider whose API serves the OpenAI Responses API
-    (openai, openrouter, deepseek) gets its Responses adapter
-    (:mod:`lab.providers.openai_responses`); any other path the provider's own adapter, as
-    :func:`get_adapter`. A ``/responses`` path of another provider is a ValueError.
+    A path ending in ``/responses`` gets a Responses adapter
+    (:mod:`lab.providers.openai_responses`): the named one of openai, openrouter and
+    deepseek, and for any other OpenAI-compatible endpoint (vLLM, Ollama, custom, a
+    registered one: servers that implement ``/v1/responses`` too) one built from its chat
+    adapter. Any other path gets the provider's own adapter, as :func:`get_adapter`. A
+    ``/responses`` path of a Gemini or Anthropic provider is a ValueError.
     """
     if path is not None and path.partition("?")[0].rstrip("/").endswith("/responses"):
-        get_adapter(provider)  # an unknown provider fails the usual way
-        from lab.providers.openai_responses import RESPONSES_ADAPTERS
+        chat = get_adapter(provider)  # an unknown provider fails the usual way
+        from lab.providers.openai_responses import RESPONSES_ADAPTERS, responses_adapter_for
 
-        try:
+        if provider in RESPONSES_ADAPTERS:
             return RESPONSES_ADAPTERS[provider]
-        except KeyError:
-            known = ", ".join(sorted(RESPONSES_ADAPTERS))
-            raise ValueError(
-                f"provider {provider!r} has no Responses API adapter; providers with one: {known}"
-            ) from None
+        if chat.family == "openai_compatible":
+            return responses_adapter_for(chat)
+        raise ValueError(
+            f"provider {provider!r} has no Responses API adapter (its family is {chat.family}); "
+            "OpenAI-compatible providers have one"
+        )
     return get_adapter(provider)

@@ -326,6 +326,14 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
 
 
+def _first_dict(raw: dict, paths: tuple[tuple[str, ...], ...]) -> dict | None:
+    for path in paths:
+        got = _get(raw, *path)
+        if isinstance(got, dict):
+            return got
+    return None
+
+
 def choice_usage(raw: dict) -> dict | None:
     """The usage object a choice carries (Moonshot/Kimi: ``choices[0].usage``), if any."""
     choices = raw.get("choices")
@@ -439,6 +447,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
     typed_content_lists: ClassVar[bool] = False
     """The endpoint streams ``content`` as a typed list (Mistral); read its text and
     thinking parts (always on with ``config.read_all_reasoning_fields``)."""
+    usage_paths: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Where else the endpoint puts usage when the chunk has no top-level ``usage``."""
     completion_excludes_reasoning: ClassVar[bool] = False
     """The endpoint's ``completion_tokens`` leave reasoning out (xAI): always normalize."""
     requires_base_url: ClassVar[bool] = False
@@ -723,6 +733,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
         usage = raw.get("usage")
         if isinstance(usage, dict):
             out["usage"] = usage
+        elif self.usage_paths and (usage := _first_dict(raw, self.usage_paths)) is not None:
+            out["usage"] = usage  # the endpoint's own place (Groq: x_groq.usage)
         elif self.config.usage_in_choices:
             usage = choice_usage(raw)
             if usage is not None:
@@ -1278,6 +1290,7 @@ class GroqAdapter(OpenAICompatibleAdapter):
     default_base_url = "https://api.groq.com/openai/v1"
     api_key_env = "GROQ_API_KEY"
     reasoning_fields = ("reasoning",)
+    usage_paths = (("x_groq", "usage"),)
 
 
 class XaiAdapter(OpenAICompatibleAdapter):

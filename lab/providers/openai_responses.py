@@ -892,6 +892,27 @@ class DeepSeekResponsesAdapter(ResponsesAdapter):
     chat_adapter = DeepSeekAdapter
 
 
+_BUILT: dict[type, type[ResponsesAdapter]] = {}
+
+
+def responses_adapter_for(chat: type[StreamAdapter]) -> type[ResponsesAdapter]:
+    """A Responses adapter for an OpenAI-compatible chat adapter with no named one (vLLM,
+    Ollama, custom, a registered endpoint): the same data, at ``/responses``."""
+    built = _BUILT.get(chat)
+    if built is None:
+        built = type(
+            f"{chat.__name__}Responses",
+            (ResponsesAdapter,),
+            {
+                "chat_adapter": chat,
+                "__module__": __name__,
+                "__doc__": f"{chat.__name__} at /responses.",
+            },
+        )
+        _BUILT[chat] = built
+    return built
+
+
 RESPONSES_ADAPTERS: dict[str, type[ResponsesAdapter]] = {
     "openai": OpenAIResponsesAdapter,
     "openrouter": OpenRouterResponsesAdapter,
