@@ -416,3 +416,24 @@ def test_groq_usage_sent_only_in_x_groq_is_read():
     )
     usage = replay_sse("groq", body).usage
     assert (usage.input_tokens, usage.output_tokens) == (7, 2)
+
+
+def test_a_provider_declared_as_an_entry_point_is_registered(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    eps = [
+        EntryPoint(
+            "acme-ep", "lab.providers.openai_compat:OllamaAdapter", providers.ENTRY_POINT_GROUP
+        ),
+        EntryPoint("openai", "elsewhere:Other", providers.ENTRY_POINT_GROUP),  # built-in wins
+    ]
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: eps)
+    try:
+        providers._load_entry_points()
+        assert providers.PROVIDERS["acme-ep"] == "lab.providers.openai_compat:OllamaAdapter"
+        assert providers.PROVIDERS["openai"] == "lab.providers.openai_compat:OpenAIAdapter"
+        from lab.providers.openai_compat import OllamaAdapter
+
+        assert providers.get_adapter("acme-ep") is OllamaAdapter
+    finally:
+        providers.PROVIDERS.pop("acme-ep", None)

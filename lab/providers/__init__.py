@@ -11,6 +11,12 @@ Anthropic have their own modules.
 A new provider is one adapter class (its module) plus one line here::
 
     PROVIDERS["acme"] = "mypkg.acme:AcmeAdapter"   # or register("acme", AcmeAdapter)
+
+A package outside this repository registers its providers for every process (``lab replay``
+in a new shell included) with an entry point in the ``stream_lab.providers`` group::
+
+    [project.entry-points."stream_lab.providers"]
+    acme = "mypkg.acme:AcmeAdapter"
 """
 
 from __future__ import annotations
@@ -39,6 +45,33 @@ PROVIDERS: dict[str, str] = {
     "google": "lab.providers.google:GoogleAdapter",
     "anthropic": "lab.providers.anthropic:AnthropicAdapter",
 }
+
+
+ENTRY_POINT_GROUP = "stream_lab.providers"
+
+
+def _load_entry_points() -> None:
+    """Add the providers installed packages declare (``stream_lab.providers`` entry
+    points); a name already registered here wins, and a broken plugin is skipped with a
+    warning rather than breaking every command."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    try:
+        found = entry_points(group=ENTRY_POINT_GROUP)
+    except Exception as exc:  # pragma: no cover - a broken environment
+        warnings.warn(f"stream-lab: cannot read provider entry points: {exc}", stacklevel=2)
+        return
+    for ep in found:
+        if ep.name in PROVIDERS:
+            continue
+        if ":" not in ep.value:
+            warnings.warn(
+                f"stream-lab: provider entry point {ep.name}={ep.value!r} is not 'module:Class'",
+                stacklevel=2,
+            )
+            continue
+        PROVIDERS[ep.name] = ep.value
 
 
 def register(name: str, adapter: type[StreamAdapter] | str) -> None:
@@ -102,3 +135,6 @@ def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
             "OpenAI-compatible providers have one"
         )
     return get_adapter(provider)
+
+
+_load_entry_points()
