@@ -116,7 +116,7 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any, Literal
 
-from lab.model import ProviderError
+from lab.model import ErrorType, ProviderError
 
 __all__ = [
     "BALANCE_EXHAUSTED_PATTERNS",
@@ -438,6 +438,7 @@ def normalize_http_error_for_family(
     rate_limit, 408/504 timeout, 5xx api_error, all retryable; other codes api_error),
     "<provider> API error (<status>): <message>"."""
     message = parse_error_message_for_family(family, body_text, status) or UNKNOWN_ERROR_MESSAGE
+    error_type: ErrorType
     if status == 429:
         error_type, retryable = "rate_limit", True
     elif status in OPENAI_TIMEOUT_STATUSES:

@@ -66,7 +66,7 @@ def _make_plan(adapter: StreamAdapter, body: dict, degrade: bool) -> Any:
         degrade_on_opaque_5xx=adapter.degrade_on_opaque_5xx,
         # the adapters' classifiers return bool; lab/providers/base.py declares `str | None`
         # (the lead's rewrite fixes it there, and warn_unused_ignores then flags this line)
-        extra_classifiers=adapter.extra_classifiers(body),  # type: ignore[arg-type]
+        extra_classifiers=adapter.extra_classifiers(body),
     )
 
 

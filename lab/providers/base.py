@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from lab.config import LabConfig
+from lab.degrade import ExtraClassifier
 from lab.guards.base import GuardNote, NoteSink
 from lab.guards.json_repair import parse_tool_arguments
 from lab.http.sse import SSEDecoder, SSEEvent
@@ -233,7 +234,9 @@ class StreamAdapter:
         """Keys the degradation ladder never drops for this body."""
         return self.mandatory_keys
 
-    def extra_classifiers(self, body: dict) -> tuple[Callable[..., str | None], ...]:
+    def extra_classifiers(self, body: dict) -> tuple[ExtraClassifier, ...]:
+        """Family rejection tests the degradation classifier runs besides its own
+        (``(status, message, failing_body) -> bool``: does this failure degrade?)."""
         return ()
 
     def failure_message(self, status: int, body_text: str) -> str:

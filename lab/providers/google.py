@@ -464,7 +464,8 @@ def normalize_google_chunk(raw: Any) -> dict | None:
             if isinstance(p.get("text"), str) and p.get("thought") is not True
         )
     else:
-        text = raw.get("text") if isinstance(raw.get("text"), str) else ""
+        got = raw.get("text")
+        text = got if isinstance(got, str) else ""
     out: dict[str, Any] = {
         "text": text or None,
         "functionCalls": calls or None,
@@ -985,7 +986,8 @@ class GoogleAdapter(StreamAdapter):
         if err is not None and not self.committed:
             inner = err if isinstance(err, dict) else {"message": str(err)}
             status = parse_status_code(inner.get("code"))
-            message = inner.get("message") if isinstance(inner.get("message"), str) else ""
+            got = inner.get("message")
+            message = got if isinstance(got, str) else ""
             if self.on_precommit_error(status, message or "Google API error"):
                 raise RetryAttempt(status, message)
         for piece in self._split(chunk):
@@ -1196,8 +1198,9 @@ class GoogleAdapter(StreamAdapter):
 
 def _call(call: dict, signature: str | None = None) -> FunctionCall:
     """A function-call object (as sent, or as assembled) as a :class:`FunctionCall`."""
-    name = call.get("name") if isinstance(call.get("name"), str) else ""
-    args = call.get("args") if isinstance(call.get("args"), dict) else {}
+    got_name, got_args = call.get("name"), call.get("args")
+    name: str = got_name if isinstance(got_name, str) else ""
+    args: dict[str, Any] = got_args if isinstance(got_args, dict) else {}
     fields: dict[str, Any] = {}
     if call.get("unread_arguments"):
         fields["unread_arguments"] = call["unread_arguments"]
