@@ -457,6 +457,11 @@ def unknown_finish_reason(result: StreamResult, config: AnomalyConfig | None = N
     return result.finish_reason is not None and result.finish_reason not in FINISH_VOCABULARY
 
 
+def choices_mixed(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Chunks of several choices (``n > 1``) were read as one answer (the reference does)."""
+    return bool(result.facts.get("other_choices"))
+
+
 def tool_calls_merged(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Several calls (distinct ids) came at one index and the reference glued them into one."""
     return bool(result.facts.get("merged_tool_calls"))
@@ -522,6 +527,7 @@ DETECTORS: dict[str, Detector] = {
     "tool_calls_merged": tool_calls_merged,
     "length_content_dropped": length_content_dropped,
     "unknown_finish_reason": unknown_finish_reason,
+    "choices_mixed": choices_mixed,
     "reasoning_shown_before_close": reasoning_shown_before_close,
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,

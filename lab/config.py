@@ -85,6 +85,10 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (which reads a chunk's top-level ``usage``
     only; a choice's own ``usage`` is counted as an ``unhandled_shape``): read the usage a
     choice carries when the chunk has none (Moonshot/Kimi puts it in ``choices[0]``)."""
+    first_choice_only: bool = False
+    """Lab addition, off as in the reference (which reads the first choice of every chunk,
+    so with ``n > 1`` the answers interleave into one text; the anomaly ``choices_mixed``
+    says so): read choice 0 alone."""
     keep_length_content: bool = False
     """Lab addition, off as in the reference (whose OpenAI-compatible adapter returns
     ``done`` for ``finish_reason: "length"`` and does not emit that chunk's content; it is
@@ -218,6 +222,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "usage_in_choices",
     "merge_resent_tool_headers",
     "keep_length_content",
+    "first_choice_only",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

@@ -232,6 +232,7 @@ def test_registry_lists_every_detector_in_report_order():
         "tool_calls_merged",
         "length_content_dropped",
         "unknown_finish_reason",
+        "choices_mixed",
         "reasoning_shown_before_close",
         "tool_calls_dropped",
         "usage_not_final",

@@ -437,3 +437,17 @@ def test_a_provider_declared_as_an_entry_point_is_registered(monkeypatch):
         assert providers.get_adapter("acme-ep") is OllamaAdapter
     finally:
         providers.PROVIDERS.pop("acme-ep", None)
+
+
+def test_several_choices_are_named_and_the_first_kept_alone_under_complete():
+    def piece(i: int, text: str, finish: str | None = None) -> dict:
+        return {"choices": [{"index": i, "delta": {"content": text}, "finish_reason": finish}]}
+
+    body = _sse(
+        piece(0, "Alpha"), piece(1, "one"), piece(0, " Beta", "stop"), piece(1, "two", "stop")
+    )
+    for provider in ("openai", "openrouter"):
+        ref = replay_sse(provider, body)
+        assert "choices_mixed" in detect(ref) and "one" in ref.text  # the reference mixes them
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert (full.text, full.finish_reason) == ("Alpha Beta", "stop")

@@ -654,6 +654,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if self.on_precommit_error(status, message):
                 raise RetryAttempt(status, message)
         choices = chunk.get("choices")
+        if choices and (choices[0]["index"] != 0 or len(choices) > 1):
+            choices = self._other_choices(chunk, choices)
         delta = choices[0]["delta"] if choices else None
         if delta is not None:
             self._guard_content(delta)
@@ -661,6 +663,18 @@ class OpenAICompatibleAdapter(StreamAdapter):
             self._pipeline(piece, out)
             if self.stopped:
                 return
+
+    def _other_choices(self, chunk: dict, choices: list[dict]) -> list[dict]:
+        """A chunk for another choice than the first (``n > 1``): the reference reads the
+        first choice of every chunk, so the answers interleave into one text; the count goes
+        to ``facts["other_choices"]`` (anomaly ``choices_mixed``) and ``first_choice_only``
+        keeps choice 0 alone."""
+        self.facts["other_choices"] = self.facts.get("other_choices", 0) + 1
+        if not self.config.first_choice_only:
+            return choices
+        kept = [c for c in choices if c["index"] == 0]
+        chunk["choices"] = kept
+        return kept
 
     @property
     def _prefix(self) -> str:

@@ -548,6 +548,11 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             message = err.get("message") or "OpenRouter API error"
             if self.on_precommit_error(status, message):
                 raise RetryAttempt(status, message)
+        choices = chunk.get("choices")
+        if choices and (choices[0]["index"] != 0 or len(choices) > 1):
+            self._other_choices(chunk, choices)
+            if not chunk.get("choices") and "usage" not in chunk:
+                return
         for piece in self._split_text_and_tool(chunk):
             self._pipeline(piece, out)
             if self.stopped:
