@@ -651,16 +651,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
     kwargs = {"provider": provider} if provider is not None else {}
     if args.out is not None:
         out = _check_out_dir("--out", args.out)
-        written: Any = replay(  # with out=: the ResultFiles of the written tables
-            args.path,
-            config=config,
-            workers=args.workers,
-            progress=True,
-            out=out,
-            engine=args.engine,
-            scheduler=args.scheduler,
-            **kwargs,
-        )
+        import warnings
+
+        from lab.capture.errors import CaptureWarning
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CaptureWarning)
+            written: Any = replay(  # with out=: the ResultFiles of the written tables
+                args.path,
+                config=config,
+                workers=args.workers,
+                progress=True,
+                out=out,
+                engine=args.engine,
+                scheduler=args.scheduler,
+                **kwargs,
+            )
+        for w in caught:  # one line each, without a source line
+            if issubclass(w.category, CaptureWarning):
+                print(f"lab: warning: {w.message}", file=sys.stderr, flush=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         print(
             f"lab replay: {written.streams} streams from {written.units} unit(s); result "
             f"tables in {out}: "
@@ -682,14 +693,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _open_loaded(path: str, say: bool = True) -> Any:
     """Open the capture at ``path`` and say which recordings it holds (the bundled sample
     or your own), unless ``say`` is False (csv/json output is for programs)."""
-    from lab.capture import open as open_capture
+    import warnings
 
-    capture = open_capture(path)
+    from lab.capture import open as open_capture
+    from lab.capture.errors import CaptureWarning
+
+    with warnings.catch_warnings():  # said below, once, without a source line
+        warnings.simplefilter("ignore", CaptureWarning)
+        capture = open_capture(path)
     if say:
         ids = capture.metadata.get("capture_ids", [])
         shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
         n = len(ids)
         print(f"loaded {n} recording{'' if n == 1 else 's'} from {path}: {shown}", flush=True)
+    for problem in capture.warnings:  # stderr: csv/json on stdout stay clean
+        print(f"lab: warning: {problem}", file=sys.stderr, flush=True)
     return capture
 
 

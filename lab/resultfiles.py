@@ -133,10 +133,15 @@ def _replay_unit(
     files: Sequence[Path], out: Path, index: int, config: Any, provider: str | None = None
 ) -> tuple[int, list]:
     """Open one unit, replay it, write its tables; returns (requests, files written)."""
+    import warnings
+
     import lab.capture
+    from lab.capture.errors import CaptureWarning
     from lab.replay import replay
 
-    capture = lab.capture.open(list(files))
+    with warnings.catch_warnings():  # capture_units said it once for the whole capture
+        warnings.simplefilter("ignore", CaptureWarning)
+        capture = lab.capture.open(list(files))
     results = replay(capture, config=config, **_family(provider))
     del capture
     return len(results), _write_unit(results, out, index)

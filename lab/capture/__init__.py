@@ -16,7 +16,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lab.capture.errors import CaptureError, CaptureWriteError
+    from lab.capture.errors import CaptureError, CaptureWarning, CaptureWriteError
     from lab.capture.reader import Capture, open
     from lab.capture.records import RecordedExchange, RecordedRequest
     from lab.capture.redact import (
@@ -32,6 +32,7 @@ __all__ = [
     "CHUNKS_SCHEMA",
     "Capture",
     "CaptureError",
+    "CaptureWarning",
     "CaptureWriteError",
     "CaptureWriter",
     "ExchangeRecorder",
@@ -51,6 +52,7 @@ _HOME = {
     "CHUNKS_SCHEMA": "schema",
     "Capture": "reader",
     "CaptureError": "errors",
+    "CaptureWarning": "errors",
     "CaptureWriteError": "errors",
     "CaptureWriter": "writer",
     "ExchangeRecorder": "writer",

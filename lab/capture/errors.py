@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CaptureError", "CaptureWriteError"]
+__all__ = ["CaptureError", "CaptureWarning", "CaptureWriteError"]
 
 
 class CaptureError(Exception):
     """A capture could not be read or written; the message names the file and the problem."""
+
+
+class CaptureWarning(UserWarning):
+    """A capture opened, but not as recorded: an exchange found twice (a copy of a recording
+    inside the captures root), or a part missing from a recording's sequence. The message
+    names the files and says what was kept or is absent; the opened ``Capture`` lists the
+    same messages in ``Capture.warnings``."""
 
 
 class CaptureWriteError(CaptureError):

@@ -13,6 +13,16 @@ Recovery rules (see ``writer.py`` for why they are enough):
   record made it to disk, else end_reason ``"incomplete"``;
 - ``chunks`` rows of an exchange recovered from a journal are taken from the journal (a
   ``chunks`` part written just before a crash is superseded, never double counted).
+
+Integrity rules (each problem is one ``CaptureWarning`` and one line of ``Capture.warnings``):
+
+- an exchange is identified by its recording and number, ``(capture_id, exchange)``, which
+  fix its ``stream_id`` and ``attempt``; when parts hold the same exchange twice (a ``cp -r``
+  backup of a recording inside the captures root), the first copy in file order is kept
+  with its own reads and the others are dropped, counted as byte-identical or differing;
+- the writer numbers a recording's parts without gaps, so in a directory that was scanned
+  a number missing between the lowest and the highest ``streams`` part is reported (a
+  missing first or last part leaves no trace: there is no manifest).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import json
 import os
 import re
 import struct
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lab._json import loads as json_loads
-from lab.capture.errors import CaptureError
+from lab.capture.errors import CaptureError, CaptureWarning
 from lab.capture.journal import JOURNAL_SUFFIX, JournalContents, read_journals
 from lab.capture.records import RecordedExchange, RecordedRequest
 from lab.capture.schema import (
@@ -61,7 +72,10 @@ class Capture:
     - ``streams``: one row per HTTP exchange, sorted by (started_at, stream_id, attempt);
     - ``chunks``: one row per network read, sorted by (stream_id, attempt, seq); ``raw``
       holds ``bytes`` objects;
-    - ``paths``: the files read; ``metadata``: footer metadata (see ``docs/capture-schema.md``).
+    - ``paths``: the files read; ``metadata``: footer metadata (see ``docs/capture-schema.md``);
+    - ``warnings``: one line per integrity problem found while opening (exchanges found
+      twice, parts missing from a sequence), also raised as ``CaptureWarning``; empty when
+      the capture is whole. ``metadata["duplicate_exchanges"]`` counts the dropped copies.
     """
 
     def __init__(
@@ -70,11 +84,13 @@ class Capture:
         chunks: pa.Table,
         paths: list[Path],
         metadata: dict[str, Any],
+        warnings: list[str] | None = None,
     ) -> None:
         self.streams_table = streams
         self.chunks_table = chunks
         self.paths = paths
         self.metadata = metadata
+        self.warnings: list[str] = list(warnings or [])
         self._streams: pd.DataFrame | None = None
         self._chunks: pd.DataFrame | None = None
         self._exchanges: list[RecordedExchange] | None = None
@@ -169,17 +185,28 @@ class Capture:
 def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - documented name
     """Load a capture: recording dir, root of recordings, one .parquet, or a glob; or a list
     of any of these (one unit of :func:`lab.capture.units.capture_units`, say)."""
-    if isinstance(path, (list, tuple)):
-        if not path:
-            raise CaptureError("empty list of capture paths")
-        resolved = [_resolve(p) for p in path]
-        parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
-        journals = list(dict.fromkeys(f for _, js in resolved for f in js))
-    else:
-        parts, journals = _resolve(path)  # type: ignore[arg-type]  # str | Path: not a list
+    inputs: list[str | Path] = (
+        list(path) if isinstance(path, (list, tuple)) else [path]  # type: ignore[list-item]
+    )
+    if not inputs:
+        raise CaptureError("empty list of capture paths")
+    resolved = [_resolve(p) for p in inputs]
+    parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
+    journals = list(dict.fromkeys(f for _, js in resolved for f in js))
+    # scanned directories and globs must hold whole sequences; files named outright (one
+    # unit of capture_units, say) are a chosen subset
+    problems = missing_parts(
+        [
+            f
+            for p, (ps, _) in zip(inputs, resolved, strict=True)
+            if not Path(p).is_file()
+            for f in ps
+        ]
+    )
     streams_tables: list[pa.Table] = []
     streams_parts: list[Path] = []
     chunks_tables: list[pa.Table] = []
+    chunks_parts: list[Path] = []
     infos: dict[str, dict[str, Any]] = {}
     redaction: dict[str, Any] = {}
     versions: set[int] = set()
@@ -193,6 +220,13 @@ def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - do
             streams_parts.append(part)
         else:
             chunks_tables.append(table)
+            chunks_parts.append(part)
+    n_duplicates, duplicate_problems = _drop_duplicates(
+        streams_tables, streams_parts, chunks_tables, chunks_parts
+    )
+    problems = duplicate_problems + problems
+    for problem in problems:
+        warnings.warn(problem, CaptureWarning, stacklevel=2)
 
     streams = _concat(streams_tables, STREAMS_SCHEMA)
     chunks = _concat(chunks_tables, CHUNKS_SCHEMA)
@@ -252,10 +286,160 @@ def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - do
         "captures": infos,
         "redaction": redaction,
         "recovered_journals": [str(p) for p in used_journals],
+        "duplicate_exchanges": n_duplicates,
     }
     if len(ids) == 1:
         metadata.update(infos[ids[0]])
-    return Capture(streams, chunks, [*parts, *used_journals], metadata)
+    return Capture(streams, chunks, [*parts, *used_journals], metadata, problems)
+
+
+def _slot(part: Path) -> tuple[Path, str | None]:
+    """Where a part's exchanges keep their reads: ``streams-N`` pairs with ``chunks-N`` of
+    its directory; files not named like parts (exported fixtures) pair within their
+    directory."""
+    m = _PART.match(part.name)
+    return part.parent, (m.group(2) if m else None)
+
+
+def _drop_duplicates(
+    streams_tables: list[pa.Table],
+    streams_parts: list[Path],
+    chunks_tables: list[pa.Table],
+    chunks_parts: list[Path],
+) -> tuple[int, list[str]]:
+    """Keep the first copy of every exchange found in several parts (in place: the tables
+    lose the later copies' rows and reads); returns (copies dropped, one message per
+    recording with copies). Costs one key set when nothing is duplicated."""
+    owner: dict[tuple[str | None, int], int] = {}  # exchange -> streams table of its first copy
+    copies: dict[tuple[str | None, int], list[tuple[int, int]]] = {}  # -> [(table, row)]
+    masks: list[list[bool] | None] = []
+    for i, table in enumerate(streams_tables):
+        keys = zip(table["capture_id"].to_pylist(), table["exchange"].to_pylist(), strict=True)
+        mask: list[bool] = []
+        for row, key in enumerate(keys):
+            first = key not in owner
+            if first:
+                owner[key] = i
+            else:
+                copies.setdefault(key, []).append((i, row))
+            mask.append(first)
+        masks.append(None if all(mask) else mask)
+    if not copies:
+        return 0, []
+    first_rows = {key: i for key, i in owner.items() if key in copies}
+    # the reads of each duplicated exchange, per slot, before any row is dropped
+    reads: dict[tuple[tuple[Path, str | None], tuple[str | None, int]], list[tuple]] = {}
+    wanted = pa.array(sorted({e for _, e in copies}), pa.int64())
+    kept_slot = {key: _slot(streams_parts[i]) for key, i in first_rows.items()}
+    for c, (table, part) in enumerate(zip(chunks_tables, chunks_parts, strict=True)):
+        hit = table.filter(pc.is_in(table["exchange"].cast(pa.int64()), value_set=wanted))
+        slot = _slot(part)
+        keep: list[bool] | None = None
+        if hit.num_rows:
+            rows = zip(
+                *(hit[n].to_pylist() for n in ("capture_id", "exchange", "seq", "t_ns", "raw")),
+                strict=True,
+            )
+            for cid, ex, seq, t_ns, raw in rows:
+                if (cid, ex) in copies:
+                    reads.setdefault((slot, (cid, ex)), []).append((seq, t_ns, raw))
+            keep = [
+                key not in copies or kept_slot[key] == slot
+                for key in zip(
+                    table["capture_id"].to_pylist(), table["exchange"].to_pylist(), strict=True
+                )
+            ]
+        if keep is not None and not all(keep):
+            chunks_tables[c] = table.filter(pa.array(keep, pa.bool_()))
+    # compare each copy with the kept one: its streams row and its reads
+    by_recording: dict[str | None, dict[str, Any]] = {}
+    index: dict[int, dict[tuple[str | None, int], int]] = {}  # table -> exchange -> first row
+    for key, where in copies.items():
+        i = first_rows[key]
+        if i not in index:
+            table = streams_tables[i]
+            ids = zip(table["capture_id"].to_pylist(), table["exchange"].to_pylist(), strict=True)
+            index[i] = {}
+            for r, k in enumerate(ids):
+                index[i].setdefault(k, r)
+        row = streams_tables[i].slice(index[i][key], 1).to_pylist()[0]
+        kept_reads = sorted(reads.get((_slot(streams_parts[i]), key), []))
+        for j, r in where:
+            other = streams_tables[j].slice(r, 1).to_pylist()[0]
+            same = other == row and sorted(reads.get((_slot(streams_parts[j]), key), [])) == (
+                kept_reads
+            )
+            seen = by_recording.setdefault(
+                key[0], {"n": 0, "identical": 0, "pairs": {}, "example": None}
+            )
+            seen["n"] += 1
+            seen["identical"] += same
+            pair = (
+                _place(streams_parts[i], streams_parts[j]),
+                _place(streams_parts[j], streams_parts[i]),
+            )
+            seen["pairs"][pair] = seen["pairs"].get(pair, 0) + 1
+            if seen["example"] is None:
+                seen["example"] = (row["stream_id"], row["attempt"])
+    for i, dropped_rows in enumerate(masks):
+        if dropped_rows is not None:
+            streams_tables[i] = streams_tables[i].filter(pa.array(dropped_rows, pa.bool_()))
+    problems = []
+    for cid, seen in by_recording.items():
+        (kept, dropped), _n = next(iter(seen["pairs"].items()))
+        more = len(seen["pairs"]) - 1
+        differing = seen["n"] - seen["identical"]
+        stream_id, attempt = seen["example"]
+        problems.append(
+            f"{seen['n']} exchange(s) of recording {cid} are in both {kept} and {dropped}"
+            + (f" (and {more} more pair(s) of places)" if more else "")
+            + f": {seen['identical']} byte-identical, {differing} differing (e.g. stream "
+            f"{stream_id!r} attempt {attempt}); kept the copies in {kept}, ignored those in "
+            f"{dropped}"
+        )
+    return sum(s["n"] for s in by_recording.values()), problems
+
+
+def _place(part: Path, other: Path) -> str:
+    """How to name where ``part`` is, against ``other``: its directory when they differ."""
+    return str(part.parent) if part.parent != other.parent else str(part)
+
+
+def missing_parts(parts: Sequence[Path]) -> list[str]:
+    """One message per directory whose numbered parts have a gap: a number between its
+    lowest and highest ``streams`` part with no ``streams`` part (its ``chunks`` part named
+    too when it is gone as well). A ``streams`` part without its ``chunks`` part is the
+    reader's CaptureError when reads are lacking; a ``chunks`` part above the highest
+    ``streams`` one is what a crash between the two leaves (its journal holds the
+    exchanges), so neither is a gap here."""
+    numbers: dict[Path, dict[str, set[int]]] = {}
+    for p in parts:
+        m = _PART.match(p.name)
+        if m:
+            by_table = numbers.setdefault(p.parent, {"streams": set(), "chunks": set()})
+            by_table[m.group(1)].add(int(m.group(2)))
+    problems = []
+    for directory, by_table in numbers.items():
+        have = by_table["streams"]
+        if not have:
+            continue
+        lo, hi = min(have), max(have)
+        absent = [
+            f"{table}-{n:05d}.parquet"
+            for n in range(lo, hi + 1)
+            if n not in have
+            for table in ("streams", "chunks")
+            if n not in by_table[table]
+        ]
+        if absent:
+            shown = ", ".join(absent[:4]) + (
+                f" and {len(absent) - 4} more" if len(absent) > 4 else ""
+            )
+            problems.append(
+                f"{directory}: part(s) missing from the sequence {lo:05d}..{hi:05d}: {shown}; "
+                "their exchanges are not in this capture"
+            )
+    return problems
 
 
 def _check_reads_present(

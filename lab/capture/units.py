@@ -9,17 +9,26 @@ reading any ``raw`` bytes). A recording with journals left by a crash is one uni
 journal may repeat an exchange a part already holds; the reader drops the repeat only when
 it sees both). Files that are not named like parts (exported fixtures) are one unit.
 
+A copy of a recording (a ``cp -r`` backup inside the captures root) shares its logical
+requests with the original, so each copied part joins the original's part in one unit and
+the reader keeps one copy of each exchange. ``capture_units`` warns once
+(``CaptureWarning``) about such copies and about parts missing from a sequence; replaying
+the units does not repeat it per unit.
+
 Memory for a replay over units is bounded by the largest unit, not by the capture.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+from lab.capture.errors import CaptureWarning
 
 __all__ = ["Unit", "capture_units"]
 
@@ -43,6 +52,8 @@ def capture_units(path: str | Path) -> list[Unit]:
     from lab.capture.reader import _resolve
 
     parts, journals = _resolve(path)
+    for problem in [*_duplicates(parts), *_missing(path, parts)]:
+        warnings.warn(problem, CaptureWarning, stacklevel=2)
     by_dir_journals: dict[Path, list[Path]] = defaultdict(list)
     for j in journals:
         by_dir_journals[j.parent].append(j)
@@ -96,3 +107,38 @@ def _join_split_requests(groups: list[list[Path]]) -> list[list[Path]]:
     for i, files in enumerate(groups):
         merged[find(i)].extend(files)
     return [merged[k] for k in sorted(merged)]
+
+
+def _missing(path: str | Path, parts: list[Path]) -> list[str]:
+    from lab.capture.reader import missing_parts
+
+    return [] if Path(path).is_file() else missing_parts(parts)
+
+
+def _duplicates(parts: list[Path]) -> list[str]:
+    """One message per recording whose exchanges are in several ``streams`` parts (from the
+    key columns alone; the reader compares the copies when it opens a unit)."""
+    first: dict[tuple[str, int], Path] = {}
+    found: dict[str, dict[tuple[Path, Path], int]] = {}
+    for f in parts:
+        if not _PART.match(f.name) or not f.name.startswith("streams-"):
+            continue
+        table = pq.read_table(f, columns=["capture_id", "exchange"])
+        keys = zip(table["capture_id"].to_pylist(), table["exchange"].to_pylist(), strict=True)
+        for key in keys:
+            kept = first.setdefault(key, f)
+            if kept is not f:
+                pairs = found.setdefault(key[0], {})
+                pair = (kept.parent, f.parent) if kept.parent != f.parent else (kept, f)
+                pairs[pair] = pairs.get(pair, 0) + 1
+    problems = []
+    for capture_id, pairs in found.items():
+        (kept, dropped), _n = next(iter(pairs.items()))
+        more = len(pairs) - 1
+        problems.append(
+            f"{sum(pairs.values())} exchange(s) of recording {capture_id} are in both {kept} "
+            f"and {dropped}"
+            + (f" (and {more} more pair(s) of places)" if more else "")
+            + f"; replay keeps the copies in {kept}, ignores those in {dropped}"
+        )
+    return problems
