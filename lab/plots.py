@@ -42,6 +42,13 @@ class LabFigure(Figure):
         return buf.getvalue()
 
 
+def _literal(text: object) -> str:
+    """``text`` as matplotlib draws it literally: every ``$`` escaped, so provider and model
+    names (``$x$``, ``$\\frac{``) are never parsed as mathtext (which draws them as maths or
+    raises on bad syntax). matplotlib shows ``\\$`` as ``$`` outside maths."""
+    return str(text).replace("$", r"\$")
+
+
 def _figure(width: float = 7.0, height: float = 3.6) -> tuple[Figure, Axes]:
     fig = LabFigure(figsize=(width, height), layout="constrained")
     return fig, fig.add_subplot()
@@ -64,7 +71,7 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
     rate = df["leak_rate"].to_numpy(float) * 100
     ys = list(range(len(df)))  # numeric positions: error bars and ticks share one axis
     bars = ax.barh(ys, rate, color=colors)
-    ax.set_yticks(ys, [str(b) for b in df["serving_provider"]])
+    ax.set_yticks(ys, [_literal(b) for b in df["serving_provider"]])
     has_ci = {"leak_rate_ci_low", "leak_rate_ci_high"} <= set(df.columns)
     if has_ci:
         low = df["leak_rate_ci_low"].to_numpy(float) * 100
@@ -123,7 +130,7 @@ def ttft_by_backend(stream_table: pd.DataFrame) -> Figure:
         ax.text(0.5, 0.5, "no timing data", ha="center", va="center")
         return fig
     data = [df.loc[df["serving_provider"] == g, "ttft_ms"].to_numpy() for g in groups]
-    ax.boxplot(data, tick_labels=groups)
+    ax.boxplot(data, tick_labels=[_literal(g) for g in groups])
     ax.set_ylabel("TTFT (ms)")
     ax.set_title("Time to first token by serving backend")
     ax.tick_params(axis="x", rotation=30)
@@ -140,7 +147,7 @@ def classifier_distribution(stream_table: pd.DataFrame) -> Figure:
         ax.text(0.5, 0.5, "no errors", ha="center", va="center")
         ax.set_axis_off()
         return fig
-    ax.barh(counts.index, counts.to_numpy(), color="#1f77b4")
+    ax.barh([_literal(c) for c in counts.index], counts.to_numpy(), color="#1f77b4")
     ax.set_xlabel("streams")
     ax.set_title("Error classifiers")
     return fig
@@ -193,13 +200,13 @@ def stream_timeline(result: StreamResult) -> Figure:
             color="#d62728",
             markersize=7,
             clip_on=False,
-            label=f"{guard}: {len(points)} event(s), {moved} chars moved",
+            label=_literal(f"{guard}: {len(points)} event(s), {moved} chars moved"),
         )
     moved_labelled = bool(by_guard)
     ax.set_xlabel("arrival (ms since request)")
     ax.set_ylabel("cumulative characters")
     title = f"{result.model or result.provider} via {result.serving_provider or '?'}"
-    ax.set_title(title)
+    ax.set_title(_literal(title))
     ax.set_ylim(bottom=0)
     if t_text or t_reason or moved_labelled:
         ax.legend(loc="upper left", fontsize=8)

@@ -452,3 +452,32 @@ def test_docs_list_every_anomaly():
     text = DOCS.read_text(encoding="utf-8")
     anomaly_rows = text[text.index("## Anomalies") :]
     assert [n for n in DETECTORS if f"| `{n}` |" not in anomaly_rows] == []
+
+
+def _drawn(text) -> tuple[str, bool]:
+    """What matplotlib draws for a Text: the string shown and whether it is parsed as maths."""
+    return text._preprocess_math(text.get_text())
+
+
+def test_provider_and_model_names_with_dollars_are_drawn_literally(tmp_path: Path):
+    """A backend named like mathtext (``$x$``, or bad mathtext such as ``$\\frac{x$``, which
+    used to raise ValueError in savefig) is drawn as the literal name in every plot."""
+    from dataclasses import replace
+
+    from lab.report import write_report
+
+    bad, maths = r"$\frac{x$", "$x$"
+    results = [
+        replace(leaky(), serving_provider=bad, model=r"m$^$"),
+        replace(errored(), serving_provider=maths),
+    ]
+    assert write_report(results, tmp_path).is_file()
+    st = tables.streams(results)
+    leaks = plots.leak_rate_by_backend(tables.by_backend(st))
+    for fig in (leaks, plots.ttft_by_backend(st)):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        ticks = ax.get_yticklabels() if fig is leaks else ax.get_xticklabels()
+        assert sorted(_drawn(t) for t in ticks) == [(bad, False), (maths, False)]
+    timeline = plots.stream_timeline(results[0]).axes[0]
+    assert _drawn(timeline.title) == (r"m$^$ via $\frac{x$", False)
