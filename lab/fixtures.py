@@ -481,6 +481,11 @@ def export_fixture(
     final = Path(dest) / name
     if final.exists() and not overwrite:
         raise FixtureError(f"{final} already exists; remove it or choose another --name")
+    if final.exists() and not _is_fixture_dir(final):
+        raise FixtureError(
+            f"{final} exists and is not a fixture (no {META_FILE} and {EXPECTED_FILE});"
+            " not replacing it"
+        )
     final.parent.mkdir(parents=True, exist_ok=True)
     # built whole in a hidden sibling directory and renamed into place: a failed export
     # leaves nothing behind, and an overwritten fixture stays intact until the new one is
@@ -499,6 +504,12 @@ def export_fixture(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
+
+
+def _is_fixture_dir(path: Path) -> bool:
+    """Whether ``path`` is an exported fixture (a directory with its marker files): the only
+    kind of directory ``overwrite`` may replace."""
+    return path.is_dir() and all((path / f).is_file() for f in (META_FILE, EXPECTED_FILE))
 
 
 def _fill_fixture(

@@ -198,3 +198,34 @@ def test_update_golden_writes_each_file_whole(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert (path / "expected.json").read_text(encoding="utf-8") == "{}\n"
     assert sorted(p.name for p in path.iterdir()) == sorted(p.name for p in SOURCE.iterdir())
+
+
+def test_overwrite_refuses_a_directory_that_is_not_a_fixture(tmp_path):
+    dest = tmp_path / "fx"
+    mine = dest / "spill"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(fixtures.FixtureError) as info:
+        _export(dest, overwrite=True)
+    assert str(info.value) == (
+        f"{mine} exists and is not a fixture (no fixture.json and expected.json); not replacing it"
+    )
+    assert sorted(p.name for p in dest.iterdir()) == ["spill"]
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_cli_export_force_on_a_directory_that_is_not_a_fixture_exits_2(tmp_path, capsys):
+    from lab.cli import main
+
+    mine = tmp_path / "spill"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    argv = ["fixtures", "export", str(SOURCE / "capture"), "--stream", _stream_id()]
+    code = main([*argv, "--dest", str(tmp_path), "--name", "spill", "--force"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        f"lab: error: {mine} exists and is not a fixture (no fixture.json and expected.json);"
+        " not replacing it\n"
+    )
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "mine"
