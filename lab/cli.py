@@ -49,6 +49,13 @@ class UsageError(Exception):
     """Bad input from the command line: printed as one line, exit status 2."""
 
 
+def displayable(text: str) -> str:
+    """:func:`lab.console.displayable` (imported on use: ``lab --help`` stays fast)."""
+    from lab.console import displayable as safe
+
+    return safe(text)
+
+
 def _check_out_dir(option: str, value: str, children: tuple[str, ...] = ()) -> Path:
     """Refuse an output directory that cannot be one, before any work; nothing is created.
 
@@ -186,7 +193,7 @@ def _report(results: list, out: Path | None, view: TableView | None = None) -> d
     bb = tables.by_backend(st)
     _print_table("by backend", bb, None, view)
     for sentence in tables.backend_verdicts(bb):
-        print(sentence)
+        print(displayable(sentence))
     _print_table(
         "leaks",
         tables.leaks(results),
@@ -288,7 +295,7 @@ def _print_sweep(out: Path, report: Any, targets: int, prompts: int, n: int) -> 
     bb = tables.by_backend(st)
     _print_table("by backend", bb, SWEEP_VIEW)
     for sentence in tables.backend_verdicts(bb):
-        print(sentence)
+        print(displayable(sentence))
     elsewhere = int(st["pinned_elsewhere"].sum()) if len(st) else 0
     if elsewhere:
         print(f"warning: {_requests(elsewhere)} served by another backend than the pinned one")
@@ -364,9 +371,10 @@ def cmd_record(args: argparse.Namespace) -> int:
             for _ in _progress(list(range(args.n)), "record", disable=args.n == 1):
                 r = rec.record(args.provider, body, base_url=args.base_url, api_key=key, path=path)
                 if args.n == 1:
-                    print(r.text)
+                    print(displayable(r.text))
                 if r.error is not None:
-                    print(f"stream error ({r.error.type}): {r.error.message}", file=sys.stderr)
+                    message = displayable(r.error.message)
+                    print(f"stream error ({r.error.type}): {message}", file=sys.stderr)
             results = rec.results
             print(f"capture written to {rec.path}")
     except KeyboardInterrupt:
@@ -477,7 +485,7 @@ def _sweep_targets(args: argparse.Namespace, adapter: Any, key: str | None) -> l
             backends = sweep.discover_backends(args.model, base_url=base_url, api_key=key)
         except sweep.SweepError as exc:
             raise UsageError(str(exc)) from None
-        print(f"{args.model}: {len(backends)} backend(s): {', '.join(backends)}")
+        print(displayable(f"{args.model}: {len(backends)} backend(s): {', '.join(backends)}"))
     if not backends:
         raise UsageError("--backends: give auto or a comma-separated list of backends")
     return sweep.openrouter_targets(args.model, backends, base_url=args.base_url)
@@ -642,8 +650,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print("(none)")
         for row in df.itertuples():  # a diff is lines: print them, not an escaped cell
             backend = row.serving_provider if isinstance(row.serving_provider, str) else None
-            print(f"\n--- {row.stream_id} ({backend or '-'}): {row.field}")
-            print(row.diff.rstrip("\n") if row.diff else f"{a}: {row.a}\n{b}: {row.b}")
+            print(displayable(f"\n--- {row.stream_id} ({backend or '-'}): {row.field}"))
+            shown = row.diff.rstrip("\n") if row.diff else f"{a}: {row.a}\n{b}: {row.b}"
+            print(displayable(shown))
         return 0
     provider = getattr(args, "provider", None)
     if provider is not None and provider not in _providers():
@@ -680,7 +689,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         bb = tables.by_backend(written.read("streams"))
         _print_table("by backend", bb, None, _table_view(args))
         for sentence in tables.backend_verdicts(bb):
-            print(sentence)
+            print(displayable(sentence))
         return 0
     view = _table_view(args)
     for_people = view.fmt not in ("csv", "json")
@@ -705,7 +714,8 @@ def _open_loaded(path: str, say: bool = True) -> Any:
         ids = capture.metadata.get("capture_ids", [])
         shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
         n = len(ids)
-        print(f"loaded {n} recording{'' if n == 1 else 's'} from {path}: {shown}", flush=True)
+        loaded = f"loaded {n} recording{'' if n == 1 else 's'} from {path}: {shown}"
+        print(displayable(loaded), flush=True)
     for problem in capture.warnings:  # stderr: csv/json on stdout stay clean
         print(f"lab: warning: {problem}", file=sys.stderr, flush=True)
     return capture

@@ -4,6 +4,8 @@
   with ``…``, columns that still do not fit left out and named), or as ``markdown``, ``csv``
   or ``json``. One missing-value marker, :data:`lab.view.MISSING`, in tables and markdown;
   csv leaves the cell empty and json writes ``null``.
+- :func:`displayable` – text from a model or provider made safe to print on a terminal:
+  every control character but newline and tab shown as a visible ``\\xNN`` escape.
 - :func:`config_example` – every :class:`~lab.config.LabConfig` field at its default, each
   after a ``//`` comment line from its docstring; :func:`load_config` reads such a file back
   (``//`` lines removed, then :meth:`LabConfig.coerce`).
@@ -14,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +26,14 @@ from lab.view import DECIMALS, MISSING, format_cost
 if TYPE_CHECKING:  # pandas is imported where it is used: `lab --help` stays fast
     import pandas as pd
 
-__all__ = ["FORMATS", "config_example", "load_config", "render", "strip_comments"]
+__all__ = [
+    "FORMATS",
+    "config_example",
+    "displayable",
+    "load_config",
+    "render",
+    "strip_comments",
+]
 
 FORMATS = ("table", "markdown", "csv", "json")
 """What ``--format`` accepts."""
@@ -34,6 +44,24 @@ CELL_MIN = 12
 """Fitting to the width never cuts a column narrower than this (or its header), and never
 cuts the first column (the row's id): it leaves columns out from the right instead."""
 GAP = "  "
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 controls but tab and newline, DEL, and C1 controls (``\\x9b`` is a one-byte CSI)."""
+
+
+def displayable(text: str) -> str:
+    """``text`` safe to print on a terminal: each control character (C0 but ``\\n`` and
+    ``\\t``, DEL, C1) replaced by its visible escape ``\\xNN``.
+
+    ESC is one of them, so no escape sequence (colours, cursor moves, window titles, OSC 52
+    clipboard writes) reaches the terminal; the rest of the sequence stays as plain text, so
+    what was there is still shown.
+
+    >>> displayable("ok\\x1b[2Jbye\\r\\n")
+    'ok\\\\x1b[2Jbye\\\\x0d\\n'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _missing(value: Any) -> bool:
@@ -55,7 +83,7 @@ def _cell(value: Any, column: str) -> str:
             return f"{value:.{DECIMALS[column]}f}"
         return f"{value:.3g}"
     text = str(value)
-    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return displayable(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t"))
 
 
 def _cut(text: str, width: int) -> str:
@@ -127,7 +155,9 @@ def _json(df: pd.DataFrame) -> str:
         records.append(
             {c: (None if _missing(v) else v) for c, v in zip(df.columns, row, strict=True)}
         )
-    return json.dumps(records, ensure_ascii=False, default=_json_value)
+    text = json.dumps(records, ensure_ascii=False, default=_json_value)
+    # json escapes C0 itself; DEL and C1 (only ever inside strings) get JSON's own escape
+    return re.sub("[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _json_value(value: Any) -> Any:
@@ -148,7 +178,7 @@ def render(df: pd.DataFrame, *, fmt: str = "table", width: int = 100) -> tuple[s
     if fmt == "csv":
         buf = io.StringIO()
         df.to_csv(buf, index=False)
-        return buf.getvalue().rstrip("\n"), []
+        return displayable(buf.getvalue().rstrip("\n")), []
     if fmt == "json":
         return _json(df), []
     raise ValueError(f"unknown format {fmt!r}; one of: {', '.join(FORMATS)}")

@@ -156,3 +156,90 @@ def test_ctrl_c_in_a_running_demo_exits_130_with_one_line(tmp_path):
     # 130, or (now and then, when the interrupt lands while the capture threads are being
     # joined) killed by SIGINT at interpreter exit: a shell reports both as $? = 130
     assert proc.returncode in (130, -signal.SIGINT)
+
+
+# -- control characters from model text -------------------------------------------------
+
+HOSTILE = "hi \x1b]0;pwned\x07\x1b[2J\x9b31m\r\x7fend"
+HOSTILE_SHOWN = "hi \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x0d\\x7fend"
+
+
+def test_displayable_shows_every_control_character_but_newline_and_tab():
+    from lab.console import displayable
+
+    assert displayable(HOSTILE + "\n\tok") == HOSTILE_SHOWN + "\n\tok"
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+def test_rendered_tables_carry_no_control_characters(fmt):
+    import re
+
+    df = pd.DataFrame({"stream_id": ["s"], "moved": [HOSTILE]})
+    text = render(df, fmt=fmt, width=200)[0]
+    assert re.findall(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text) == []
+    if fmt == "json":  # still the same value for programs
+        assert json.loads(text) == [{"stream_id": "s", "moved": HOSTILE}]
+    else:
+        assert "\\x1b]0;pwned\\x07" in text
+
+
+def _sse_server():
+    """A one-route OpenRouter look-alike on 127.0.0.1 whose answer and backend name carry
+    terminal escape sequences."""
+    import http.server
+    import threading
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        body = {
+            "id": "gen-1",
+            "model": "m",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "provider": "Evil\x1b[31m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    payload = (chunk({"content": HOSTILE}) + chunk({}, "stop") + "data: [DONE]\n\n").encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_record_and_replay_never_print_escape_sequences_from_the_model(
+    tmp_path, capsys, monkeypatch
+):
+    import re
+
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    server = _sse_server()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
+        argv = ["record", "--provider", "openrouter", "--model", "m", "--prompt", "p"]
+        code = main([*argv, "--base-url", base, "--out", str(tmp_path)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    recorded = capsys.readouterr()
+    assert code == 0, recorded.err
+    assert recorded.out.splitlines()[0] == HOSTILE_SHOWN
+    assert main(["replay", str(tmp_path), "--columns", "300"]) == 0
+    replayed = capsys.readouterr()
+    assert "Evil\\x1b[31m" in replayed.out
+    for text in (recorded.out, replayed.out):
+        assert re.findall(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text) == []
+    for text in (recorded.err, replayed.err):  # the progress bar's own \r aside
+        assert re.findall(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text) == []
