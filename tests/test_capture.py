@@ -999,3 +999,30 @@ def test_a_writer_starts_its_threads_when_created_and_none_while_recording(tmp_p
         [b"data: x\n\n"],
         [b"data: y\n\n"],
     ]
+
+
+def test_a_double_star_glob_does_not_follow_symlink_loops(tmp_path):
+    """``**`` walks real directories only: two symlinks back up the tree made glob.glob
+    follow 2^40 paths (a hang); now each recording is found once, fast."""
+    root = tmp_path / "caps"
+    with CaptureWriter(root, label="a") as w:
+        record(w, [b"a"], stream_id="a")
+    os.symlink(root, root / "loop")
+    os.symlink(root, root / w.capture_id / "back")
+    code = (
+        "import sys; from lab.capture import open as o\n"
+        "cap = o(sys.argv[1])\n"
+        "print([r.stream_id for r in cap.requests()], cap.metadata['capture_ids'])"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for pattern in ("**/streams-*.parquet", "**"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(root / pattern)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"['a'] ['{w.capture_id}']"

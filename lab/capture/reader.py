@@ -483,6 +483,48 @@ def _check_reads_present(
             )
 
 
+def _expand(pattern: str) -> list[str]:
+    """The paths ``pattern`` matches, sorted; ``**`` matches any number of directories but
+    never descends into a symlinked one (``glob.glob(recursive=True)`` follows them, and
+    two symlinks up the tree are 2^40 paths: a hang). A symlink is still matched itself.
+    Hidden names match only a part starting with ``.``, as in ``glob``."""
+    if "**" not in pattern:
+        return sorted(_glob.glob(pattern))
+    parts = Path(pattern).parts
+    fixed = 0
+    while fixed < len(parts) and not _glob.has_magic(parts[fixed]):
+        fixed += 1
+    base = Path(*parts[:fixed]) if fixed else Path()
+    rest = parts[fixed:]
+    found = [str(base)] if fixed and _glob_match(rest, ()) else []
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        rel = Path(dirpath).relative_to(base).parts
+        found += [
+            str(Path(dirpath, name))
+            for name in dirnames + filenames
+            if _glob_match(rest, (*rel, name))
+        ]
+    return sorted(found)
+
+
+def _glob_match(pattern: tuple[str, ...], names: tuple[str, ...]) -> bool:
+    """Whether path parts ``names`` match pattern parts (``**`` is zero or more parts)."""
+    import fnmatch
+
+    if not pattern:
+        return not names
+    head, tail = pattern[0], pattern[1:]
+    if head == "**":
+        return any(
+            _glob_match(tail, names[i:])
+            for i in range(len(names) + 1)
+            if not any(n.startswith(".") for n in names[:i])
+        )
+    if not names or (names[0].startswith(".") and not head.startswith(".")):
+        return False
+    return fnmatch.fnmatchcase(names[0], head) and _glob_match(tail, names[1:])
+
+
 def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
     text = str(path)
     if not text.strip():
@@ -491,7 +533,7 @@ def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
     if p.exists():
         targets = [p]
     elif _glob.has_magic(text):
-        matched = [Path(m) for m in sorted(_glob.glob(text, recursive=True))]
+        matched = [Path(m) for m in _expand(text)]
         if not matched:
             raise CaptureError(f"{text}: the glob matched no files")
         # a glob reads like a directory scan: recordings and capture files, not the README
