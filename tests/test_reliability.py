@@ -393,6 +393,23 @@ def _bad_files(tmp: Path, good: Path) -> dict[str, tuple[Path, str]]:
     no_chunks.mkdir()
     (no_chunks / part.name).write_bytes(data)  # its chunks part left behind
     cases["no_chunks"] = (no_chunks / part.name, "lack recorded reads")
+    # footers a lab never wrote: these raised KeyError, UnicodeDecodeError and TypeError
+    import pyarrow.parquet as pq
+
+    footer_cases = {
+        "version_0": ({b"lab.schema_version": b"0"}, "schema version 0 is not one this lab"),
+        "table_bytes": ({b"lab.table": b"\xffstreams"}, "not a Stream Lab capture table"),
+        "capture_id_list": (
+            {b"lab.capture": b'{"capture_id": ["c"]}'},
+            "capture_id is not a string",
+        ),
+    }
+    table = pq.read_table(part)
+    for name, (keys, problem) in footer_cases.items():
+        bad = tmp / name / part.name
+        bad.parent.mkdir()
+        pq.write_table(table.replace_schema_metadata({**table.schema.metadata, **keys}), bad)
+        cases[name] = (bad, problem)
     return cases
 
 

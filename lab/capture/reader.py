@@ -608,13 +608,18 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
         raise CaptureError(
             f"{path}: not a Stream Lab capture (footer key {', '.join(missing)} missing)"
         )
-    name = metadata[FOOTER_TABLE].decode()
+    name = metadata[FOOTER_TABLE].decode("utf-8", "backslashreplace")
     if name not in _SCHEMAS:
         raise CaptureError(f"{path}: not a Stream Lab capture table (lab.table = {name!r})")
     try:
         version = int(metadata[FOOTER_SCHEMA_VERSION])
     except ValueError:
         raise CaptureError(f"{path}: unreadable lab.schema_version footer key") from None
+    if version < 1 or any((name, v) not in UPGRADERS for v in range(version, SCHEMA_VERSION)):
+        raise CaptureError(
+            f"{path}: capture schema version {version} is not one this lab reads "
+            f"(1 to {SCHEMA_VERSION})"
+        )
     if version > SCHEMA_VERSION:
         raise CaptureError(
             f"{path}: capture schema version {version} is newer than this lab "
@@ -638,6 +643,8 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise CaptureError(f"{path}: {name} table has wrong column types ({exc})") from None
     info = _json_footer(metadata, FOOTER_CAPTURE)
+    if not isinstance(info.get("capture_id", ""), str):
+        raise CaptureError(f"{path}: the lab.capture footer key's capture_id is not a string")
     redaction = _json_footer(metadata, FOOTER_REDACTION)
     return name, table, info, redaction, version
 
