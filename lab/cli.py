@@ -366,6 +366,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--out {args.out}: cannot create a recording directory: {exc.strerror or exc}"
         ) from None
+    restore = _stop_on_sigterm()
     try:
         with rec:
             for _ in _progress(list(range(args.n)), "record", disable=args.n == 1):
@@ -377,14 +378,15 @@ def cmd_record(args: argparse.Namespace) -> int:
                     print(f"stream error ({r.error.type}): {message}", file=sys.stderr)
             results = rec.results
             print(f"capture written to {rec.path}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         done = len(rec.results)
+        how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
         print(
-            f"lab: interrupted after {done} of {_requests(args.n)}; "
+            f"lab: {how} after {done} of {_requests(args.n)}; "
             f"partial capture written to {rec.path}",
             file=sys.stderr,
         )
-        return 130
+        return RECORD_TERMINATED if isinstance(stop, Terminated) else 130
     except CaptureWriteError as first:  # disk full, I/O error: stop sending, say what is safe
         error = first
         try:
@@ -397,6 +399,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return RECORD_WRITE_FAILED
+    finally:
+        restore()
     from lab import tables
 
     _print_table("streams", tables.streams(results), STREAM_VIEW, _table_view(args))
@@ -410,6 +414,27 @@ def cmd_record(args: argparse.Namespace) -> int:
         )
         return RECORD_ALL_FAILED if failed == len(results) else RECORD_SOME_FAILED
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the signal lands: a KeyboardInterrupt, so whatever stops on
+    Ctrl-C stops on it too (the recorder closes, the partial capture is flushed)."""
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM raise :class:`Terminated` until the returned function is called (only
+    from the main thread: elsewhere signal handlers cannot be set, and nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 API_PATHS: dict[str, str | None] = {"chat": None, "responses": "/responses"}
@@ -426,6 +451,10 @@ RECORD_WRITE_FAILED = 4
 """``lab record``'s exit status when the capture could not be written (disk full, I/O
 error): it stopped sending, and the last line on stderr says how many exchanges are safe on
 disk and where."""
+RECORD_TERMINATED = 143
+"""``lab record``'s exit status on SIGTERM (128 + 15, what a shell reports for a process the
+signal killed): it stops sending like on Ctrl-C (130), and the last line on stderr says
+where the partial capture is."""
 
 _RECORD_EPILOG = (
     "exit status: 0 when every request got an answer; 1 when every request failed; 3 when "
@@ -433,7 +462,7 @@ _RECORD_EPILOG = (
     "of N failed and where the capture is); 4 when the capture could not be written "
     "(disk full, I/O error: it stops sending, and the last line on stderr says how many "
     "exchanges are safe on disk and where); 2 on bad input, before anything is sent or "
-    "written; 130 on Ctrl-C, after saying where the partial capture is."
+    "written; 130 on Ctrl-C and 143 on SIGTERM, after saying where the partial capture is."
 )
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -491,3 +494,47 @@ def test_record_google_sends_no_stream_key_and_gets_the_answer(
     assert request.status == 200
     assert set(request.body) == {"contents"}
     assert "café" in capsys.readouterr().out
+
+
+def test_record_on_sigterm_stops_like_ctrl_c_says_where_the_capture_is_and_exits_143(tmp_path):
+    # in a child: SIGTERM's default action would end this test session. The child sends
+    # itself SIGTERM just before the second of three requests.
+    code = textwrap.dedent(
+        """
+        import os, signal, sys
+        from lab.cli import main
+        from lab.fakes import FakeServer
+        from lab.recorder import Recorder
+
+        record, calls = Recorder.record, []
+
+        def wrapped(self, *args, **kw):
+            calls.append(1)
+            if len(calls) == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return record(self, *args, **kw)
+
+        Recorder.record = wrapped
+        with FakeServer(delay_scale=0) as server:
+            argv = ["record", "--provider", "openrouter", "--model", "fake/clean"]
+            argv += ["--prompt", "hi", "--base-url", server.base_url + "/api/v1"]
+            sys.exit(main([*argv, "--out", sys.argv[1], "--n", "3"]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OPENROUTER_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 143, done.stderr
+    path = _only_recording(tmp_path)
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"lab: terminated (SIGTERM) after 1 of 3 requests; partial capture written to {path}"
+    )
+    assert "== streams" not in done.stdout
+    assert len(lab.capture.open(path).requests()) == 1  # what finished is readable
