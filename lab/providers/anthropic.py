@@ -123,6 +123,8 @@ def anthropic_error(
     err = _inner_error(error_obj or {})
     kind = err.get("type") if isinstance(err.get("type"), str) else None
     message = _first_text(err.get("message")) or _status_phrase(status) or UNKNOWN_ERROR_MESSAGE
+    error_type: ErrorType
+    retryable: bool
     if status == ANTHROPIC_OVERLOADED_STATUS:
         error_type, retryable = "provider_overloaded", True
     elif kind in ANTHROPIC_ERROR_TYPES:
@@ -476,7 +478,8 @@ class AnthropicAdapter(StreamAdapter):
         self._count("pings")
 
     def _on_message_start(self, payload: dict, out: list[ProcessedChunk]) -> None:
-        message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+        got = payload.get("message")
+        message: dict = got if isinstance(got, dict) else {}
         note_unknown_keys(self.facts, message, MESSAGE_KEYS, "message")
         if isinstance(message.get("id"), str):
             self.message_id = message["id"]
@@ -544,8 +547,10 @@ class AnthropicAdapter(StreamAdapter):
         index = self._index(payload)
         if index is None:
             index = len(self.blocks)
-        cb = payload.get("content_block") if isinstance(payload.get("content_block"), dict) else {}
-        btype = cb.get("type") if isinstance(cb.get("type"), str) else "unknown"
+        got = payload.get("content_block")
+        cb: dict = got if isinstance(got, dict) else {}
+        got_type = cb.get("type")
+        btype: str = got_type if isinstance(got_type, str) else "unknown"
         block: dict[str, Any] = {"type": btype, "parts": [], "signature": "", "open": True}
         self.blocks[index] = block
         if btype in ("tool_use", *SERVER_CALL_BLOCK_TYPES):
@@ -580,7 +585,8 @@ class AnthropicAdapter(StreamAdapter):
     def _on_content_block_delta(self, payload: dict, out: list[ProcessedChunk]) -> None:
         index = self._index(payload)
         block = self.blocks.get(index) if index is not None else None
-        delta = payload.get("delta") if isinstance(payload.get("delta"), dict) else {}
+        got = payload.get("delta")
+        delta: dict = got if isinstance(got, dict) else {}
         dtype = delta.get("type")
         if dtype == "text_delta" and isinstance(delta.get("text"), str):
             self._text(delta["text"], out)
@@ -629,7 +635,8 @@ class AnthropicAdapter(StreamAdapter):
     def _on_message_delta(self, payload: dict, out: list[ProcessedChunk]) -> None:
         self.usage_final = True
         self._update_usage(payload.get("usage"))
-        delta = payload.get("delta") if isinstance(payload.get("delta"), dict) else {}
+        got = payload.get("delta")
+        delta: dict = got if isinstance(got, dict) else {}
         note_unknown_keys(self.facts, delta, MESSAGE_DELTA_KEYS, "message_delta.delta")
         stop = delta.get("stop_reason")
         metadata: dict[str, Any] = {}
@@ -654,7 +661,8 @@ class AnthropicAdapter(StreamAdapter):
         error = anthropic_stream_error(payload)
         if not self.committed:
             status = parse_status_code(error.status)
-            inner = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+            got = payload.get("error")
+            inner: dict = got if isinstance(got, dict) else payload
             message = inner.get("message") if isinstance(inner.get("message"), str) else ""
             if self.on_precommit_error(status, message or error.message):
                 raise RetryAttempt(status, message or error.message)

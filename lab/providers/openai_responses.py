@@ -42,7 +42,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from lab import _json
-from lab.errors import openai_compatible_stream_error, openrouter_stream_error, parse_status_code
+from lab.degrade import ExtraClassifier
+from lab.errors import parse_status_code
 from lab.guards import RecentTextDedup, SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
 from lab.http.sse import SSEEvent
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, Usage, new_chunk, new_thought
@@ -55,8 +56,12 @@ from lab.providers.base import (
     wire_float,
     wire_int,
 )
-from lab.providers.openai_compat import DeepSeekAdapter, OpenAIAdapter
-from lab.providers.openrouter import OpenRouterAdapter
+from lab.providers.openai_compat import (
+    DeepSeekAdapter,
+    OpenAIAdapter,
+    openai_compatible_stream_error,
+)
+from lab.providers.openrouter import OpenRouterAdapter, openrouter_stream_error
 
 __all__ = [
     "RESPONSES_ADAPTERS",
@@ -134,19 +139,19 @@ def responses_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
 
     idet = u.get("input_tokens_details")
     odet = u.get("output_tokens_details")
-    values = {
+    counts = {
         "input_tokens": count(u, "", "input_tokens"),
         "output_tokens": count(u, "", "output_tokens"),
         "total_tokens": count(u, "", "total_tokens"),
         "reasoning_tokens": count(odet, "output_tokens_details.", "reasoning_tokens"),
         "cache_read_tokens": count(idet, "input_tokens_details.", "cached_tokens"),
         "cache_write_tokens": count(idet, "input_tokens_details.", "cache_write_tokens"),
-        "cost": wire_float(u.get("cost"), where + "cost", bad),
     }
-    if all(v is None for v in values.values()):
+    cost = wire_float(u.get("cost"), where + "cost", bad)
+    if cost is None and all(v is None for v in counts.values()):
         return None
-    total, cost = values.pop("total_tokens"), values.pop("cost")
-    return Usage(**{k: v or 0 for k, v in values.items()}, total_tokens=total, cost=cost)
+    total = counts.pop("total_tokens")
+    return Usage(**{k: v or 0 for k, v in counts.items()}, total_tokens=total, cost=cost)
 
 
 # --------------------------------------------------------------------------- request body
@@ -308,7 +313,7 @@ class ResponsesAdapter(StreamAdapter):
         keys.extend(k for k in self.mandatory_keys if k not in keys)
         return tuple(keys)
 
-    def extra_classifiers(self, body: dict) -> tuple[Callable[..., str | None], ...]:
+    def extra_classifiers(self, body: dict) -> tuple[ExtraClassifier, ...]:
         return self._chat().extra_classifiers(body)
 
     def failure_message(self, status: int, body_text: str) -> str:
@@ -568,8 +573,9 @@ class ResponsesAdapter(StreamAdapter):
         self._check_part(raw, raw["type"])
 
     def _on_item_added(self, raw: dict, out: list[ProcessedChunk]) -> None:
-        item = raw.get("item")
-        kind = item.get("type") if isinstance(item, dict) else None
+        got = raw.get("item")
+        item: dict = got if isinstance(got, dict) else {}
+        kind = item.get("type")
         if kind not in _ITEM_TYPES:
             self._unhandled(f"response.output_item.added.item.type:{kind}")
             return
@@ -628,8 +634,9 @@ class ResponsesAdapter(StreamAdapter):
             acc["pieces"] = [args]
 
     def _on_item_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
-        item = raw.get("item")
-        kind = item.get("type") if isinstance(item, dict) else None
+        got = raw.get("item")
+        item: dict = got if isinstance(got, dict) else {}
+        kind = item.get("type")
         if kind not in _ITEM_TYPES:
             self._unhandled(f"response.output_item.done.item.type:{kind}")
             return
@@ -745,7 +752,7 @@ class ResponsesAdapter(StreamAdapter):
         for item in items:
             kind = item.get("type") if isinstance(item, dict) else None
             if kind == "function_call":
-                acc = {"name": "", "pieces": [], "id": None}
+                acc: dict[str, Any] = {"name": "", "pieces": [], "id": None}
                 self._item_fields(acc, item)
                 if isinstance(item.get("arguments"), str):
                     acc["pieces"] = [item["arguments"]]
@@ -799,7 +806,8 @@ class ResponsesAdapter(StreamAdapter):
         """An ``error`` event or ``response.failed``: before the commit point the plan may
         retry (RetryAttempt); else the family's stream-error chunk, finish ``error``."""
         if not self.committed:
-            message = err.get("message") if isinstance(err.get("message"), str) else ""
+            got = err.get("message")
+            message: str = got if isinstance(got, str) else ""
             status = parse_status_code(err.get("code"))
             if self.on_precommit_error(status, message or f"{self.provider}: stream error"):
                 raise RetryAttempt(status, message)
@@ -882,7 +890,11 @@ class OpenRouterResponsesAdapter(ResponsesAdapter):
     ``data:`` lines only, ``data: [DONE]`` after the terminal event, ``usage.cost``."""
 
     chat_adapter = OpenRouterAdapter
-    stream_error_of = staticmethod(_openrouter_stream_error)
+    # re-annotated: mypy reads an unannotated staticmethod override of a ClassVar Callable
+    # as a bound method and reports a false signature mismatch
+    stream_error_of: ClassVar[Callable[[str, dict], ProviderError]] = staticmethod(
+        _openrouter_stream_error
+    )
     sends_done_sentinel = True
 
 
