@@ -780,6 +780,7 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     from lab import fixtures
 
     _check_out_dir("--dest", args.dest)
+    args.capture = _open_loaded(args.path)  # says which recordings the fixtures come from
     if args.fixtures_command == "export" and getattr(args, "format", "lab") == "vcr":
         return _export_vcr(args)
     return fixtures.cli(args)
@@ -791,7 +792,7 @@ def _export_vcr(args: argparse.Namespace) -> int:
     from lab.fixtures import FixtureError, _find_request
     from lab.interchange import InterchangeError, export_vcr
 
-    cap = open_capture(args.path)
+    cap = getattr(args, "capture", None) or open_capture(args.path)
     try:
         ids = [_find_request(cap, sid).stream_id for sid in args.stream]
     except FixtureError as exc:

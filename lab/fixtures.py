@@ -952,7 +952,7 @@ def cli(args: argparse.Namespace) -> int:
 
     command = getattr(args, "fixtures_command", None)
     try:
-        cap = _open(args.path)
+        cap = _open(getattr(args, "capture", None) or args.path)
         if command == "export":
             streams = args.stream if isinstance(args.stream, list) else [args.stream]
             for k, sid in enumerate(streams):

@@ -260,9 +260,11 @@ def test_cli_import_and_export_round_trip(fake, own, tmp_path, capsys):
     dest = tmp_path / "cassettes"
     args = ["fixtures", "export", str(tmp_path / "captures"), "--stream", sid, "--format", "vcr"]
     assert main([*args, "--dest", str(dest), "--name", "leak"]) == 0
-    assert capsys.readouterr().out == (
-        f"exported 1 stream(s), 1 interaction(s) -> {dest / 'leak.yaml'}\n"
-    )
+    out = capsys.readouterr().out
+    assert out.startswith(f"loaded 1 recording from {tmp_path / 'captures'}: ")  # which ones
+    assert out.splitlines()[1:] == [
+        f"exported 1 stream(s), 1 interaction(s) -> {dest / 'leak.yaml'}"
+    ]
     assert main([*args, "--dest", str(dest), "--name", "leak"]) == 2
     assert capsys.readouterr().err == (
         f"lab: error: {dest / 'leak.yaml'} exists (--force replaces it)\n"
