@@ -262,3 +262,70 @@ def test_fixtures_notebook_takes_any_stream_and_any_predicate(monkeypatch):
     _check_outputs(NB03, nb, elapsed)
     assert f"STREAM_ID is set: {PARTIAL} (SiliconFlow), where guard=think_stripper holds" in text
     assert "(this fixture does not depend on the spill guard" in text
+
+
+MARKUP = '<img src=x onerror="window.__labPwned=1"><script>window.__labPwned=1</script>'
+
+
+@pytest.fixture
+def hostile_capture(tmp_path):
+    """A recording whose backend name, answer, leaked reasoning and error are markup."""
+    import http.server
+    import json as _json
+    import threading
+
+    from lab.recorder import Recorder
+
+    chunks = [
+        {"provider": f"Evil{MARKUP}", "choices": [{"index": 0, "delta": {"content": f"<think>plan {MARKUP}</think>Answer {MARKUP}"}, "finish_reason": None}]},
+        {"provider": f"Evil{MARKUP}", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]  # fmt: skip
+    sse = "".join(f"data: {_json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the stdlib's name
+            self.rfile.read(int(self.headers["content-length"]))
+            if "bad" in self.path:
+                body = _json.dumps({"error": {"message": f"rejected {MARKUP}", "code": 400}})
+                self.send_response(400)
+                ctype, data = "application/json", body.encode()
+            else:
+                self.send_response(200)
+                ctype, data = "text/event-stream", sse.encode()
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with Recorder(tmp_path / "captures", label="hostile") as rec:
+            body = {"model": "evil/model", "messages": [{"role": "user", "content": "hi"}], "stream": True}  # fmt: skip
+            good = rec.record("openrouter", body, base_url=base + "/ok", api_key="k")
+            rec.record("openrouter", body, base_url=base + "/bad", api_key="k")
+    finally:
+        server.shutdown()
+    return rec.path, good.stream_id
+
+
+def test_backends_notebook_shows_markup_from_the_stream_as_text(hostile_capture, monkeypatch):
+    path, stream_id = hostile_capture
+    monkeypatch.setenv("LAB_STREAM", stream_id)
+    nb, elapsed, _ = _execute(NB01, monkeypatch, path)
+    _check_outputs(NB01, nb, elapsed)
+    html_out = [
+        out["data"]["text/html"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if "text/html" in out.get("data", {})
+    ]
+    page = "".join(html_out)
+    assert html_out and "<img src=x onerror" not in page and "<script>window" not in page
+    assert "&lt;img src=x onerror" in page  # the backend name, the reads: shown as text
+    assert page.count("Evil&lt;img src=x onerror") >= 2  # the backend, in the overview tables
