@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.view import KEY_COLUMNS
+
 __all__ = ["main"]
 
 
@@ -164,17 +166,8 @@ def _print_table(
         print(textwrap.fill(note, view.width))
 
 
-STREAM_VIEW = [  # what matters first: columns that do not fit the width go from the right
-    "stream_id",
-    "serving_provider",
-    "model",
-    "leak_guards",
-    "error_type",
-    "classifier",
-    "degradation_path",
-    "finish_reason",
-    "ttft_ms",
-    "anomalies",
+STREAM_VIEW = [  # columns that do not fit the width go from the right
+    *KEY_COLUMNS,
     "output_tokens",
     "cost",
     "provider",

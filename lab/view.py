@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECIMALS",
+    "KEY_COLUMNS",
     "MISSING",
     "SUMMARY_COLUMNS",
     "format_cost",
@@ -61,7 +62,7 @@ DECIMALS = {
 """Decimals shown per float column in every table view (console, report, summary); the data
 keep every digit. The report shows the two rates as percentages to one decimal instead."""
 
-SUMMARY_COLUMNS = [  # what matters first, as the CLI's stream table (lab.cli.STREAM_VIEW)
+KEY_COLUMNS = [  # what matters first, in every stream table (summary, CLI, report)
     "stream_id",
     "serving_provider",
     "model",
@@ -72,9 +73,10 @@ SUMMARY_COLUMNS = [  # what matters first, as the CLI's stream table (lab.cli.ST
     "finish_reason",
     "ttft_ms",
     "anomalies",
-    "provider",
-    "leaked",
 ]
+"""The columns every stream view shows first; each view appends its own."""
+
+SUMMARY_COLUMNS = [*KEY_COLUMNS, "provider", "leaked"]
 """The columns of the summary table a :class:`~lab.result.Results` shows (the full table is
 ``lab.tables.streams(results)``)."""
 
