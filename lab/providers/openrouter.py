@@ -294,8 +294,9 @@ def _norm_tool_call(tc: Any) -> dict | None:
 _ENVELOPE_KEYS = ("id", "object", "model", "provider")
 
 
-def normalize_openrouter_chunk(raw: Any) -> dict | None:
-    """Normalize one parsed OpenRouter chunk (§2.4); None means "drop it"."""
+def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict | None:
+    """Normalize one parsed OpenRouter chunk (§2.4); None means "drop it". A hostile usage
+    count is left out and its path appended to **bad** (:func:`~lab.providers.base.wire_int`)."""
     if not isinstance(raw, dict):
         return None
     if "data" in raw:
@@ -306,7 +307,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
             except (ValueError, RecursionError):  # nesting too deep is invalid JSON too
                 return None
         if isinstance(inner, dict):
-            return normalize_openrouter_chunk(inner)
+            return normalize_openrouter_chunk(inner, bad)
     err = raw.get("error")
     if isinstance(err, dict):
         if is_provider_error_shape(err):
@@ -370,7 +371,7 @@ def normalize_openrouter_chunk(raw: Any) -> dict | None:
             )
         out["choices"] = choices
     u = raw.get("usage")
-    usage = openrouter_usage(u) if u is not None else None
+    usage = openrouter_usage(u, bad) if u is not None else None
     if usage is not None:
         out["usage"] = usage
     if "choices" not in out and "usage" not in out:
@@ -524,12 +525,10 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_DELTA_KEYS)
             ):
                 self._note_shapes(raw)
-            if raw.get("usage") is not None:  # hostile counts are left out; name them
-                bad: list[str] = []
-                openai_usage(raw["usage"], bad)
-                if bad:
-                    self.facts.setdefault("hostile_values", []).extend(bad)
-        chunk = normalize_openrouter_chunk(raw)
+        bad: list[str] = []  # hostile counts the normalizer left out: named, not raised
+        chunk = normalize_openrouter_chunk(raw, bad)
+        if bad:
+            self.facts.setdefault("hostile_values", []).extend(bad)
         if (
             self.config.usage_in_choices
             and isinstance(raw, dict)
