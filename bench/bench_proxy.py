@@ -99,12 +99,32 @@ def throughput(direct: str, proxy: Proxy, size: int, repeat: int) -> dict[str, f
         for key in order:
             run(key)
     out = {k: statistics.median(v) for k, v in runs.items()}
+    out["client_reads"] = count_reads(proxy, body)
     bracket = [(a + b) / 2 for a, b in zip(runs["direct"], runs["again"], strict=True)]
     out["ratio"] = statistics.median(b / p for b, p in zip(bracket, runs["proxied"], strict=True))
     out["ratio_aa"] = statistics.median(
         a / b for a, b in zip(runs["direct"], runs["again"], strict=True)
     )
     return out
+
+
+def count_reads(proxy: Proxy, body: dict) -> int:
+    """How many reads the proxy's client makes of one ``bench/large`` stream (untimed)."""
+    import httpx
+
+    with httpx.Client(timeout=120) as client:
+        with client.stream("POST", proxy.url + "/chat/completions", json=body) as resp:
+            n = sum(1 for _ in resp.iter_raw())
+    proxy.wait_line()
+    return n
+
+
+def capture_reads(root: str) -> list[int]:
+    """How many reads the proxy recorded for each ``bench/large`` exchange (the capture
+    keeps the upstream's read boundaries whatever the proxy sent the client)."""
+    from lab.capture import open as open_capture
+
+    return [len(ex.reads) for ex in open_capture(root).exchanges() if ex.model == MODEL]
 
 
 def time_to_first_byte(direct: str, proxy: Proxy, pairs: int) -> dict[str, float]:
@@ -163,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 elapsed = time.perf_counter() - t0
             finally:
                 proxy.close()
+            reads = capture_reads(tmp)
         finally:
             server.stdin.close()
             server.wait(30)
@@ -183,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         thr["ratio_aa"],
     )
     table.print()
+    print(
+        f"capture: {len(reads)} exchanges of {MODEL}, {min(reads)}-{max(reads)} reads each "
+        f"(the scenario writes {args.chunks + 2} events; the client of the proxy made "
+        f"{thr['client_reads']} reads of one, untimed)"
+    )
     extra_ms = (ttfb["proxied"] - ttfb["direct"]) * 1e3
     extra_new_ms = (ttfb["proxied_new"] - ttfb["direct_new"]) * 1e3
     print(

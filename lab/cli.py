@@ -885,7 +885,7 @@ def _key_help() -> str:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     from lab.providers import get_adapter
-    from lab.proxy import ProxyConfig, require_uvicorn, serve
+    from lab.proxy import ProxyConfig, require_httptools, require_uvicorn, serve
 
     try:
         adapter = get_adapter(args.provider)
@@ -905,9 +905,12 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     _check_out_dir("--out", args.out)
     try:
         require_uvicorn()
+        if args.upstream_http == "wire":
+            require_httptools()
     except ImportError as exc:
         raise UsageError(str(exc)) from None
     config = ProxyConfig(
+        upstream_http=args.upstream_http,
         provider=args.provider,
         upstream=upstream,
         out=args.out,
@@ -968,6 +971,13 @@ def _add_proxy_parser(sub: Any) -> None:
         type=_positive_float,
         default=60.0,
         help="... or after this many minutes (default 60)",
+    )
+    px.add_argument(
+        "--upstream-http",
+        choices=("wire", "httpx"),
+        default="wire",
+        help="the upstream client: wire (HTTP/1.1 parsed by httptools, the fast one; default) "
+        "or httpx (the client of lab record; for what wire does not do: HTTP/2)",
     )
     px.set_defaults(func=cmd_proxy)
 

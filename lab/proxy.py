@@ -18,6 +18,14 @@ How it works
   nothing is buffered. The family recorded with each exchange is ``--provider``; which of
   the family's wire formats a path speaks (``/responses`` or ``/chat/completions``) is the
   adapter's business at replay.
+- The upstream client is :class:`~lab.http.wire.AsyncWireTransport` (HTTP/1.1 parsed by
+  httptools, inside the recording transport): its connection keeps reading while the proxy
+  sends, so every read that arrived meanwhile is recorded one by one at its arrival time and
+  leaves for the client in one write; a read that arrives alone leaves alone, at once. The
+  reads recorded are the ones httpx's own transport gives for the same bytes (the same
+  boundaries as ``lab record``); ``--upstream-http httpx`` (``upstream_http="httpx"``) forwards
+  through ``httpx.AsyncHTTPTransport`` instead (h11: a third of the throughput, docs/PERFORMANCE.md
+  row 7a).
 - The client disconnecting cancels the upstream request; the exchange is recorded
   ``cancelled``. An upstream HTTP failure reaches the client as the status, headers and body
   the upstream sent (and is recorded like any exchange); an upstream that cannot be reached
@@ -91,6 +99,21 @@ def require_uvicorn() -> Any:
     return uvicorn
 
 
+def require_httptools() -> None:
+    """ImportError saying which extra brings httptools (``upstream_http="wire"`` needs it)."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "lab proxy needs httptools for its upstream client: python -m pip install "
+            "'stream-lab[proxy]' (or python -m pip install httptools; --upstream-http httpx "
+            "does without)"
+        ) from None
+
+
+UPSTREAM_HTTP = ("wire", "httpx")
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     """Everything ``lab proxy`` is told; every limit a named field."""
@@ -113,10 +136,17 @@ class ProxyConfig:
     """After the client disconnects, how long the upstream may take to end the stream on
     its own (recorded ``eof``) before it is cancelled (recorded ``cancelled``)."""
     max_pending_reads: int = 64
-    """Upstream reads that may wait while the client is still being sent earlier ones;
-    beyond this the proxy stops reading the upstream until the client catches up."""
+    """``upstream_http="httpx"``: upstream reads that may wait while the client is still
+    being sent earlier ones; beyond this the proxy stops reading the upstream until the
+    client catches up."""
+    max_pending_bytes: int = 1024 * 1024
+    """``upstream_http="wire"``: the same bound in bytes, per upstream connection."""
     max_connections: int = 1000
     """Upstream connection pool size (concurrent streams beyond it wait for a connection)."""
+    upstream_http: str = "wire"
+    """The upstream client: ``"wire"`` (:class:`~lab.http.wire.AsyncWireTransport`, HTTP/1.1
+    parsed by httptools: the proxy's throughput) or ``"httpx"`` (``httpx.AsyncHTTPTransport``:
+    h11, the same client as ``lab record``)."""
     summarize: bool = True
     """Replay each finished exchange for its one-line summary (backend, leaks, anomalies)."""
 
@@ -201,7 +231,26 @@ class ProxyApp:
             max_connections=config.max_connections,
             max_keepalive_connections=config.max_connections,
         )
-        self._inner = inner if inner is not None else httpx.AsyncHTTPTransport(limits=limits)
+        if config.upstream_http not in UPSTREAM_HTTP:
+            raise ValueError(
+                f"upstream_http must be one of {', '.join(UPSTREAM_HTTP)}, "
+                f"not {config.upstream_http!r}"
+            )
+        if inner is None:
+            if config.upstream_http == "wire":
+                require_httptools()
+                from lab.http.wire import AsyncWireTransport
+
+                inner = AsyncWireTransport(
+                    max_connections=config.max_connections,
+                    max_buffered_bytes=config.max_pending_bytes,
+                )
+            else:
+                inner = httpx.AsyncHTTPTransport(limits=limits)
+        self._inner = inner
+        from lab.http.wire import AsyncWireTransport
+
+        self._batched = isinstance(inner, AsyncWireTransport)
         self._on_exchange = on_exchange or (lambda ex: print(ex.line(), flush=True))
         self._lock = threading.Lock()
         self._current: _Recording | None = None
@@ -417,6 +466,9 @@ class ProxyApp:
         throughput near a direct connection's). At most ``max_pending_reads`` wait; then the
         reader waits too, and the upstream with it.
         """
+        if self._batched:
+            await self._relay_batches(state, response, send)
+            return
         reads = response.aiter_raw()
         try:  # the first read inline: no task hop before the first byte
             first = await reads.__anext__()
@@ -444,6 +496,23 @@ class ProxyApp:
             if not reader.done():
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
+
+    async def _relay_batches(
+        self, state: _Exchange, response: httpx.Response, send: Callable
+    ) -> None:
+        """:meth:`_relay` over an :class:`~lab.http.wire.AsyncWireTransport`: its connection
+        keeps reading the upstream while a send is under way (up to its high-water mark), so
+        each batch is every read that arrived meanwhile, recorded one by one at its arrival
+        time and sent on as one body message; a read that arrives alone leaves alone, at
+        once."""
+        reads = state.reads
+        async for batch in response.stream.aiter_batches():  # type: ignore[union-attr]
+            if not batch:
+                continue
+            reads += batch
+            data = batch[0] if len(batch) == 1 else b"".join(batch)
+            state.n_bytes += len(data)
+            await send({"type": "http.response.body", "body": data, "more_body": True})
 
     async def _report(self, state: _Exchange) -> None:
         ex = ProxyExchange(

@@ -132,6 +132,48 @@ def test_two_hundred_concurrent_streams_are_each_recorded_whole_and_apart(tmp_pa
     assert peak >= 100
 
 
+@pytest.mark.parametrize("upstream_http", ["wire", "httpx"])
+def test_an_echoed_key_is_scrubbed_alike_for_the_client_and_in_capture_with_record_reads(
+    tmp_path, upstream_http
+):
+    # fake/echo-key quotes the client's key in a header and in an event split across two
+    # reads; at the fake's real delays each event is its own read, so the proxy's capture
+    # must hold exactly the reads `lab record`'s transport records for the same request
+    from lab.capture import CaptureWriter
+    from lab.http.transports import RecordingTransport
+
+    body = {"model": "fake/echo-key", "messages": HI, "stream": True, "seed": 0}
+    headers = {"Authorization": f"Bearer {CANARY}"}
+    with (
+        FakeServer(delay_scale=1) as fake,
+        _proxy(
+            fake,
+            tmp_path / "proxy",
+            family_path="/api/v1",
+            provider="openrouter",
+            upstream_http=upstream_http,
+        ) as proxy,
+    ):
+        with httpx.stream(
+            "POST", proxy.url + "/chat/completions", json=body, headers=headers
+        ) as response:
+            received = [data for data in response.iter_raw()]
+            echo_header = response.headers["x-debug-echo"]
+        _wait_for(lambda: len(proxy.exchanges) == 1)
+        with CaptureWriter(tmp_path / "record") as writer:
+            url = fake.family_base_url("openrouter") + "/chat/completions"
+            with httpx.Client(transport=RecordingTransport(writer)) as client:
+                client.post(url, json=body, headers=headers)
+    (proxied,) = open_capture(tmp_path / "proxy").exchanges()
+    (recorded,) = open_capture(tmp_path / "record").exchanges()
+    assert proxied.reads == recorded.reads
+    assert b"".join(received) == proxied.body and CANARY.encode() not in proxied.body
+    assert proxied.meta["lab.redacted"] == recorded.meta["lab.redacted"]
+    assert proxied.meta["lab.redacted"]["response_body"] == 1
+    assert CANARY not in echo_header
+    assert places_holding(tmp_path, CANARY) == []
+
+
 def test_a_client_that_disconnects_cancels_the_upstream_and_is_recorded_cancelled(tmp_path):
     body = {"model": "fake/clean", "messages": HI, "stream": True, "seed": 0}
     full = render_body("openai", "fake/clean", seed=0, body=body)
@@ -176,8 +218,8 @@ def test_an_unreachable_upstream_is_a_502_json_error_and_recorded(tmp_path):
     assert response.json() == {
         "error": {
             "type": "lab_proxy_upstream_error",
-            "message": "lab proxy: upstream http://127.0.0.1:9/v1: ConnectError: All connection "
-            "attempts failed",
+            "message": "lab proxy: upstream http://127.0.0.1:9/v1: ConnectError: cannot connect "
+            "to 127.0.0.1:9: Connection refused",
             "code": 502,
         }
     }
@@ -264,4 +306,17 @@ def test_lab_proxy_without_uvicorn_says_which_extra_to_install(monkeypatch, caps
     assert capsys.readouterr().err == (
         "lab: error: lab proxy needs uvicorn: python -m pip install 'stream-lab[proxy]' "
         "(or python -m pip install uvicorn)\n"
+    )
+
+
+def test_lab_proxy_without_httptools_says_which_extra_to_install(monkeypatch, capsys, tmp_path):
+    from lab.cli import main
+
+    monkeypatch.setitem(sys.modules, "httptools", None)
+    code = main(["proxy", "--provider", "openai", "--out", str(tmp_path)])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "lab: error: lab proxy needs httptools for its upstream client: python -m pip install "
+        "'stream-lab[proxy]' (or python -m pip install httptools; --upstream-http httpx does "
+        "without)\n"
     )

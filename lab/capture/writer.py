@@ -383,6 +383,90 @@ class ExchangeRecorder:
             raise
         self.on_end("eof")
 
+    def atee_batches(
+        self,
+        batches: AsyncIterable[tuple[list[bytes], list[int]]],
+        on_error: Callable[[BaseException], None],
+    ) -> AsyncIterator[list[bytes]]:
+        """:meth:`atee` for a stream that hands over reads in batches: ``(reads, times)``,
+        each read with the ``time.monotonic_ns()`` it arrived at (an
+        :class:`~lab.http.wire.AsyncWireTransport` response: every read that came in while
+        the consumer was busy). Yields each batch's reads as the client gets them, with the
+        wire's boundaries; each read is recorded at its own arrival time. The work per read
+        is two list extends per batch (the scrubber, when the request sent a secret, sees
+        every read in order as in :meth:`atee`)."""
+        if self._scrubber is not None:
+            return self._atee_batches_scrubbed(batches, on_error)
+        return self._atee_batches(batches, on_error)
+
+    async def _atee_batches(
+        self,
+        batches: AsyncIterable[tuple[list[bytes], list[int]]],
+        on_error: Callable[[BaseException], None],
+    ) -> AsyncIterator[list[bytes]]:
+        reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
+        journal, write = self._journal, self._write_due
+        try:
+            async for batch, times in batches:
+                if batch and not self._ended:
+                    reads.extend(batch)  # the reads before their times: the journal relies on it
+                    ts.extend([t - t0 for t in times])
+                    if sync is not None:
+                        try:
+                            sync()
+                        except (OSError, ValueError):
+                            pass
+                yield batch
+                now = _monotonic_ns()
+                if sync is None and now >= journal.due_ns:  # the batch handed on
+                    try:
+                        write(now)
+                    except (OSError, ValueError):
+                        pass
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            on_error(exc)
+            raise
+        self.on_end("eof")
+
+    async def _atee_batches_scrubbed(
+        self,
+        batches: AsyncIterable[tuple[list[bytes], list[int]]],
+        on_error: Callable[[BaseException], None],
+    ) -> AsyncIterator[list[bytes]]:
+        t0, scrubber, held_ts = self._t0, self._scrubber, self._held_ts
+        journal, write = self._journal, self._write_due
+        assert scrubber is not None
+        try:
+            async for batch, times in batches:
+                out: list[bytes] = []
+                for data, t in zip(batch, times, strict=True):
+                    if data:
+                        held_ts.append(t - t0)
+                        pieces = scrubber.feed(data)
+                        self._release(pieces)
+                        out += pieces
+                yield out
+                now = _monotonic_ns()
+                if self._sync_reads is None and now >= journal.due_ns:
+                    try:
+                        write(now)
+                    except (OSError, ValueError):
+                        pass
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            pieces = scrubber.flush()
+            self._release(pieces)
+            yield pieces
+            on_error(exc)
+            raise
+        pieces = scrubber.flush()
+        self._release(pieces)
+        yield pieces
+        self.on_end("eof")
+
     def note_error(self, text: str) -> None:
         """What went wrong, as the client understood it (an HTTP error's message, a
         pre-commit SSE error that made the ladder retry); stored in ``error`` at ``on_end``

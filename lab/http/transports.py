@@ -127,11 +127,29 @@ class _AsyncRecordingStream(httpx.AsyncByteStream):
         recorder = self._recorder
         return recorder.atee(self._inner, lambda exc: _failed(recorder, exc))
 
+    def aiter_batches(self) -> AsyncIterator[list[bytes]]:
+        """The reads in batches, as the client should get them: every read that arrived
+        since the last batch when the inner stream hands them over so (an
+        :class:`~lab.http.wire.AsyncWireTransport` response), else one read per batch.
+        Recorded exactly as iterating the stream records them, each read at its arrival."""
+        recorder = self._recorder
+        inner = getattr(self._inner, "aiter_batches", None)
+        batches = inner() if inner is not None else _one_per_batch(self._inner)
+        return recorder.atee_batches(batches, lambda exc: _failed(recorder, exc))
+
     async def aclose(self) -> None:
         try:
             await self._inner.aclose()
         finally:
             self._recorder.on_end("cancelled")
+
+
+async def _one_per_batch(
+    stream: httpx.AsyncByteStream,
+) -> AsyncIterator[tuple[list[bytes], list[int]]]:
+    async for data in stream:
+        if data:
+            yield [data if type(data) is bytes else bytes(data)], [time.monotonic_ns()]
 
 
 class RecordingTransport(httpx.BaseTransport):
