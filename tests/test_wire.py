@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -328,3 +329,35 @@ def test_a_consumer_that_lags_stops_the_reading_at_max_buffered_bytes():
     # what the server got out while the client read nothing: the 1 MiB the connection
     # holds plus what the kernel's socket buffers take, far from all 32 MiB
     assert held < total // 2, held
+
+
+def test_https_upstreams_are_verified_against_the_given_ca():
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(OK_HEAD + _chunked(b"data: a\n\n", b"data: b\n\n"))
+        await writer.drain()
+
+    async def run():
+        server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=server_ctx)
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+        async with server:
+            async with httpx.AsyncClient(transport=AsyncWireTransport(verify=trusting)) as c:
+                async with c.stream("GET", url) as response:
+                    reads = [data async for data in response.aiter_raw()]
+            default = AsyncWireTransport()  # the system's CAs: this one is not among them
+            async with httpx.AsyncClient(transport=default) as c:
+                with pytest.raises(httpx.ConnectError) as refused:
+                    await c.get(url)
+        return reads, str(refused.value)
+
+    reads, refused = asyncio.run(run())
+    assert reads == [b"data: a\n\n", b"data: b\n\n"]
+    assert refused.startswith("cannot connect to 127.0.0.1:")
+    assert "CERTIFICATE_VERIFY_FAILED" in refused
