@@ -528,18 +528,12 @@ class ProxyApp:
             error=state.error,
         )
         if self.config.summarize and state.status is not None and state.status < 600:
-            try:
-                result = await asyncio.to_thread(_replay_exchange, self.config.provider, state)
+            try:  # all of it in a worker thread: the event loop keeps serving streams
+                summary = await asyncio.to_thread(_summarize, self.config.provider, state)
             except Exception as exc:  # a summary must never take the proxy down
                 ex.error = ex.error or f"summary failed: {type(exc).__name__}: {exc}"
             else:
-                from lab.tables import LEAK_GUARDS, _anomalies
-
-                ex.backend = result.serving_provider
-                ex.leak_guards = sorted(
-                    {e.guard for e in result.guard_events if e.guard in LEAK_GUARDS and e.moved}
-                )
-                ex.anomalies = list(_anomalies(result))
+                ex.backend, ex.leak_guards, ex.anomalies = summary
         self._on_exchange(ex)
 
 
@@ -609,6 +603,15 @@ async def _send_error(send: Callable, status: int, message: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+def _summarize(provider: str, state: _Exchange) -> tuple[str | None, list[str], list[str]]:
+    """(backend, leak guards that moved text, anomalies) of one proxied exchange."""
+    from lab.tables import LEAK_GUARDS, _anomalies
+
+    result = _replay_exchange(provider, state)
+    guards = {e.guard for e in result.guard_events if e.guard in LEAK_GUARDS and e.moved}
+    return result.serving_provider, sorted(guards), list(_anomalies(result))
 
 
 def _replay_exchange(provider: str, state: _Exchange) -> Any:
