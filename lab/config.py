@@ -51,6 +51,20 @@ class LabConfig(BaseModel):
     """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
     inactivity_timeout_s: float = Field(120.0, gt=0)
     """Live streams: give up when no data arrives for this long (OpenRouter default 120 s)."""
+    max_exchange_s: float | None = Field(1800.0, gt=0)
+    """Live streams: the longest one exchange may take, headers and body together, however
+    slowly the bytes trickle in (``inactivity_timeout_s`` is per read, so a server sending
+    a byte every few seconds never meets it). Past it the attempt ends with
+    ``end_reason="time_limit"`` and a ``time_limit`` error chunk; the capture records it and
+    replay ends there too. None: no limit. Applies to the lab's own transports and any
+    ``httpx.HTTPTransport`` (:func:`lab.http.limits.install`)."""
+    max_exchange_bytes: int | None = Field(64 * 1024 * 1024, gt=0)
+    """The most decoded body bytes one exchange is read for (64 MiB, about six times the
+    SSE of a 128k-token OpenRouter answer). Past it the attempt stops reading, live and on
+    replay at the same read, with ``end_reason="byte_limit"`` and a ``byte_limit`` error
+    chunk; an endless stream cannot grow memory without bound, nor a compressed body
+    inflate past it (decoding is done in bounded pieces: :mod:`lab.http.decoding`). None:
+    no limit."""
     repair_cut_number_prefixes: bool = False
     """Lab addition, off as in the reference (§9.1 calls ``{"n": 12.`` malformed and refuses
     it): tool arguments cut inside a number (``12.``, ``1e+``) are repaired by dropping that

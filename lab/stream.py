@@ -22,12 +22,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
 
 from lab.config import LabConfig
+from lab.http.decoding import decoder_for
+from lab.http.limits import LimitExceeded, deadline, expired
+from lab.http.limits import install as install_limits
 from lab.model import ProcessedChunk, ProviderError, Usage
 from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
@@ -116,6 +119,9 @@ def run_stream(
     own_client = client is None
     if client is None:
         timeout = httpx.Timeout(30.0, read=cfg.inactivity_timeout_s)
+        if transport is None:
+            transport = httpx.HTTPTransport()
+        install_limits(transport)  # max_exchange_s holds however the bytes trickle
         client = httpx.Client(transport=transport, timeout=timeout)
     plan = _make_plan(adapter, body, cfg.degrade)
     url = adapter.endpoint(base_url, model)
@@ -146,20 +152,22 @@ def run_stream(
             attempts.append(info)
             times: list[int] = []
             read_t_ns[n] = times
-            retry_next = _run_attempt(
-                client,
-                adapter,
-                plan,
-                attempt,
-                url,
-                headers,
-                info,
-                times,
-                emit,
-                sid,
-                meta,
-                divergence,
-            )
+            with deadline(cfg.max_exchange_s) as limit:
+                retry_next = _run_attempt(
+                    client,
+                    adapter,
+                    plan,
+                    attempt,
+                    url,
+                    headers,
+                    info,
+                    times,
+                    emit,
+                    sid,
+                    meta,
+                    divergence,
+                    limit,
+                )
             if not retry_next:
                 break
             n += 1
@@ -185,8 +193,13 @@ def _run_attempt(
     stream_id: str,
     meta: dict | None,
     divergence: list[str],
+    limit: Any = None,
 ) -> bool:
-    """Run one attempt. Returns True when the plan chose a next attempt."""
+    """Run one attempt. Returns True when the plan chose a next attempt.
+
+    ``limit`` is the attempt's :func:`lab.http.limits.deadline`: a timeout it caused ends
+    the attempt with ``time_limit``; the decoded body is counted against
+    ``max_exchange_bytes`` read by read (``byte_limit``)."""
     from lab.http.transports import RecordingCut, ReplayExhausted
 
     wire = adapter.wire_body(attempt.body)
@@ -231,26 +244,52 @@ def _run_attempt(
         emit(adapter.finish())
         return False
     except httpx.HTTPError as exc:
+        if isinstance(exc, LimitExceeded) or expired(limit):
+            _end_at_limit(adapter, info, emit, _limit_reason(exc), str(exc))
+            return False
         info.end_reason = "connect_error"
         info.error = f"{type(exc).__name__}: {exc}"
         emit(adapter.fail(adapter.transport_error(exc)))
         return False
 
     info.status = response.status_code
+    max_bytes = adapter.config.max_exchange_bytes
+    decoding = decoder_for(response.headers.get("content-encoding"))
+    pieces_of: Callable[[bytes], Iterable[bytes]] = (
+        decoding.feed if decoding is not None else _as_is
+    )
+
+    def flush_pieces() -> Iterable[bytes]:
+        return decoding.flush() if decoding is not None else ()
+
     try:
         if response.status_code >= 400:
             cut_reason = None
-            reads: list[bytes] = []
+            body: list[bytes] = []
+            n_reads = 0
+            budget = max_bytes
             try:
-                for raw in response.iter_bytes():  # read by read, as the stream is: counted
+                for raw in response.iter_raw():  # read by read, as the stream is: counted
                     times.append(time.monotonic_ns() - t0)
-                    reads.append(raw)
-                text = b"".join(reads).decode("utf-8", errors="replace")
+                    n_reads += 1
+                    for piece in pieces_of(raw):
+                        if budget is not None:
+                            budget -= len(piece)
+                            if budget < 0:
+                                piece = piece[: len(piece) + budget]
+                        body.append(piece)
+                        if budget is not None and budget < 0:
+                            break
+                    if budget is not None and budget < 0:
+                        break  # the error body is kept up to the byte limit
+                else:
+                    body.extend(flush_pieces())
+                text = b"".join(body).decode("utf-8", errors="replace")
             except RecordingCut as exc:  # replay: the body was not recorded whole
                 text, cut_reason = "", exc.end_reason
             except httpx.HTTPError as exc:
                 text = f"{type(exc).__name__}: {exc}"
-            info.n_reads = len(reads)
+            info.n_reads = n_reads
             info.end_reason = cut_reason or "http_error"
             message = adapter.failure_message(response.status_code, text)
             info.error = message
@@ -280,20 +319,45 @@ def _run_attempt(
         # ends where the recording does, as it had for the user, with the recorded end
         # reason; no provider error is made up for it
         cut: RecordingCut | None = None
+        budget = max_bytes  # decoded bytes still allowed (None: no limit)
         try:
             try:
-                for raw in response.iter_bytes():  # content-decoded; identity in practice
+                # raw reads (content-encoded, as recorded), decoded here in bounded pieces
+                for raw in response.iter_raw():
                     times.append(time.monotonic_ns() - t0)
-                    for event in decoder.decode(raw, seq):
-                        emit(adapter.feed(event))
-                        if adapter.stopped:
+                    for piece in pieces_of(raw):
+                        if budget is not None:
+                            budget -= len(piece)
+                            if budget < 0:  # feed up to the limit exactly, then stop
+                                piece = piece[: len(piece) + budget]
+                        for event in decoder.decode(piece, seq):
+                            emit(adapter.feed(event))
+                            if adapter.stopped:
+                                break
+                        if adapter.stopped or (budget is not None and budget < 0):
                             break
                     seq += 1
-                    if adapter.stopped:
+                    if adapter.stopped or (budget is not None and budget < 0):
                         break
+                else:
+                    for piece in flush_pieces():
+                        for event in decoder.decode(piece, seq - 1):
+                            emit(adapter.feed(event))
             except RecordingCut as exc:
                 cut = exc
+            except LimitExceeded as exc:  # replay: the limit ended the recorded exchange
+                info.n_reads = seq
+                _end_at_limit(adapter, info, emit, exc.end_reason, str(exc))
+                return False
             info.n_reads = seq
+            if budget is not None and budget < 0 and not adapter.stopped:
+                message = (
+                    f"the response went past the byte limit of {max_bytes} decoded bytes "
+                    "(LabConfig.max_exchange_bytes); the lab stopped reading"
+                )
+                _note_exchange_end(response, "byte_limit", message)
+                _end_at_limit(adapter, info, emit, "byte_limit", message)
+                return False
             if adapter.stopped:
                 info.end_reason = adapter.end_reason or "stopped_by_guard"
             else:
@@ -328,6 +392,9 @@ def _run_attempt(
             return True
         except httpx.HTTPError as exc:
             info.n_reads = seq
+            if expired(limit):
+                _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+                return False
             info.end_reason = "timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
             info.error = f"{type(exc).__name__}: {exc}"
             emit(adapter.fail(adapter.transport_error(exc)))
@@ -336,6 +403,46 @@ def _run_attempt(
         info.committed = adapter.committed
         info.n_events = adapter.seq + 1
         response.close()
+
+
+def _as_is(raw: bytes) -> tuple[bytes]:
+    return (raw,)
+
+
+def _limit_reason(exc: BaseException) -> str:
+    return exc.end_reason if isinstance(exc, LimitExceeded) else "time_limit"
+
+
+def _end_at_limit(
+    adapter: StreamAdapter,
+    info: AttemptInfo,
+    emit: Callable[[list[ProcessedChunk]], None],
+    end_reason: str,
+    message: str,
+) -> None:
+    """End the attempt at one of the lab's limits: an error chunk that says which."""
+    info.end_reason = end_reason
+    info.error = message
+    emit(adapter.fail(limit_error(adapter.provider, end_reason, message)))
+
+
+def limit_error(provider: str, end_reason: str, message: str) -> ProviderError:
+    """The error chunk's error for a stream the lab's ``time_limit`` or ``byte_limit``
+    ended: a timeout (retryable) or an oversized response (not retryable)."""
+    if end_reason == "time_limit":
+        return ProviderError(
+            type="timeout", code="time_limit", retryable=True, message=f"{provider}: {message}"
+        )
+    return ProviderError(
+        type="api_error", code="byte_limit", retryable=False, message=f"{provider}: {message}"
+    )
+
+
+def _note_exchange_end(response: httpx.Response, reason: str, text: str) -> None:
+    """Tell a recording transport that the lab ended this exchange, and why."""
+    recorder = response.extensions.get("lab.exchange")
+    if recorder is not None and hasattr(recorder, "on_end"):
+        recorder.on_end(reason, text)
 
 
 def _note_exchange_error(response: httpx.Response, text: str) -> None:

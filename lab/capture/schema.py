@@ -44,7 +44,15 @@ FOOTER_SCHEMA_VERSION = b"lab.schema_version"
 FOOTER_CAPTURE = b"lab.capture"
 FOOTER_REDACTION = b"lab.redaction"
 
-END_REASONS = ("eof", "cancelled", "timeout", "read_error", "incomplete")
+END_REASONS = (
+    "eof",
+    "cancelled",
+    "timeout",
+    "read_error",
+    "incomplete",
+    "time_limit",
+    "byte_limit",
+)
 
 _TS = pa.timestamp("us", tz="UTC")
 

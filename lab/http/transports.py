@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from lab.capture.records import RecordedExchange
+from lab.http.limits import LIMIT_END_REASONS, LimitExceeded, expired, install
 from lab.result import CUT_END_REASONS
 
 if TYPE_CHECKING:
@@ -87,7 +88,11 @@ def _start(
 
 
 def _failed(recorder: ExchangeRecorder, exc: BaseException) -> None:
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, LimitExceeded):
+        recorder.on_end(exc.end_reason, str(exc))
+    elif isinstance(exc, httpx.TimeoutException) and expired():  # LabConfig.max_exchange_s
+        recorder.on_end("time_limit", str(exc))
+    elif isinstance(exc, httpx.TimeoutException):
         recorder.on_end("timeout", exc)
     elif isinstance(exc, Exception):
         recorder.on_end("read_error", exc)
@@ -173,6 +178,7 @@ class RecordingTransport(httpx.BaseTransport):
         self.writer = writer
         self.inner = inner if inner is not None else httpx.HTTPTransport()
         self.accept_encoding = accept_encoding
+        install(self.inner)  # LabConfig.max_exchange_s holds however the bytes trickle
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
@@ -209,6 +215,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         self.writer = writer
         self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
         self.accept_encoding = accept_encoding
+        install(self.inner)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
@@ -276,6 +283,12 @@ def _recorded_error(
             end_reason=exchange.end_reason,
             request=request,
         )
+    if exchange.end_reason in LIMIT_END_REASONS:  # the lab's own limit ended it live
+        return LimitExceeded(
+            _message(exchange.error) or f"the exchange went past a limit ({exchange.end_reason})",
+            end_reason=exchange.end_reason,
+            request=request,
+        )
     if exchange.end_reason == "timeout":
         family: type[httpx.TransportError] = httpx.TimeoutException
         default: type[httpx.TransportError] = httpx.ReadTimeout
@@ -289,6 +302,12 @@ def _recorded_error(
     if not (isinstance(cls, type) and issubclass(cls, family)):
         cls, message = default, error
     return cls(message or f"recorded {exchange.end_reason}", request=request)
+
+
+def _message(error: str | None) -> str:
+    """A recorded ``error`` (``"ReadTimeout: text"``) without the exception's name."""
+    name, sep, message = (error or "").partition(": ")
+    return message if sep and name.isidentifier() else (error or "")
 
 
 class _ReplayStream(httpx.SyncByteStream, httpx.AsyncByteStream):
