@@ -5,7 +5,7 @@
     lab demo [--out DIR] [--n N]       record every bundled fake scenario, replay, tables, plots
     lab fake-server [--port N]         the scripted fake providers on loopback
     lab record --provider P --model M --prompt TEXT [--base-url URL] [--api chat|responses]
-               [--n N] [--out DIR]
+               [--n N] [--out DIR] [--config FILE] [--max-seconds S] [--max-bytes N]
     lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
@@ -326,6 +326,7 @@ def cmd_fake_server(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from lab.capture.errors import CaptureWriteError
+    from lab.console import load_config
     from lab.providers import adapter_for
     from lab.recorder import Recorder
     from lab.request import build_body
@@ -353,8 +354,13 @@ def cmd_record(args: argparse.Namespace) -> int:
         from lab.providers.openai_responses import responses_body
 
         body = responses_body(body)
+    config = load_config(args.config)
+    limits = {"max_exchange_s": args.max_seconds, "max_exchange_bytes": args.max_bytes}
+    chosen = {k: v for k, v in limits.items() if v is not None}
+    if chosen:
+        config = config.model_copy(update=chosen)
     try:
-        rec = Recorder(args.out, label=args.label)
+        rec = Recorder(args.out, label=args.label, config=config)
     except OSError as exc:
         raise UsageError(
             f"--out {args.out}: cannot create a recording directory: {exc.strerror or exc}"
@@ -1064,6 +1070,23 @@ def build_parser() -> argparse.ArgumentParser:
         "openrouter, deepseek)",
     )
     r.add_argument("--n", type=_positive, default=1, help="how many times (default 1)")
+    r.add_argument("--config", default=None, help=_CONFIG_HELP)
+    r.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="end an exchange that takes longer than S seconds, headers and body, however "
+        "slowly it trickles (LabConfig.max_exchange_s; default 1800)",
+    )
+    r.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="stop reading a response past N decoded bytes "
+        "(LabConfig.max_exchange_bytes; default 67108864, 64 MiB)",
+    )
     r.add_argument(
         "--out",
         default="recordings",

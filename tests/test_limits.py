@@ -353,3 +353,38 @@ def test_install_reaches_httpx_transports_and_leaves_others_alone(tmp_path):
 
     assert install(Wrapper())
     assert type(wrapped._pool._network_backend).__name__ == "_Backend"
+
+
+def test_lab_record_max_seconds_ends_a_trickle_and_says_so(tmp_path, capsys):
+    from lab.cli import main
+
+    with serve(trickle_body) as url:
+        t0 = time.monotonic()
+        code = main(
+            [
+                "record",
+                "--provider",
+                "custom",
+                "--model",
+                "m",
+                "--prompt",
+                "hi",
+                "--base-url",
+                url,
+                "--out",
+                str(tmp_path),
+                "--max-seconds",
+                "0.4",
+            ]
+        )
+        elapsed = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert code == 1  # every request failed
+    assert elapsed < 5
+    assert (
+        "stream error (timeout): custom: the exchange went past its total time limit of "
+        "0.4 s (LabConfig.max_exchange_s); the lab stopped it"
+    ) in err
+    [recording] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    [exchange] = open_capture(recording).exchanges()
+    assert exchange.end_reason == "time_limit"
