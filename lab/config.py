@@ -59,8 +59,9 @@ class LabConfig(BaseModel):
     replay ends there too. None: no limit. Applies to the lab's own transports and any
     ``httpx.HTTPTransport`` (:func:`lab.http.limits.install`)."""
     max_exchange_bytes: int | None = Field(64 * 1024 * 1024, gt=0)
-    """The most decoded body bytes one exchange is read for (64 MiB, about six times the
-    SSE of a 128k-token OpenRouter answer). Past it the attempt stops reading, live and on
+    """The most decoded body bytes one exchange is read for: 64 MiB, about 1.5 times the
+    SSE of a 128,000-token answer, the largest output any model offers (OpenRouter's
+    chunks in ``tests/realworld/`` average 300-390 bytes each). Past it the attempt stops reading, live and on
     replay at the same read, with ``end_reason="byte_limit"`` and a ``byte_limit`` error
     chunk; an endless stream cannot grow memory without bound, nor a compressed body
     inflate past it (decoding is done in bounded pieces: :mod:`lab.http.decoding`). None:

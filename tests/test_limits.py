@@ -388,3 +388,20 @@ def test_lab_record_max_seconds_ends_a_trickle_and_says_so(tmp_path, capsys):
     [recording] = [p for p in tmp_path.iterdir() if p.is_dir()]
     [exchange] = open_capture(recording).exchanges()
     assert exchange.end_reason == "time_limit"
+
+
+def test_only_connections_opened_inside_a_deadline_are_wrapped():
+    import httpcore
+
+    from lab.http.limits import _Backend, _Stream, deadline
+
+    backend = _Backend(httpcore.SyncBackend())
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        outside = backend.connect_tcp("127.0.0.1", port, timeout=5)
+        with deadline(60):
+            inside = backend.connect_tcp("127.0.0.1", port, timeout=5)
+        assert not isinstance(outside, _Stream)  # an SDK's connection pays nothing per read
+        assert isinstance(inside, _Stream)
+        outside.close()
+        inside.close()

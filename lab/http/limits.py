@@ -175,10 +175,8 @@ class _Backend(httpcore.NetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
         d = _CURRENT.get()
-        if d is None:
-            return _Stream(
-                self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-            )
+        if d is None:  # opened outside any deadline: left as it is, costing nothing per read
+            return self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
         return _Stream(
             _timed(
                 lambda t: self._inner.connect_tcp(host, port, t, local_address, socket_options),
@@ -258,10 +256,8 @@ class _AsyncBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         d = _CURRENT.get()
-        if d is None:
-            return _AsyncStream(
-                await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-            )
+        if d is None:  # opened outside any deadline: left as it is
+            return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
         stream = await _atimed(
             lambda t: self._inner.connect_tcp(host, port, t, local_address, socket_options),
             timeout,
@@ -284,7 +280,9 @@ def install(transport: Any) -> bool:
 
     Works on ``httpx.HTTPTransport`` and ``httpx.AsyncHTTPTransport`` (direct, HTTP proxy
     or SOCKS pools): their connection pool gets a network backend whose streams clamp every
-    operation to the time left; a wrapper that keeps its real transport as ``inner`` (the
+    operation to the time left. Only a connection opened inside a deadline is wrapped (one
+    opened outside, by an SDK sharing the client, costs nothing and is not limited when
+    reused); a wrapper that keeps its real transport as ``inner`` (the
     lab's recording and sweep transports) is followed to it. Returns False, changing
     nothing, for any other transport (a mock, a replay, a custom one): there the time limit
     does not apply. Idempotent.
