@@ -77,6 +77,16 @@ def run(checkout: Path, args: list[str], wait: float) -> dict:
     }
 
 
+def _end_reasons(root: Path) -> list[str] | None:
+    """The end reasons a finished recording holds (None: nothing written yet)."""
+    from lab.capture import open as open_capture
+
+    try:
+        return [ex.end_reason for ex in open_capture(root).exchanges()]
+    except Exception:  # noqa: BLE001 - a killed run may leave nothing to open
+        return None
+
+
 def bomb_capture(root: Path, decoded: int) -> Path:
     """A capture of one exchange whose single read is a nested gzip bomb."""
     from lab.capture.writer import CaptureWriter
@@ -126,7 +136,9 @@ def main() -> None:
             with serve(behave) as url:
                 cmd = ["record", "--provider", "custom", "--model", "m", "--prompt", "hi"]
                 cmd += ["--base-url", url, "--out", str(Path(tmp) / name.replace(" ", "-"))]
-                print(f"{name}: {run(checkout, cmd + extra, a.wait)}", flush=True)
+                outcome = run(checkout, cmd + extra, a.wait)
+                outcome["recorded_end_reason"] = _end_reasons(Path(tmp) / name.replace(" ", "-"))
+                print(f"{name}: {outcome}", flush=True)
         bomb = bomb_capture(Path(tmp) / "bomb", int(a.bomb_gb * 1e9) >> 20 << 20)
         print(f"gzip bomb replay: {run(checkout, ['replay', str(bomb)], max(a.wait, 60))}")
 
