@@ -254,7 +254,8 @@ def _run_attempt(
 
     info.status = response.status_code
     max_bytes = adapter.config.max_exchange_bytes
-    decoding = decoder_for(response.headers.get("content-encoding"))
+    reads, decoded = _reads_of(response)
+    decoding = None if decoded else decoder_for(response.headers.get("content-encoding"))
     pieces_of: Callable[[bytes], Iterable[bytes]] = (
         decoding.feed if decoding is not None else _as_is
     )
@@ -269,7 +270,7 @@ def _run_attempt(
             n_reads = 0
             budget = max_bytes
             try:
-                for raw in response.iter_raw():  # read by read, as the stream is: counted
+                for raw in reads:  # read by read, as the stream is: counted
                     times.append(time.monotonic_ns() - t0)
                     n_reads += 1
                     for piece in pieces_of(raw):
@@ -323,7 +324,7 @@ def _run_attempt(
         try:
             try:
                 # raw reads (content-encoded, as recorded), decoded here in bounded pieces
-                for raw in response.iter_raw():
+                for raw in reads:
                     times.append(time.monotonic_ns() - t0)
                     for piece in pieces_of(raw):
                         if budget is not None:
@@ -403,6 +404,20 @@ def _run_attempt(
         info.committed = adapter.committed
         info.n_events = adapter.seq + 1
         response.close()
+
+
+def _reads_of(response: httpx.Response) -> tuple[Iterable[bytes], bool]:
+    """The response's raw reads, and whether they are decoded already.
+
+    A response a transport built with its content (``httpx.MockTransport``'s
+    ``Response(200, text=...)``) has been read: its decoded content is its one read."""
+    if not response.is_stream_consumed:
+        return response.iter_raw(), False
+    try:
+        content = response.content
+    except httpx.ResponseNotRead:
+        return (), True
+    return ((content,) if content else ()), True
 
 
 def _as_is(raw: bytes) -> tuple[bytes]:

@@ -405,3 +405,14 @@ def test_only_connections_opened_inside_a_deadline_are_wrapped():
         assert isinstance(inside, _Stream)
         outside.close()
         inside.close()
+
+
+def test_a_mock_response_built_with_its_content_is_one_read_decoded_once():
+    plain = _chunk("Hi") + b"data: [DONE]\n\n"
+    headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=headers, content=gzip.compress(plain))
+
+    r = run_stream("custom", BODY, base_url=URL, transport=httpx.MockTransport(handler))
+    assert (r.text, r.error, r.attempts[-1].n_reads) == ("Hi", None, 1)
