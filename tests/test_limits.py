@@ -55,6 +55,12 @@ def serve(behave: Callable[[socket.socket, threading.Event], None]) -> Iterator[
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
+            try:
+                self._handle()
+            except OSError:  # the client went away: what the limits are for
+                pass
+
+        def _handle(self) -> None:
             sock = self.request
             buf = b""
             while b"\r\n\r\n" not in buf:
@@ -69,10 +75,7 @@ def serve(behave: Callable[[socket.socket, threading.Event], None]) -> Iterator[
                     length = int(line.split(b":")[1])
             while len(rest) < length:
                 rest += sock.recv(65536)
-            try:
-                behave(sock, stop)
-            except OSError:  # the client went away: what the limit is for
-                pass
+            behave(sock, stop)
 
     class Server(socketserver.ThreadingTCPServer):
         daemon_threads = True
