@@ -1085,7 +1085,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="stop reading a response past N decoded bytes "
-        "(LabConfig.max_exchange_bytes; default 67108864, 64 MiB)",
+        "(LabConfig.max_exchange_bytes; default 268435456, 256 MiB)",
     )
     r.add_argument(
         "--out",

@@ -58,10 +58,11 @@ class LabConfig(BaseModel):
     ``end_reason="time_limit"`` and a ``time_limit`` error chunk; the capture records it and
     replay ends there too. None: no limit. Applies to the lab's own transports and any
     ``httpx.HTTPTransport`` (:func:`lab.http.limits.install`)."""
-    max_exchange_bytes: int | None = Field(64 * 1024 * 1024, gt=0)
-    """The most decoded body bytes one exchange is read for: 64 MiB, about 1.5 times the
+    max_exchange_bytes: int | None = Field(256 * 1024 * 1024, gt=0)
+    """The most decoded body bytes one exchange is read for: 256 MiB, about five times the
     SSE of a 128,000-token answer, the largest output any model offers (OpenRouter's
-    chunks in ``tests/realworld/`` average 300-390 bytes each). Past it the attempt stops reading, live and on
+    chunks in ``tests/realworld/`` average 300-390 bytes each), and nearly four times the
+    200,000-chunk body of ``bench/bench_replay_floor.py``. Past it the attempt stops reading, live and on
     replay at the same read, with ``end_reason="byte_limit"`` and a ``byte_limit`` error
     chunk; an endless stream cannot grow memory without bound, nor a compressed body
     inflate past it (decoding is done in bounded pieces: :mod:`lab.http.decoding`). None:

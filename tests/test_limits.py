@@ -330,7 +330,7 @@ def test_the_bounded_decoder_inflates_in_pieces_and_keeps_every_byte():
 
 def test_limits_are_validated_config_fields_with_generous_defaults():
     cfg = LabConfig()
-    assert (cfg.max_exchange_s, cfg.max_exchange_bytes) == (1800.0, 64 * 1024 * 1024)
+    assert (cfg.max_exchange_s, cfg.max_exchange_bytes) == (1800.0, 256 * 1024 * 1024)
     assert LabConfig(max_exchange_s=None, max_exchange_bytes=None).max_exchange_s is None
     with pytest.raises(ConfigError, match="max_exchange_bytes"):
         LabConfig.coerce({"max_exchange_bytes": 0})
