@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import httpx
@@ -254,43 +254,17 @@ def _run_attempt(
 
     info.status = response.status_code
     max_bytes = adapter.config.max_exchange_bytes
-    reads, decoded = _reads_of(response)
-    decoding = None if decoded else decoder_for(response.headers.get("content-encoding"))
-    pieces_of: Callable[[bytes], Iterable[bytes]] = (
-        decoding.feed if decoding is not None else _as_is
-    )
-
-    def flush_pieces() -> Iterable[bytes]:
-        return decoding.flush() if decoding is not None else ()
-
+    body = _Body(response, max_bytes, times, t0)
     try:
         if response.status_code >= 400:
             cut_reason = None
-            body: list[bytes] = []
-            n_reads = 0
-            budget = max_bytes
-            try:
-                for raw in reads:  # read by read, as the stream is: counted
-                    times.append(time.monotonic_ns() - t0)
-                    n_reads += 1
-                    for piece in pieces_of(raw):
-                        if budget is not None:
-                            budget -= len(piece)
-                            if budget < 0:
-                                piece = piece[: len(piece) + budget]
-                        body.append(piece)
-                        if budget is not None and budget < 0:
-                            break
-                    if budget is not None and budget < 0:
-                        break  # the error body is kept up to the byte limit
-                else:
-                    body.extend(flush_pieces())
-                text = b"".join(body).decode("utf-8", errors="replace")
+            try:  # read by read, as the stream is (counted); kept up to the byte limit
+                text = b"".join(p for _, p in body.pieces()).decode("utf-8", errors="replace")
             except RecordingCut as exc:  # replay: the body was not recorded whole
                 text, cut_reason = "", exc.end_reason
             except httpx.HTTPError as exc:
                 text = f"{type(exc).__name__}: {exc}"
-            info.n_reads = n_reads
+            info.n_reads = body.n_reads
             info.end_reason = cut_reason or "http_error"
             message = adapter.failure_message(response.status_code, text)
             info.error = message
@@ -315,43 +289,27 @@ def _run_attempt(
         adapter.on_precommit_error = precommit
         chunks_before = len(adapter.emitted)
         decoder = adapter.new_decoder()
-        seq = 0
         # replay of a recording cut on the recorder's side (killed, interrupted): the stream
         # ends where the recording does, as it had for the user, with the recorded end
         # reason; no provider error is made up for it
         cut: RecordingCut | None = None
-        budget = max_bytes  # decoded bytes still allowed (None: no limit)
         try:
             try:
-                # raw reads (content-encoded, as recorded), decoded here in bounded pieces
-                for raw in reads:
-                    times.append(time.monotonic_ns() - t0)
-                    for piece in pieces_of(raw):
-                        if budget is not None:
-                            budget -= len(piece)
-                            if budget < 0:  # feed up to the limit exactly, then stop
-                                piece = piece[: len(piece) + budget]
-                        for event in decoder.decode(piece, seq):
-                            emit(adapter.feed(event))
-                            if adapter.stopped:
-                                break
-                        if adapter.stopped or (budget is not None and budget < 0):
+                for seq, piece in body.pieces():
+                    for event in decoder.decode(piece, seq):
+                        emit(adapter.feed(event))
+                        if adapter.stopped:
                             break
-                    seq += 1
-                    if adapter.stopped or (budget is not None and budget < 0):
+                    if adapter.stopped:
                         break
-                else:
-                    for piece in flush_pieces():
-                        for event in decoder.decode(piece, seq - 1):
-                            emit(adapter.feed(event))
             except RecordingCut as exc:
                 cut = exc
             except LimitExceeded as exc:  # replay: the limit ended the recorded exchange
-                info.n_reads = seq
+                info.n_reads = body.n_reads
                 _end_at_limit(adapter, info, emit, exc.end_reason, str(exc))
                 return False
-            info.n_reads = seq
-            if budget is not None and budget < 0 and not adapter.stopped:
+            info.n_reads = body.n_reads
+            if body.over and not adapter.stopped:
                 message = (
                     f"the response went past the byte limit of {max_bytes} decoded bytes "
                     "(LabConfig.max_exchange_bytes); the lab stopped reading"
@@ -385,14 +343,14 @@ def _run_attempt(
                         ]
                     )
         except RetryAttempt as exc:
-            info.n_reads = seq + 1
+            info.n_reads = body.n_reads
             info.end_reason = "retried"
             info.error = exc.message
             _note_exchange_error(response, f"pre-commit stream error, retried: {exc.message}")
             info.status = exc.status if exc.status is not None else info.status
             return True
         except httpx.HTTPError as exc:
-            info.n_reads = seq
+            info.n_reads = body.n_reads
             if expired(limit):
                 _end_at_limit(adapter, info, emit, "time_limit", str(exc))
                 return False
@@ -422,6 +380,54 @@ def _reads_of(response: httpx.Response) -> tuple[Iterable[bytes], bool]:
 
 def _as_is(raw: bytes) -> tuple[bytes]:
     return (raw,)
+
+
+class _Body:
+    """A response body as the stack reads it: raw reads (content-encoded, as recorded),
+    decoded here in bounded pieces (:mod:`lab.http.decoding`) and counted against
+    ``max_exchange_bytes``; each read's arrival time goes to ``times``."""
+
+    __slots__ = ("_response", "_max", "_times", "_t0", "n_reads", "over")
+
+    def __init__(self, response: httpx.Response, max_bytes: int | None, times: list, t0: int):
+        self._response = response
+        self._max = max_bytes
+        self._times = times
+        self._t0 = t0
+        self.n_reads = 0
+        """Reads taken from the response so far (the one being fed included)."""
+        self.over = False
+        """The byte limit was reached: the last piece handed out ends exactly at it."""
+
+    def pieces(self) -> Iterator[tuple[int, bytes]]:
+        """``(read index, piece)`` for every decoded piece, in order; stops at the limit."""
+        reads, decoded = _reads_of(self._response)
+        encoding = None if decoded else self._response.headers.get("content-encoding")
+        decoding = decoder_for(encoding)
+        pieces_of: Callable[[bytes], Iterable[bytes]] = (
+            decoding.feed if decoding is not None else _as_is
+        )
+        budget, times, t0 = self._max, self._times, self._t0
+        for seq, raw in enumerate(reads):
+            times.append(time.monotonic_ns() - t0)
+            self.n_reads = seq + 1
+            for piece in pieces_of(raw):
+                if budget is not None:
+                    budget -= len(piece)
+                    if budget < 0:  # up to the limit exactly, then no more
+                        self.over = True
+                        yield seq, piece[: len(piece) + budget]
+                        return
+                yield seq, piece
+        if decoding is not None:
+            for piece in decoding.flush():
+                if budget is not None:
+                    budget -= len(piece)
+                    if budget < 0:
+                        self.over = True
+                        yield self.n_reads - 1, piece[: len(piece) + budget]
+                        return
+                yield self.n_reads - 1, piece
 
 
 def _limit_reason(exc: BaseException) -> str:
