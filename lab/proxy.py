@@ -24,7 +24,7 @@ How it works
   leaves for the client in one write; a read that arrives alone leaves alone, at once. The
   reads recorded are the ones httpx's own transport gives for the same bytes (the same
   boundaries as ``lab record``); ``--upstream-http httpx`` (``upstream_http="httpx"``) forwards
-  through ``httpx.AsyncHTTPTransport`` instead (h11: a third of the throughput, docs/PERFORMANCE.md
+  through ``httpx.AsyncHTTPTransport`` instead (h11: a fifth of the throughput, docs/PERFORMANCE.md
   row 7a).
 - The client disconnecting cancels the upstream request; the exchange is recorded
   ``cancelled``. An upstream HTTP failure reaches the client as the status, headers and body
