@@ -325,6 +325,60 @@ def test_hostile_usage_numbers_are_left_out_and_counted_never_raised():
     assert r.facts.get("unhandled_shapes") is None
 
 
+def test_an_item_part_or_reason_that_is_a_list_is_counted_by_its_kind_never_raised():
+    # found by the hostile-value fuzz (tests/test_hostile_values.py): a list or an object
+    # as item.type / part.type raised TypeError (unhashable) out of replay_sse
+    body = sse(
+        created(),
+        {"type": "response.output_item.added", "output_index": 0, "item": {"type": []}},
+        {"type": "response.content_part.added", "output_index": 0, "content_index": 0,
+         "part": {"type": {"a": 1}}},
+        {"type": "response.reasoning_summary_part.added", "output_index": 0,
+         "summary_index": 0, "part": {"type": [1, 2]}},
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+         "delta": "hi"},
+        {"type": "response.output_item.done", "output_index": 0, "item": {"type": [[]]}},
+        {"type": "response.incomplete", "response": {"incomplete_details": {"reason": ["x"]}}},
+    )  # fmt: skip
+    r = play(body)
+    assert (r.text, r.finish_reason, r.error) == ("hi", "length", None)
+    assert r.facts["unhandled_shapes"] == {
+        "response.output_item.added.item.type:<list>": 1,
+        "response.content_part.added.part.type:<dict>": 1,
+        "response.reasoning_summary_part.added.part.type:<list>": 1,
+        "response.output_item.done.item.type:<list>": 1,
+        "response.incomplete.incomplete_details.reason:<list>": 1,
+    }
+
+
+def test_a_hostile_index_is_named_and_the_item_id_still_finds_the_call():
+    body = sse(
+        created(),
+        *call(0, "get_weather")[:1],
+        'data: {"type": "response.function_call_arguments.delta", "item_id": "fc_0", '
+        '"output_index": 1e999, "delta": "{\\"city\\": \\"Bern\\"}"}\n\n',
+        'data: {"type": "response.output_text.delta", "output_index": 1, "content_index": NaN, '
+        '"delta": "hi"}\n\n',
+        'data: {"type": "response.reasoning_summary_text.delta", "output_index": 2, '
+        '"summary_index": -1, "delta": "why"}\n\n',
+        {"type": "response.output_item.done", "output_index": "0", "item_id": "fc_0",
+         "item": {"type": "function_call", "id": "fc_0", "call_id": "call_0",
+                  "name": "get_weather"}},
+        completed(),
+    )  # fmt: skip
+    r = play(body)
+    assert (r.text, r.reasoning, r.finish_reason, r.error) == ("hi", "why", "tool_calls", None)
+    (fc,) = r.function_calls
+    assert (fc.name, fc.args, fc.id) == ("get_weather", {"city": "Bern"}, "call_0")
+    assert r.facts["hostile_values"] == [
+        "output_index",
+        "content_index",
+        "summary_index",
+        "output_index",
+    ]
+    assert detect(r) == ["hostile_value"]
+
+
 def test_responses_usage_counts_cached_input_and_reasoning_output_inside_the_totals():
     assert responses_usage({**USAGE, "cost": 0.0012}) == Usage(
         input_tokens=30,

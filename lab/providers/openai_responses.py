@@ -25,10 +25,10 @@ decides)::
 
 Nothing is dropped silently: an event type, item type, part type or event field (with a
 value) the adapter does not read is counted in ``facts["unhandled_shapes"]`` (path -> count);
-a usage number that is not a count is named in ``facts["hostile_values"]``; a ``.done`` event
-whose text differs from its deltas is counted in ``facts["done_text_mismatch"]``. A stream cut
-before its terminal event claims no finish reason, and a function call still streaming is kept
-with ``arguments_truncated=True``.
+a usage number or an index that is not a count is named in ``facts["hostile_values"]``; a
+``.done`` event whose text differs from its deltas is counted in
+``facts["done_text_mismatch"]``. A stream cut before its terminal event claims no finish
+reason, and a function call still streaming is kept with ``arguments_truncated=True``.
 
 Lab choices (there is no reference adapter for this API): every parallel call is kept (no
 ``complete()`` switch needed); summary parts after the first start with
@@ -117,6 +117,15 @@ _KNOWN_FIELDS: dict[str, frozenset[str]] = {
 }
 _ITEM_TYPES = frozenset({"message", "reasoning", "function_call"})
 _PART_TYPES = frozenset({"output_text", "reasoning_text", "summary_text"})
+
+
+def _label(value: Any) -> str:
+    """A wire ``type`` / ``reason`` as it appears in an ``unhandled_shapes`` path: a string
+    as it came, None as ``None``, any other value by its JSON kind (``<list>``, ``<float>``),
+    never its contents (a hostile value can be a list that cannot be a set member, or huge)."""
+    if isinstance(value, str) or value is None:
+        return str(value)
+    return f"<{type(value).__name__}>"
 
 
 def responses_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
@@ -403,15 +412,16 @@ class ResponsesAdapter(StreamAdapter):
         note_shape(self.facts, path)
 
     def _key(self, raw: dict) -> Any:
-        """The output item an event belongs to: its output_index, else its item id."""
-        index = wire_int(raw.get("output_index"))
+        """The output item an event belongs to: its output_index, else its item id (a
+        hostile output_index is named in ``facts["hostile_values"]``)."""
+        index = self._int(raw.get("output_index"), "output_index")
         if index is not None:
             return index
         item_id = raw.get("item_id")
         return self.item_keys.get(item_id, item_id) if isinstance(item_id, str) else None
 
     def _part(self, kind: str, raw: dict, index_field: str = "content_index") -> tuple:
-        return (kind, self._key(raw), wire_int(raw.get(index_field)) or 0)
+        return (kind, self._key(raw), self._int(raw.get(index_field), index_field) or 0)
 
     # text ------------------------------------------------------------------------------
 
@@ -566,8 +576,8 @@ class ResponsesAdapter(StreamAdapter):
     def _check_part(self, raw: dict, where: str) -> None:
         part = raw.get("part")
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in _PART_TYPES:
-            self._unhandled(f"{where}.part.type:{kind}")
+        if not isinstance(kind, str) or kind not in _PART_TYPES:
+            self._unhandled(f"{where}.part.type:{_label(kind)}")
 
     def _on_part(self, raw: dict, out: list[ProcessedChunk]) -> None:
         self._check_part(raw, raw["type"])
@@ -576,8 +586,8 @@ class ResponsesAdapter(StreamAdapter):
         got = raw.get("item")
         item: dict = got if isinstance(got, dict) else {}
         kind = item.get("type")
-        if kind not in _ITEM_TYPES:
-            self._unhandled(f"response.output_item.added.item.type:{kind}")
+        if not isinstance(kind, str) or kind not in _ITEM_TYPES:
+            self._unhandled(f"response.output_item.added.item.type:{_label(kind)}")
             return
         if kind != "function_call":
             return
@@ -605,10 +615,11 @@ class ResponsesAdapter(StreamAdapter):
         if not isinstance(delta, str):
             self._unhandled("response.function_call_arguments.delta.delta:not-a-string")
             return
-        acc = self.calls.get(self._key(raw))
+        key = self._key(raw)
+        acc = self.calls.get(key)
         if acc is None:  # arguments for a call whose item never opened
             self._unhandled("response.function_call_arguments.delta:no-open-call")
-            acc = self.calls.setdefault(self._key(raw), {"name": "", "pieces": [], "id": None})
+            acc = self.calls.setdefault(key, {"name": "", "pieces": [], "id": None})
         acc["pieces"].append(delta)
         self.committed = self.streamed = True
 
@@ -637,8 +648,8 @@ class ResponsesAdapter(StreamAdapter):
         got = raw.get("item")
         item: dict = got if isinstance(got, dict) else {}
         kind = item.get("type")
-        if kind not in _ITEM_TYPES:
-            self._unhandled(f"response.output_item.done.item.type:{kind}")
+        if not isinstance(kind, str) or kind not in _ITEM_TYPES:
+            self._unhandled(f"response.output_item.done.item.type:{_label(kind)}")
             return
         if kind != "function_call":
             return
@@ -716,7 +727,7 @@ class ResponsesAdapter(StreamAdapter):
         reason = details.get("reason") if isinstance(details, dict) else None
         finish = INCOMPLETE_FINISH.get(reason) if isinstance(reason, str) else None
         if finish is None:
-            self._unhandled(f"response.incomplete.incomplete_details.reason:{reason}")
+            self._unhandled(f"response.incomplete.incomplete_details.reason:{_label(reason)}")
             finish = reason if isinstance(reason, str) and reason else "length"
         self._terminal(raw, out, finish, incomplete_reason=reason)
 
