@@ -501,6 +501,21 @@ def test_tuner_adds_results_as_unlabelled_cases():
     assert row["effect"] == "unlabelled"
 
 
+def test_tuner_shows_model_text_and_stream_ids_as_text_never_markup():
+    markup = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    shown = "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+    sse = _sse({"reasoning": "The user greets me. I"}, {"content": f"must do.Hello {markup}!"})
+    tuner = SpillTuner(captures=[replay_sse("openrouter", sse, stream_id=f"s{markup}")])
+    tuner.set(enabled=False)
+    page = tuner.changed_html.value
+    assert "<img" not in page and "<script" not in page
+    assert (
+        f'<tr><td>s{shown}</td><td>unlabelled</td><td><span style="color:#999">—</span></td>'
+        f'<td><code><s style="color:#b00">must do.</s><b style="color:#06c">┃</b>Hello {shown}!'
+        f"</code></td><td><code>must do.Hello {shown}!</code></td><td>disabled</td></tr>"
+    ) in page
+
+
 def test_tuner_on_a_recorded_capture_compares_baseline_and_tuned(tmp_path, fake_server):
     from lab.recorder import Recorder
     from lab.request import build_body
