@@ -226,6 +226,66 @@ def test_infinite_and_nan_counts_are_left_out_and_named():
         assert "hostile_value" in detect(r)
 
 
+POISONED = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":1e999,"completion_tokens":NaN,"total_tokens":7}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_a_poisoned_stream_recorded_beside_a_good_one_records_replays_and_reports(tmp_path, capsys):
+    import csv
+    import http.server
+    import io
+    import threading
+
+    from lab.cli import main
+    from lab.recorder import Recorder
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the stdlib's name
+            self.rfile.read(int(self.headers["content-length"]))
+            data = POISONED if "poisoned" in self.path else GOOD
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    try:
+        with Recorder(tmp_path / "captures", label="hostile") as rec:
+            bad = rec.record("openai", body, base_url=base + "/poisoned/v1", api_key="k")
+            good = rec.record("openai", body, base_url=base + "/good/v1", api_key="k")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (bad.text, bad.error, bad.facts["hostile_values"]) == (
+        "hi",
+        None,
+        ["usage.prompt_tokens", "usage.completion_tokens"],
+    )
+    assert (good.text, good.usage.output_tokens) == ("Fine.", 2)
+    capsys.readouterr()
+    assert main(["replay", str(rec.path), "--format", "csv"]) == 0
+    rows = {r["stream_id"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert sorted(rows) == sorted([bad.stream_id, good.stream_id])
+    assert (rows[bad.stream_id]["anomalies"], rows[bad.stream_id]["text_chars"]) == (
+        "hostile_value",
+        "2",
+    )
+    assert (rows[good.stream_id]["anomalies"], rows[good.stream_id]["output_tokens"]) == ("", "2")
+    assert main(["report", str(rec.path), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert bad.stream_id in page and good.stream_id in page
+
+
 def test_arguments_nested_past_the_limit_are_kept_raw_with_an_error():
     args = '{"a": ' + _deep(1000) + "}"
     chunks = [
