@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_notebooks import hostile_capture  # noqa: F401 - the fixture: a capture full of markup
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -156,6 +157,32 @@ def test_model_text_never_runs_as_script_in_any_view(tmp_path, monkeypatch):
     page = _execute_to_html(nb, tmp_path / "hostile.html", tmp_path)
     text = page.read_text(encoding="utf-8")
     assert text.count("&lt;script&gt;window.__labPwned") >= 3  # shown, as text
+    seen = _look(page, tmp_path)
+    assert seen["data-lab-pwned"] == "0"
+    assert seen["data-lab-errors"] == "0"
+
+
+def test_backends_notebook_on_a_hostile_capture_runs_no_script(
+    hostile_capture,  # noqa: F811 - the fixture imported from test_notebooks
+    tmp_path,
+    monkeypatch,
+):
+    """Notebook 01 on a recording whose backend name, answer, reasoning and error are markup
+    (``<img onerror>``, ``<script>``), exported to HTML and opened in Chromium: the markup is
+    shown as text and none of it runs."""
+    nbformat = pytest.importorskip("nbformat")
+    path, stream_id = hostile_capture
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("LAB_CAPTURES", str(path))
+    monkeypatch.setenv("LAB_STREAM", stream_id)
+    notebook = ROOT / "notebooks" / "01-openrouter-backends.ipynb"
+    nb = nbformat.read(notebook, as_version=4)
+    page = _execute_to_html(nb, tmp_path / "01-hostile.html", notebook.parent)
+    text = page.read_text(encoding="utf-8")
+    # the widgets' saved state is JSON data (its "</" written "<\\/"), never parsed as markup
+    markup = re.sub(r'<script type="application/vnd\.jupyter\.widget-state\+json">.*?</script>',
+                    "", text, flags=re.S)  # fmt: skip
+    assert "&lt;img src=x onerror" in markup and "<img src=x onerror" not in markup
     seen = _look(page, tmp_path)
     assert seen["data-lab-pwned"] == "0"
     assert seen["data-lab-errors"] == "0"
