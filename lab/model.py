@@ -37,7 +37,12 @@ ErrorType = Literal[
 
 
 _new = object.__new__
-_set = object.__setattr__
+# BaseModel's own descriptors for the instance dict and its three slots: setting through
+# them directly skips object.__setattr__'s lookup (~35 ns each, four per chunk built)
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -45,10 +50,10 @@ def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any)
     """A model from its state, without validating it: how one is unpickled (the state as
     it was pickled) and how :func:`_trusted` builds one."""
     obj: Any = _new(cls)
-    _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", fields_set)
-    _set(obj, "__pydantic_extra__", extra)
-    _set(obj, "__pydantic_private__", private)
+    _set_dict(obj, fields)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, extra)
+    _set_private(obj, private)
     return obj
 
 

@@ -185,62 +185,80 @@ class SSEDecoder:
     def _process_lines(
         self, lines: list[str], first_line_seq: int, seq: int, out: list[SSEEvent]
     ) -> None:
+        # The pending event's fields live in locals for the loop and go back to the
+        # decoder at its end (one attribute read and write per read, not per line).
+        active = self._active
+        data = self._data
+        event = self._event
+        id_ = self._id
+        retry = self._retry
+        first_seq = self._first_seq
+        index = self._index
+        append = out.append
         line_seq = first_line_seq  # only the first line may have started in an earlier read
         for line in lines:
             if not line:  # blank line: dispatch
-                if self._active:
-                    data = self._data
-                    out.append(
+                if active:
+                    append(
                         SSEEvent(
-                            self._index,
+                            index,
                             None if data is None else "\n".join(data),
-                            self._event,
-                            self._id,
-                            self._retry,
+                            event,
+                            id_,
+                            retry,
                             None,
-                            self._first_seq,
+                            first_seq,
                             seq,
                         )
                     )
-                    self._index += 1
-                    self._reset_event()
+                    index += 1
+                    active = False
+                    data = event = id_ = retry = None
+                    first_seq = 0
                 line_seq = seq
                 continue
             if line[0] == ":":
                 comment = line[1:]
                 if comment[:1] == " ":
                     comment = comment[1:]
-                out.append(SSEEvent(self._index, None, None, None, None, comment, line_seq, seq))
-                self._index += 1
+                append(SSEEvent(index, None, None, None, None, comment, line_seq, seq))
+                index += 1
                 line_seq = seq
                 continue
             name, _, value = line.partition(":")
             if value[:1] == " ":
                 value = value[1:]
             if name == "data":
-                if self._data is None:
-                    self._data = [value]
+                if data is None:
+                    data = [value]
                 else:
-                    self._data.append(value)
+                    data.append(value)
             elif name == "event":
-                self._event = value
+                event = value
             elif name == "id":
                 if "\x00" in value:
                     line_seq = seq
                     continue
-                self._id = value
+                id_ = value
             elif name == "retry":
                 if not (value.isascii() and value.isdigit()):
                     line_seq = seq
                     continue
-                self._retry = int(value)
+                retry = int(value)
             else:  # unknown field: ignored (spec)
                 line_seq = seq
                 continue
-            if not self._active:
-                self._active = True
-                self._first_seq = line_seq
+            if not active:
+                active = True
+                first_seq = line_seq
             line_seq = seq
+        self._active = active
+        self._data = data
+        self._event = event
+        self._id = id_
+        self._retry = retry
+        self._first_seq = first_seq
+        self._index = index
 
 
 def iter_sse(reads: Iterable[bytes]) -> Iterator[SSEEvent]:
