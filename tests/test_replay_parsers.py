@@ -2,8 +2,9 @@
 
 msgspec is an optional speedup (the ``[speed]`` extra); without it the lab parses with
 orjson, and without that with the standard library. The real-world corpus, a hostile
-stream and the benchmark's body are replayed with each parser in turn: every field of the
-results, every chunk and every fact must be identical.
+stream and the benchmark's body are replayed with each parser in turn (msgspec with
+OpenRouter's typed fast path, ``decode_typed_chunk``; the others without it): every field
+of the results, every chunk and every fact must be identical.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 
 from lab import _json
 from lab.config import LabConfig
+from lab.providers import openrouter
+from lab.providers.openrouter import OpenRouterAdapter
 from lab.replay import replay_sse
 
 HERE = Path(__file__).parent / "realworld"
@@ -57,6 +60,8 @@ def _everything(result) -> tuple:
 
 def _replay_with(parser: str, monkeypatch, *args, **kwargs):
     monkeypatch.setattr(_json, "loads", _json.PARSERS[parser])
+    typed = openrouter.decode_typed_chunk if parser == "msgspec" else None
+    monkeypatch.setattr(OpenRouterAdapter, "_decode_typed", staticmethod(typed) if typed else None)
     return _everything(replay_sse(*args, **kwargs))
 
 

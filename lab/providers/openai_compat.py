@@ -596,17 +596,34 @@ class OpenAICompatibleAdapter(StreamAdapter):
 
     # -- stage 02 -----------------------------------------------------------------------
 
+    _decode_typed: ClassVar[Callable[[str, list[str]], dict | None] | None] = None
+    """A family's typed fast path (OpenRouter with msgspec): a data line of the common shape
+    -> its normalized chunk and hostile counts, handed to :meth:`_on_normalized`; None for
+    any other line, which is parsed as JSON and goes to :meth:`_on_raw`."""
+
+    def _on_normalized(self, chunk: dict, bad: list[str], out: list[ProcessedChunk]) -> None:
+        raise NotImplementedError  # pragma: no cover - only with a _decode_typed
+
     def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
         self._note_event(event)
         data = event.data
         out: list[ProcessedChunk] = []
         if data is None or event.is_comment or self.ended:
             return out
+        typed = self._decode_typed
         for line in data.split("\n") if "\n" in data else (data,):
             line = line.strip()
             if line == "[DONE]":
                 self.facts["done_seen"] = True
                 continue
+            if typed is not None:
+                bad: list[str] = []
+                chunk = typed(line, bad)
+                if chunk is not None:
+                    self._on_normalized(chunk, bad, out)
+                    if self.stopped:
+                        break
+                    continue
             try:
                 raw = _json.loads(line)
             except (ValueError, RecursionError) as exc:

@@ -386,6 +386,144 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
     return out
 
 
+# --------------------------------------------------------------------------- typed fast path
+
+# With msgspec as the lab's JSON parser (lab/_json.py), the common chunk shape is decoded
+# straight into typed structs, whose fields are exactly the keys the shape check knows
+# and whose types are the ones normalize_openrouter_chunk keeps as they are. A line with
+# any other key, or any value of another type (a list for content, a bool for an index, a
+# NaN, an error object, a wrapped "data" ...), is not decoded here: it goes the general
+# way (json, shape check, normalize_openrouter_chunk), which decides as before. The
+# decoder builds the same normalized dict (tests/test_openrouter_typed.py checks it against
+# normalize_openrouter_chunk on generated chunks); what it buys: docs/PERFORMANCE.md.
+decode_typed_chunk: Callable[[str, list[str]], dict | None] | None = None
+"""``decode_typed_chunk(line, bad)``: the normalized chunk of a data line of the common
+shape (hostile usage counts appended to **bad**, as the normalizer does), or None for any
+other line. None itself when msgspec is not the lab's parser."""
+
+if _json.PARSER == "msgspec":
+    import msgspec
+    from msgspec import UNSET, Struct, UnsetType
+
+    class _TypedDelta(Struct, forbid_unknown_fields=True, gc=False):
+        role: str | None | UnsetType = UNSET
+        content: str | None | UnsetType = UNSET
+        reasoning: str | None | UnsetType = UNSET
+        tool_calls: list[Any] | None = None
+        toolCalls: list[Any] | None = None  # noqa: N815 - the wire's camelCase key
+        reasoning_details: list[Any] | None = None
+        reasoningDetails: list[Any] | None = None  # noqa: N815
+        reasoning_content: Any = None  # known, not read by OpenRouter's normalizer
+        channel: Any = None
+
+    class _TypedChoice(Struct, forbid_unknown_fields=True, gc=False):
+        index: int | None = None
+        delta: _TypedDelta | None = None
+        finish_reason: str | None | UnsetType = UNSET
+        finishReason: str | None = None  # noqa: N815
+        logprobs: Any = None
+        native_finish_reason: Any = None
+        stop_reason: Any = None
+        matched_stop: Any = None
+        content_filter_results: Any = None
+        content_filter_offsets: Any = None
+        text: Any = None
+        seed: Any = None
+        token_id: Any = None
+
+    class _TypedChunk(Struct, forbid_unknown_fields=True, gc=False):
+        id: str | None = None
+        object: str | None = None
+        model: str | None = None
+        provider: str | None = None
+        created: int | float | None = None
+        choices: list[_TypedChoice] | None = None
+        usage: Any = None
+        system_fingerprint: Any = None
+        service_tier: Any = None
+        x_groq: Any = None
+        obfuscation: Any = None
+        prompt_filter_results: Any = None
+        timings: Any = None
+        time_info: Any = None
+        p: Any = None
+        seed: Any = None
+
+    _typed_fields = {
+        _TypedChunk: CHUNK_KEYS - {"error"},
+        _TypedChoice: _OR_CHOICE_KEYS,
+        _TypedDelta: _OR_DELTA_KEYS,
+    }
+    for _cls, _known in _typed_fields.items():  # the structs know what the shape check knows
+        assert set(_cls.__struct_fields__) == _known, (_cls, _known)
+
+    _decode_typed = msgspec.json.Decoder(_TypedChunk).decode
+
+    def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
+        if len(line) > _json.FAST_MAX_CHARS:
+            return None
+        try:
+            raw = _decode_typed(line)
+        except (ValueError, RecursionError):  # another shape or type: the general way
+            return None
+        out: dict[str, Any] = {}
+        typed_choices = raw.choices
+        if typed_choices is not None:
+            choices = []
+            for pos, ch in enumerate(typed_choices):
+                d = ch.delta
+                delta: dict[str, Any] = {}
+                if d is not None:
+                    if d.role is not None and d.role is not UNSET:
+                        delta["role"] = d.role
+                    if d.content is not UNSET:
+                        delta["content"] = d.content
+                    if d.reasoning is not UNSET:
+                        delta["reasoning"] = d.reasoning
+                    tcs = d.tool_calls if d.tool_calls is not None else d.toolCalls
+                    if tcs is not None:
+                        delta["tool_calls"] = [
+                            t for t in map(_norm_tool_call, tcs) if t is not None
+                        ]
+                    rd = d.reasoning_details
+                    if rd is None:
+                        rd = d.reasoningDetails
+                    if rd is not None:
+                        delta["reasoning_details"] = rd
+                fr = ch.finish_reason
+                if fr is UNSET:
+                    fr = ch.finishReason
+                idx = ch.index
+                choices.append(
+                    {
+                        "index": pos if idx is None else idx,
+                        "delta": delta,
+                        "finish_reason": fr,
+                        "logprobs": ch.logprobs,
+                    }
+                )
+            out["choices"] = choices
+        u = raw.usage
+        usage = openrouter_usage(u, bad) if u is not None else None
+        if usage is not None:
+            out["usage"] = usage
+        if "choices" not in out and "usage" not in out:
+            return None  # dropped: the general way says so (and counts what it must)
+        if raw.id is not None:
+            out["id"] = raw.id
+        if raw.object is not None:
+            out["object"] = raw.object
+        if raw.model is not None:
+            out["model"] = raw.model
+        if raw.provider is not None:
+            out["provider"] = raw.provider
+        if raw.created is not None:
+            out["created"] = raw.created
+        return out
+
+    decode_typed_chunk = _decode_typed_chunk
+
+
 def _keep_error_envelope(raw: dict, chunk: dict) -> None:
     """The evidence an error chunk's envelope carries, which §2.4 rule 3 drops.
 
@@ -539,9 +677,26 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 chunk = {**(chunk or {}), "usage": usage}
         if chunk is None:
             return
-        err = chunk.get("error")
-        if err is not None and isinstance(raw, dict):
+        if chunk.get("error") is not None and isinstance(raw, dict):
             _keep_error_envelope(raw, chunk)
+        self._on_chunk(chunk, out)
+
+    # a plain function, as the ClassVar on the base class says (not a method)
+    _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
+
+    def _on_normalized(self, chunk: dict, bad: list[str], out: list[ProcessedChunk]) -> None:
+        """A chunk the typed fast path decoded (every key known, so no shape to note; no
+        error, so no envelope to keep; no usage in a choice): the rest of :meth:`_on_raw`."""
+        if not self._ids_seen:
+            self._note_response_ids(chunk)  # the normalized chunk keeps id and model as sent
+        if bad:
+            self.facts.setdefault("hostile_values", []).extend(bad)
+        self._on_chunk(chunk, out)
+
+    def _on_chunk(self, chunk: dict, out: list[ProcessedChunk]) -> None:
+        """A normalized chunk: the pre-commit error check, other choices, then each piece
+        of the text/tool split through the shared pipeline."""
+        err = chunk.get("error")
         if err is not None and not self.committed:
             status = parse_status_code(err.get("code"))
             message = err.get("message") or "OpenRouter API error"
