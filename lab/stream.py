@@ -39,6 +39,9 @@ from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_thoughts
 __all__ = ["new_stream_id", "run_stream"]
 
 
+_tuple_new = tuple.__new__
+
+
 def new_stream_id() -> str:
     """A time-sortable id for one logical request."""
     return f"s{time.time_ns():x}{os.urandom(3).hex()}"
@@ -137,8 +140,12 @@ def run_stream(
         if not new:
             return
         chunks.extend(new)
-        origin = ChunkOrigin(adapter.attempt, adapter.seq, adapter.read_seq)
-        origins.extend([origin] * len(new))
+        # ChunkOrigin(...) without the namedtuple's Python __new__: one is made per event
+        origin = _tuple_new(ChunkOrigin, (adapter.attempt, adapter.seq, adapter.read_seq))
+        if len(new) == 1:
+            origins.append(origin)
+        else:
+            origins.extend([origin] * len(new))
         if on_chunk is not None:
             for c in new:
                 on_chunk(c)

@@ -117,6 +117,9 @@ class RecentTextDedup(NoteSink):
         k = min(k, self._len, self.tail_chars)
         if k <= 0:
             return ""
+        last = self._pieces[-1]
+        if len(last) >= k:  # the common case: the last piece alone is long enough
+            return last[len(last) - k :]
         got: list[str] = []
         have = 0
         for piece in reversed(self._pieces):

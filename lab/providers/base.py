@@ -339,7 +339,7 @@ class StreamAdapter:
         self.facts["events"] += 1
         if event.unterminated:
             self.facts["unterminated_tail"] = True
-        if event.is_comment:
+        if event.comment is not None:  # is_comment, without the property call: per event
             self.facts["comments"] += 1
 
     def _record_finish(self, reason: str | None) -> None:

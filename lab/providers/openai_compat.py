@@ -608,7 +608,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self._note_event(event)
         data = event.data
         out: list[ProcessedChunk] = []
-        if data is None or event.is_comment or self.ended:
+        if data is None or event.comment is not None or self.ended:  # comment: no data
             return out
         typed = self._decode_typed
         for line in data.split("\n") if "\n" in data else (data,):
