@@ -45,6 +45,7 @@ __all__ = [
 
 GUARD = "spill_guard"
 _EMPTY = GuardOutput("", "")
+_tuple_new = tuple.__new__  # a NamedTuple without its Python __new__
 
 
 class SpillGuardConfig(BaseModel):
@@ -278,7 +279,7 @@ class SpillGuard(NoteSink):
             or (cfg.require_reasoning_first and not self._saw_reasoning)
         ):
             self._started = True
-            return GuardOutput(content, "")
+            return _tuple_new(GuardOutput, (content, ""))  # GuardOutput(content, ""), per delta
         if self._pending:
             # Linear-time shortcuts: held whitespace stays undecided while only whitespace
             # arrives (steps 1 and 6 hold without a length cap).

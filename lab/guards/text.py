@@ -131,15 +131,17 @@ class RecentTextDedup(NoteSink):
         return s[len(s) - k :]
 
     def _append(self, text: str) -> None:
-        self._pieces.append(text)
-        self._len += len(text)
         pieces = self._pieces
-        while len(pieces) > 1 and self._len - len(pieces[0]) >= self.tail_chars:
-            self._len -= len(pieces.popleft())
-        if len(pieces) == 1 and self._len > 2 * self.tail_chars:
-            only = pieces.pop()[-self.tail_chars :]
+        pieces.append(text)
+        size = self._len + len(text)
+        cap = self.tail_chars
+        while len(pieces) > 1 and size - len(pieces[0]) >= cap:
+            size -= len(pieces.popleft())
+        if len(pieces) == 1 and size > 2 * cap:
+            only = pieces.pop()[-cap:]
             pieces.append(only)
-            self._len = len(only)
+            size = len(only)
+        self._len = size
 
     def filter(self, text: str) -> str:
         """Deduplicate one chunk against the recent tail; returns the text to emit."""

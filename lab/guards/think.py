@@ -36,6 +36,7 @@ __all__ = ["ThinkBlockStripper", "persona_label_patterns", "split_think_blocks"]
 
 GUARD = "think_stripper"
 _EMPTY = GuardOutput("", "")
+_tuple_new = tuple.__new__  # a NamedTuple without its Python __new__
 
 # pending kinds
 _NONE, _OUT_CLOSE, _OUT_OPEN, _IN_CLOSE = 0, 1, 2, 3
@@ -124,7 +125,7 @@ class ThinkBlockStripper(NoteSink):
             s = text
             if "<" not in s:  # fast paths (no lead: a lead only exists with a pending tag)
                 if not self._in_block:
-                    return GuardOutput(s, "")
+                    return _tuple_new(GuardOutput, (s, ""))  # GuardOutput(s, ""), per delta
                 if self._persona is None:
                     return GuardOutput("", self._think(s, base))
         return self._scan(s, base)

@@ -883,9 +883,10 @@ class OpenAICompatibleAdapter(StreamAdapter):
         ):
             self.committed = True
 
-        tail = self._speaker_tail_before_terminal(chunk, content, delta)
-        if tail:
-            self._emit_text(tail, out)
+        if self.speaker is not None and not content:  # the tail step's own first test
+            tail = self._speaker_tail_before_terminal(chunk, content, delta)
+            if tail:
+                self._emit_text(tail, out)
 
         if "error" not in chunk and "usage" not in chunk and not choices:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1

@@ -665,8 +665,6 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 self._note_shapes(raw)
         bad: list[str] = []  # hostile counts the normalizer left out: named, not raised
         chunk = normalize_openrouter_chunk(raw, bad)
-        if bad:
-            self.facts.setdefault("hostile_values", []).extend(bad)
         if (
             self.config.usage_in_choices
             and isinstance(raw, dict)
@@ -676,26 +674,25 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             if usage is not None:
                 chunk = {**(chunk or {}), "usage": usage}
         if chunk is None:
+            if bad:
+                self.facts.setdefault("hostile_values", []).extend(bad)
             return
         if chunk.get("error") is not None and isinstance(raw, dict):
             _keep_error_envelope(raw, chunk)
-        self._on_chunk(chunk, out)
+        self._on_normalized(chunk, bad, out)
 
     # a plain function, as the ClassVar on the base class says (not a method)
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
 
     def _on_normalized(self, chunk: dict, bad: list[str], out: list[ProcessedChunk]) -> None:
-        """A chunk the typed fast path decoded (every key known, so no shape to note; no
-        error, so no envelope to keep; no usage in a choice): the rest of :meth:`_on_raw`."""
+        """A normalized chunk, from :meth:`_on_raw` or straight from the typed fast path
+        (every key known, so no shape to note; no error, so no envelope to keep; no usage
+        in a choice): hostile counts noted, the pre-commit error check, other choices, then
+        each piece of the text/tool split through the shared pipeline."""
         if not self._ids_seen:
             self._note_response_ids(chunk)  # the normalized chunk keeps id and model as sent
         if bad:
             self.facts.setdefault("hostile_values", []).extend(bad)
-        self._on_chunk(chunk, out)
-
-    def _on_chunk(self, chunk: dict, out: list[ProcessedChunk]) -> None:
-        """A normalized chunk: the pre-commit error check, other choices, then each piece
-        of the text/tool split through the shared pipeline."""
         err = chunk.get("error")
         if err is not None and not self.committed:
             status = parse_status_code(err.get("code"))
