@@ -704,7 +704,12 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             self._other_choices(chunk, choices)
             if not chunk.get("choices") and "usage" not in chunk:
                 return
-        for piece in self._split_text_and_tool(chunk):
+        pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
+        if len(pieces) == 2 and chunk["choices"][0]["delta"].get("reasoning"):
+            # Reference: reasoning stays on both pieces. Mark the second so the result
+            # counts that reasoning once (StreamResult.reasoning: "each piece once").
+            pieces[1]["_repeated_reasoning"] = True
+        for piece in pieces:
             self._pipeline(piece, out)
             if self.stopped:
                 return
@@ -730,15 +735,6 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                     delta = ch.get("delta")
                     if isinstance(delta, dict):
                         note_unknown_keys(facts, delta, _OR_DELTA_KEYS, "choices[].delta")
-
-    @staticmethod
-    def _split_text_and_tool(chunk: dict) -> list[dict]:
-        pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
-        # Reference: reasoning stays on both pieces. Mark the second so the result counts
-        # that reasoning once (StreamResult.reasoning: "each piece once").
-        if len(pieces) == 2 and chunk["choices"][0]["delta"].get("reasoning"):
-            pieces[1]["_repeated_reasoning"] = True
-        return pieces
 
     _piece_pre_guards = True
 
