@@ -225,9 +225,13 @@ class SSEDecoder:
                 index += 1
                 line_seq = seq
                 continue
-            name, _, value = line.partition(":")
-            if value[:1] == " ":
-                value = value[1:]
+            if line.startswith("data: "):  # the common line: one slice, no partition
+                name = "data"
+                value = line[6:]
+            else:
+                name, _, value = line.partition(":")
+                if value[:1] == " ":
+                    value = value[1:]
             if name == "data":
                 if data is None:
                     data = [value]
