@@ -171,10 +171,15 @@ def test_the_typed_path_declines_a_foreign_or_hostile_chunk_or_builds_the_normal
         '{"choices":[{"index":0,"delta":{},"usage":{"prompt_tokens":1}}]}',
         '{"choices":[{"index":0,"delta":"text"}]}',
         '{"id":"gen-1"}',  # dropped: the general way says so
-        '{"choices":[{"delta":{"content":"a"},"logprobs":' + "[" * 2000 + "]" * 2000 + "}]}",
     ],
 )
 def test_lines_of_another_shape_or_type_go_the_general_way(line):
+    assert openrouter.decode_typed_chunk(line, []) is None
+
+
+def test_nesting_too_deep_goes_the_general_way_instead_of_raising():
+    deep = "[" * 100_000 + "]" * 100_000
+    line = '{"choices":[{"delta":{"content":"a"},"logprobs":' + deep + "}]}"
     assert openrouter.decode_typed_chunk(line, []) is None
 
 
