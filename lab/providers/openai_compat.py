@@ -610,7 +610,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         out: list[ProcessedChunk] = []
         if data is None or event.comment is not None or self.ended:  # comment: no data
             return out
-        typed = self._decode_typed
+        typed = type(self)._decode_typed  # a plain function (staticmethod), not a method
         for line in data.split("\n") if "\n" in data else (data,):
             line = line.strip()
             if line == "[DONE]":
