@@ -130,19 +130,6 @@ class RecentTextDedup(NoteSink):
         s = "".join(reversed(got))
         return s[len(s) - k :]
 
-    def _append(self, text: str) -> None:
-        pieces = self._pieces
-        pieces.append(text)
-        size = self._len + len(text)
-        cap = self.tail_chars
-        while len(pieces) > 1 and size - len(pieces[0]) >= cap:
-            size -= len(pieces.popleft())
-        if len(pieces) == 1 and size > 2 * cap:
-            only = pieces.pop()[-cap:]
-            pieces.append(only)
-            size = len(only)
-        self._len = size
-
     def filter(self, text: str) -> str:
         """Deduplicate one chunk against the recent tail; returns the text to emit."""
         at = self._fed
@@ -158,25 +145,29 @@ class RecentTextDedup(NoteSink):
                     out = ""
                     self._note("dedup", "full_repeat", at, text)
             else:
-                k = self._overlap(tail, text)
-                if k:
-                    out = text[k:]
-                    self._note("dedup", "overlap", at, text[:k], overlap=k)
-        if out:
-            self._append(out)
+                # the longest k >= min_chars with tail[-k:] == text[:k] (tail is at most n)
+                probe = text[: self.min_chars]
+                j = tail.find(probe, 0)
+                while j >= 0:  # leftmost start = longest overlap
+                    if text.startswith(tail[j:]):
+                        k = len(tail) - j
+                        out = text[k:]
+                        self._note("dedup", "overlap", at, text[:k], overlap=k)
+                        break
+                    j = tail.find(probe, j + 1)
+        if out:  # remember it: the tail keeps the last tail_chars characters
+            pieces = self._pieces
+            pieces.append(out)
+            size = self._len + len(out)
+            cap = self.tail_chars
+            while len(pieces) > 1 and size - len(pieces[0]) >= cap:
+                size -= len(pieces.popleft())
+            if len(pieces) == 1 and size > 2 * cap:
+                only = pieces.pop()[-cap:]
+                pieces.append(only)
+                size = len(only)
+            self._len = size
         return out
-
-    def _overlap(self, tail: str, text: str) -> int:
-        """Longest k >= min_chars with tail[-k:] == text[:k] (tail is at most len(text))."""
-        m = self.min_chars
-        probe = text[:m]
-        lt = len(tail)
-        j = tail.find(probe, 0)
-        while j >= 0:  # leftmost start = longest overlap
-            if text.startswith(tail[j:]):
-                return lt - j
-            j = tail.find(probe, j + 1)
-        return 0
 
 
 # -- markdown code ranges and speaker labels (§7.3) ----------------------------------------
