@@ -419,3 +419,27 @@ def test_a_mock_response_built_with_its_content_is_one_read_decoded_once():
 
     r = run_stream("custom", BODY, base_url=URL, transport=httpx.MockTransport(handler))
     assert (r.text, r.error, r.attempts[-1].n_reads) == ("Hi", None, 1)
+
+
+@pytest.mark.parametrize("tail", [b"\r\n", b"\x00" * 7, b"garbage after the body"])
+def test_bytes_after_a_gzip_body_are_ignored_as_httpx_and_gzip_do(tail):
+    plain = _chunk("Hi") + b"data: [DONE]\n\n"
+    packed = gzip.compress(plain) + tail
+    for size in (1, 7, len(packed)):
+        reads = [packed[i : i + size] for i in range(0, len(packed), size)]
+        r = run_stream(
+            "custom", BODY, base_url=URL, transport=ReplayTransport([_exchange(reads, "gzip")])
+        )
+        assert (r.text, r.error, r.attempts[-1].end_reason) == ("Hi", None, "eof"), size
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["zlib-wrapped", "raw"])
+def test_deflate_decodes_whatever_the_first_read_holds(raw):
+    data = b"".join(_chunk(f"d{i} ") for i in range(50)) + b"data: [DONE]\n\n"
+    packed = zlib.compress(data)[2:-4] if raw else zlib.compress(data)
+    for size in (1, 2, 3, 1000):
+        decoder = decoder_for("deflate")
+        assert decoder is not None
+        out = [p for i in range(0, len(packed), size) for p in decoder.feed(packed[i : i + size])]
+        out.extend(decoder.flush())
+        assert b"".join(out) == data, size

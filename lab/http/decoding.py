@@ -6,12 +6,16 @@ out the decoded body in pieces of at most :data:`PIECE_BYTES`, lazily, so whoeve
 them (the SSE decoder, and the byte limit ``LabConfig.max_exchange_bytes`` in
 :func:`lab.stream.run_stream`) holds one piece at a time and can stop early.
 
-``gzip``/``x-gzip`` and ``deflate`` (zlib-wrapped or raw, as httpx accepts) are decoded
-here, ``identity`` passes through. ``br`` and ``zstd`` go through httpx's own decoders when
-their libraries are installed (bounded by the read, not by :data:`PIECE_BYTES`); an encoding
-httpx does not know is passed through undecoded, as httpx does. Several encodings
-(``gzip, br``) are undone last-applied first. A body that does not decode raises
-:class:`httpx.DecodingError`, as httpx would.
+``gzip``/``x-gzip`` (every member, where httpx 0.28 keeps the first and knows no
+``x-gzip``) and ``deflate`` (zlib-wrapped or raw) are decoded here, ``identity`` passes
+through. ``br`` and ``zstd`` go through httpx's own decoders when their libraries are
+installed (bounded by the read, not by :data:`PIECE_BYTES`); an encoding httpx does not
+know is passed through undecoded, as httpx does. Several encodings (``gzip, br``) are
+undone last-applied first. Bytes after the end of a compressed body are ignored, as httpx
+and ``gzip -d`` ignore them. A body that does not decode raises
+:class:`httpx.DecodingError` (a ``read_error`` for the stream). A body that stops inside
+its compressed stream gives what it held, as httpx does: the tail the server never sent
+is not made up.
 """
 
 from __future__ import annotations
@@ -28,32 +32,38 @@ PIECE_BYTES = 64 * 1024
 """The largest decoded piece handed out at once (not a heuristic: any size bounds memory)."""
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 class _Zlib:
-    """gzip or deflate through ``zlib.decompressobj`` with ``max_length``."""
+    """gzip or deflate through ``zlib.decompressobj`` with ``max_length``.
+
+    Deflate is zlib-wrapped per the RFC, raw from some servers: the first two bytes decide.
+    gzip members one after another are all decoded; bytes after the last member that do not
+    start another (a stray CRLF, padding) are ignored, as ``gzip -d`` and httpx do."""
 
     def __init__(self, gzip: bool) -> None:
         self._gzip = gzip
-        self._raw_fallback = not gzip  # deflate: zlib-wrapped per the RFC, raw from some
+        self._head: bytes | None = None if gzip else b""  # deflate: bytes before deciding
+        self._done = False  # the body ended: what follows is not part of it
         self._z = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
 
     def feed(self, data: bytes) -> Iterator[bytes]:
-        if self._raw_fallback and data:
-            self._raw_fallback = False
-            try:
-                first = self._z.decompress(data, PIECE_BYTES)
+        if self._head is not None:
+            data = self._head + data
+            if len(data) < 2:
+                self._head = data
+                return iter(())
+            self._head = None
+            try:  # a zlib header checks itself: two bytes tell zlib-wrapped from raw
+                zlib.decompressobj().decompress(data[:2])
             except zlib.error:
                 self._z = zlib.decompressobj(-zlib.MAX_WBITS)
-            else:
-                if first:
-                    yield first
-                data = self._z.unconsumed_tail
-                if not data and len(first) < PIECE_BYTES:
-                    return
-        yield from self._drain(data)
+        return self._drain(data)
 
     def _drain(self, data: bytes) -> Iterator[bytes]:
         z = self._z
-        while True:
+        while not self._done:
             try:
                 out = z.decompress(data, PIECE_BYTES)
             except zlib.error as exc:
@@ -63,14 +73,19 @@ class _Zlib:
                 yield out
             if z.eof:
                 rest = z.unused_data + data
-                if not rest or not self._gzip:  # trailing bytes after deflate: ignored
-                    return
-                self._z = z = zlib.decompressobj(zlib.MAX_WBITS | 16)  # the next member
-                data = rest
-            elif not data and len(out) < PIECE_BYTES:
+                if self._gzip and rest and rest[:2] == _GZIP_MAGIC[: len(rest)]:
+                    self._z = z = zlib.decompressobj(zlib.MAX_WBITS | 16)  # the next member
+                    data = rest
+                    continue
+                self._done = True  # trailing bytes after the body: ignored
+                return
+            if not data and len(out) < PIECE_BYTES:
                 return  # all input used and nothing held back
 
     def flush(self) -> Iterator[bytes]:
+        if self._head:  # a deflate body of one byte: decode what there is
+            head, self._head = self._head, None
+            return self._drain(head)
         return self._drain(b"")
 
 
