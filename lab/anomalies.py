@@ -29,6 +29,10 @@ Detectors and the real-world bug each one catches (``reference/wire-formats.md``
   (the recorder was killed, ``end_reason="incomplete"``, or interrupted, ``"cancelled"``),
   so how the stream really ended is unknown. Such a stream is never also flagged
   ``eof_without_terminator``.
+- ``limit_reached`` – not the provider's doing either: the lab's own limit ended the
+  stream (``LabConfig.max_exchange_s``, ``end_reason="time_limit"``, or
+  ``max_exchange_bytes``, ``"byte_limit"``); never also ``error_in_200_stream`` or
+  ``eof_without_terminator``.
 - ``truncated_tool_arguments`` – a tool call whose argument JSON was cut short: OpenRouter
   rewriting ``length`` to ``tool_calls`` (NousResearch/hermes-agent PR #7693, #91717),
   DeepSeek-v4 ``Unterminated string`` arguments at exactly ``max_tokens``, vLLM PR #46303,
@@ -68,7 +72,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from lab.guards.tags import REASONING_TAG_RE
-from lab.result import CUT_END_REASONS
+from lab.result import CUT_END_REASONS, LIMIT_END_REASONS
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -94,6 +98,7 @@ __all__ = [
     "find_duplicated_delta",
     "find_immediate_repetition",
     "glued_reasoning_summaries",
+    "limit_reached",
     "recording_cut",
     "think_tags_after_guards",
     "tool_markup_in_content",
@@ -330,8 +335,8 @@ def glued_reasoning_summaries(result: StreamResult, config: AnomalyConfig | None
 
 def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The stream ended with no end evidence ([DONE] / finish reason) and no error: truncated."""
-    if recording_cut(result):
-        return False  # the recording stops there, not (as far as anyone knows) the stream
+    if recording_cut(result) or limit_reached(result):
+        return False  # the recording, or the lab, stops there, not the stream
     facts = result.facts
     if facts.get("unterminated_tail") and (
         facts.get("cut_event_chars")  # the last event was cut inside its data
@@ -354,6 +359,11 @@ def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = 
 def recording_cut(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The recording ends before the stream did: the recorder was killed or interrupted."""
     return _last_attempt_end(result) in CUT_END_REASONS
+
+
+def limit_reached(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The lab's own time or byte limit (LabConfig.max_exchange_s / max_exchange_bytes) ended the stream."""
+    return _last_attempt_end(result) in LIMIT_END_REASONS
 
 
 def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
@@ -382,8 +392,8 @@ def think_tags_after_guards(result: StreamResult, config: AnomalyConfig | None =
 
 def error_in_200_stream(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Informational: the request failed inside an HTTP-200 stream (status alone says OK)."""
-    if result.error is None or not result.attempts:
-        return False
+    if result.error is None or not result.attempts or limit_reached(result):
+        return False  # no error, or the lab's limit (not the provider) ended the stream
     attempt = _error_chunk_attempt(result)
     info = None
     if attempt is not None:
@@ -512,6 +522,7 @@ DETECTORS: dict[str, Detector] = {
     "glued_reasoning_summaries": glued_reasoning_summaries,
     "eof_without_terminator": eof_without_terminator,
     "recording_cut": recording_cut,
+    "limit_reached": limit_reached,
     "truncated_tool_arguments": truncated_tool_arguments,
     "empty_answer_with_reasoning": empty_answer_with_reasoning,
     "think_tags_after_guards": think_tags_after_guards,

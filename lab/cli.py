@@ -8,6 +8,7 @@
                [--n N] [--out DIR] [--config FILE] [--max-seconds S] [--max-bytes N]
     lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
+              [--config FILE] [--max-seconds S] [--max-bytes N]
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
                     [--engine local|dask] [--scheduler ADDR]
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
@@ -324,9 +325,39 @@ def cmd_fake_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_live_config_args(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--max-seconds`` and ``--max-bytes``: what a live command runs under."""
+    parser.add_argument("--config", default=None, help=_CONFIG_HELP)
+    parser.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="end an exchange that takes longer than S seconds, headers and body, however "
+        "slowly it trickles (LabConfig.max_exchange_s; default 1800)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="stop reading a response past N decoded bytes "
+        "(LabConfig.max_exchange_bytes; default 268435456, 256 MiB)",
+    )
+
+
+def _live_config(args: argparse.Namespace) -> Any:
+    """The LabConfig of ``--config`` with ``--max-seconds`` / ``--max-bytes`` on top."""
+    from lab.console import load_config
+
+    config = load_config(args.config)
+    limits = {"max_exchange_s": args.max_seconds, "max_exchange_bytes": args.max_bytes}
+    chosen = {k: v for k, v in limits.items() if v is not None}
+    return config.model_copy(update=chosen) if chosen else config
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from lab.capture.errors import CaptureWriteError
-    from lab.console import load_config
     from lab.providers import adapter_for
     from lab.recorder import Recorder
     from lab.request import build_body
@@ -354,11 +385,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         from lab.providers.openai_responses import responses_body
 
         body = responses_body(body)
-    config = load_config(args.config)
-    limits = {"max_exchange_s": args.max_seconds, "max_exchange_bytes": args.max_bytes}
-    chosen = {k: v for k, v in limits.items() if v is not None}
-    if chosen:
-        config = config.model_copy(update=chosen)
+    config = _live_config(args)
     try:
         rec = Recorder(args.out, label=args.label, config=config)
     except OSError as exc:
@@ -538,6 +565,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "needs none)"
         )
     out = _check_out_dir("--out", args.out)
+    config = _live_config(args)  # a bad --config is bad input, before any request
     try:
         prompts = sweep.load_prompts(args.prompts)
         targets = _sweep_targets(args, adapter, key)
@@ -556,6 +584,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     report = sweep.run_sweep(
         plan,
         provider=args.provider,
+        config=config,
         out=out,
         concurrency=args.concurrency,
         max_requests=args.max_requests,
@@ -1070,23 +1099,7 @@ def build_parser() -> argparse.ArgumentParser:
         "openrouter, deepseek)",
     )
     r.add_argument("--n", type=_positive, default=1, help="how many times (default 1)")
-    r.add_argument("--config", default=None, help=_CONFIG_HELP)
-    r.add_argument(
-        "--max-seconds",
-        type=_positive_float,
-        default=None,
-        metavar="S",
-        help="end an exchange that takes longer than S seconds, headers and body, however "
-        "slowly it trickles (LabConfig.max_exchange_s; default 1800)",
-    )
-    r.add_argument(
-        "--max-bytes",
-        type=_positive,
-        default=None,
-        metavar="N",
-        help="stop reading a response past N decoded bytes "
-        "(LabConfig.max_exchange_bytes; default 268435456, 256 MiB)",
-    )
+    _add_live_config_args(r)
     r.add_argument(
         "--out",
         default="recordings",
@@ -1150,6 +1163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--base-url", default=None, help="the provider's API base (default: its public API)"
     )
     sw.add_argument("--out", default="sweeps", help="capture root directory (default: sweeps)")
+    _add_live_config_args(sw)
     sw.add_argument(
         "--label", default=None, help="a label stored with the recording (default: lab sweep)"
     )

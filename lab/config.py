@@ -58,7 +58,7 @@ class LabConfig(BaseModel):
     ``end_reason="time_limit"`` and a ``time_limit`` error chunk; the capture records it and
     replay ends there too. None: no limit. Applies to the lab's own transports and any
     ``httpx.HTTPTransport`` (:func:`lab.http.limits.install`)."""
-    max_exchange_bytes: int | None = Field(256 * 1024 * 1024, gt=0)
+    max_exchange_bytes: int | None = Field(256 * 1024 * 1024, gt=0, strict=True)
     """The most decoded body bytes one exchange is read for: 256 MiB, about five times the
     SSE of a 128,000-token answer, the largest output any model offers (OpenRouter's
     chunks in ``tests/realworld/`` average 300-390 bytes each), and nearly four times the
@@ -67,6 +67,12 @@ class LabConfig(BaseModel):
     chunk; an endless stream cannot grow memory without bound, nor a compressed body
     inflate past it (decoding is done in bounded pieces: :mod:`lab.http.decoding`). None:
     no limit."""
+    max_error_body_bytes: int = Field(64 * 1024, gt=0, strict=True)
+    """The most decoded bytes of an HTTP error body (4xx/5xx) that are read: 64 KiB, ten
+    times a large HTML error page; providers' JSON errors are a few hundred bytes. Past it
+    the lab reads no further (the capture records ``byte_limit``) and the attempt's
+    ``error`` says the body was cut, so a huge or inflating error body costs neither memory
+    nor minutes of error classification."""
     repair_cut_number_prefixes: bool = False
     """Lab addition, off as in the reference (§9.1 calls ``{"n": 12.`` malformed and refuses
     it): tool arguments cut inside a number (``12.``, ``1e+``) are repaired by dropping that

@@ -21,6 +21,7 @@ from lab.model import (
 
 __all__ = [
     "CUT_END_REASONS",
+    "LIMIT_END_REASONS",
     "AttemptInfo",
     "ChunkOrigin",
     "Results",
@@ -34,6 +35,11 @@ CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
 ``cancelled`` (the client stopped reading: interrupted, or a guard stopped the stream). A
 replay that reads past the last read of such an exchange ends the attempt with that reason
 (:class:`lab.http.transports.RecordingCut`)."""
+
+
+LIMIT_END_REASONS = frozenset({"time_limit", "byte_limit"})
+"""End reasons that say the lab's own limit ended the exchange (``LabConfig.max_exchange_s``
+/ ``max_exchange_bytes``): recorded so, and the end reason of the attempt it ended."""
 
 
 def counted_thoughts(chunk: ProcessedChunk) -> list[ThoughtLogEntry]:

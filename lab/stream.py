@@ -120,7 +120,9 @@ def run_stream(
         tools = body["tools"]
     adapter = adapter_cls(config=cfg, tools=tools, stream_id=sid, model=model)
     own_client = client is None
-    if client is None:
+    if client is not None:  # the caller's client: its httpx transport keeps the deadline too
+        install_limits(getattr(client, "_transport", None))
+    else:
         timeout = httpx.Timeout(30.0, read=cfg.inactivity_timeout_s)
         if transport is None:
             transport = httpx.HTTPTransport()
@@ -260,21 +262,47 @@ def _run_attempt(
         return False
 
     info.status = response.status_code
-    max_bytes = adapter.config.max_exchange_bytes
+    cfg = adapter.config
+    max_bytes = cfg.max_exchange_bytes
+    if response.status_code >= 400:  # an error body is small: read it only so far
+        cap = cfg.max_error_body_bytes
+        max_bytes = cap if max_bytes is None else min(max_bytes, cap)
     body = _Body(response, max_bytes, times, t0)
     try:
         if response.status_code >= 400:
             cut_reason = None
+            parts: list[bytes] = []
+            cut_at_limit = False
             try:  # read by read, as the stream is (counted); kept up to the byte limit
-                text = b"".join(p for _, p in body.pieces()).decode("utf-8", errors="replace")
+                parts.extend(p for _, p in body.pieces())
+            except LimitExceeded as exc:  # replay: the lab's limit ended the recorded body
+                if exc.end_reason == "time_limit":
+                    info.n_reads = body.n_reads
+                    _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+                    return False
+                cut_at_limit = True  # byte_limit: the body is what the recording holds
             except RecordingCut as exc:  # replay: the body was not recorded whole
-                text, cut_reason = "", exc.end_reason
+                parts, cut_reason = [], exc.end_reason
             except httpx.HTTPError as exc:
-                text = f"{type(exc).__name__}: {exc}"
+                if expired(limit):
+                    info.n_reads = body.n_reads
+                    _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+                    return False
+                parts = [f"{type(exc).__name__}: {exc}".encode()]
+            text = b"".join(parts).decode("utf-8", errors="replace")
+            if body.over:
+                _note_exchange_end(
+                    response,
+                    "byte_limit",
+                    f"the error body went past {max_bytes} decoded bytes "
+                    "(LabConfig.max_error_body_bytes); the lab read no further",
+                )
             info.n_reads = body.n_reads
             info.end_reason = cut_reason or "http_error"
             message = adapter.failure_message(response.status_code, text)
             info.error = message
+            if body.over or cut_at_limit:
+                info.error += f" [error body cut at {max_bytes} bytes: the lab's byte limit]"
             nxt = plan.on_failure(response.status_code, message)
             info.degradable = _classification(plan)
             if nxt is not None:

@@ -217,6 +217,7 @@ def test_registry_lists_every_detector_in_report_order():
         "glued_reasoning_summaries",
         "eof_without_terminator",
         "recording_cut",
+        "limit_reached",
         "truncated_tool_arguments",
         "empty_answer_with_reasoning",
         "think_tags_after_guards",

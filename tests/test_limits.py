@@ -336,6 +336,9 @@ def test_limits_are_validated_config_fields_with_generous_defaults():
         LabConfig.coerce({"max_exchange_bytes": 0})
     with pytest.raises(ConfigError, match="max_exchange_s"):
         LabConfig.coerce({"max_exchange_s": -1})
+    with pytest.raises(ConfigError, match="max_exchange_bytes"):  # not a 1-byte limit
+        LabConfig.coerce({"max_exchange_bytes": True})
+    assert LabConfig().max_error_body_bytes == 64 * 1024
     # the defaults leave every earlier config fingerprint as it was
     assert LabConfig().fingerprint() == LabConfig.model_validate({}).fingerprint()
 
@@ -443,3 +446,96 @@ def test_deflate_decodes_whatever_the_first_read_holds(raw):
         out = [p for i in range(0, len(packed), size) for p in decoder.feed(packed[i : i + size])]
         out.extend(decoder.flush())
         assert b"".join(out) == data, size
+
+
+def _error_head(extra: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+        + extra
+        + b"transfer-encoding: chunked\r\n\r\n"
+    )
+
+
+def test_a_huge_error_body_is_read_only_up_to_the_error_body_cap(tmp_path):
+    message = b'{"error": {"message": "' + b"x" * (4 << 20) + b'"}}'
+
+    def huge(sock: socket.socket, stop: threading.Event) -> None:
+        sock.sendall(_error_head() + _piece(message) + b"0\r\n\r\n")
+
+    config = LabConfig(degrade=False)
+    with serve(huge) as url:
+        result, elapsed, path = _record(tmp_path, url, config)
+    attempt = result.attempts[-1]
+    assert (attempt.status, attempt.end_reason) == (400, "http_error")
+    assert attempt.error is not None
+    assert attempt.error.endswith(" [error body cut at 65536 bytes: the lab's byte limit]")
+    assert result.error is not None and len(result.error.message) < 70_000
+    [exchange] = open_capture(path).exchanges()
+    assert exchange.end_reason == "byte_limit"
+    assert exchange.error == (
+        "the error body went past 65536 decoded bytes (LabConfig.max_error_body_bytes); "
+        "the lab read no further"
+    )
+    [again] = replay(path, config=config)
+    assert again.error == result.error
+    assert again.attempts[-1].error == attempt.error
+    # under a larger cap the replay reads what was recorded, and says it was cut
+    [larger] = replay(path, config=LabConfig(degrade=False, max_error_body_bytes=8 << 20))
+    assert larger.attempts[-1].end_reason == "http_error"
+    assert (larger.attempts[-1].error or "").endswith("the lab's byte limit]")
+
+
+def test_an_inflating_error_body_costs_neither_memory_nor_minutes():
+    bomb = gzip.compress(_bomb(64 << 20), 9)  # 64 MiB of zeros in about 1 KB
+    exchange = _exchange([bomb], "gzip, gzip")
+    exchange.status = 400
+    t0 = time.monotonic()
+    result = run_stream(
+        "custom",
+        BODY,
+        base_url=URL,
+        transport=ReplayTransport([exchange]),
+        config={"degrade": False},
+    )
+    assert time.monotonic() - t0 < 10  # before the cap: about 2 s per MiB of error text
+    assert result.attempts[-1].status == 400
+    assert result.error is not None and len(result.error.message) < 70_000
+
+
+def test_a_time_limit_inside_an_error_body_ends_the_same_live_and_on_replay(tmp_path):
+    def slow_error(sock: socket.socket, stop: threading.Event) -> None:
+        sock.sendall(_error_head() + _piece(b'{"error": {"message": "bad'))
+        while not stop.wait(0.05):
+            sock.sendall(_piece(b"."))
+
+    config = LabConfig(max_exchange_s=0.4, degrade=False)
+    with serve(slow_error) as url:
+        result, elapsed, path = _record(tmp_path, url, config)
+    assert elapsed < 3
+    assert result.attempts[-1].end_reason == "time_limit"
+    assert result.error is not None
+    assert (result.error.type, result.error.code) == ("timeout", "time_limit")
+    [again] = replay(path, config=config)
+    assert again.error == result.error
+    assert again.attempts == result.attempts
+
+
+def test_a_stream_the_lab_limit_ended_is_named_so_and_not_blamed_on_the_provider(tmp_path):
+    from lab.anomalies import detect
+
+    with serve(endless) as url:
+        result, _, _ = _record(tmp_path, url, LabConfig(max_exchange_bytes=1 << 16))
+    anomalies = detect(result)
+    assert "limit_reached" in anomalies
+    assert "error_in_200_stream" not in anomalies
+    assert "eof_without_terminator" not in anomalies
+
+
+def test_the_time_limit_holds_for_a_client_the_caller_passes(tmp_path):
+    with serve(trickle_body) as url, httpx.Client(timeout=5) as client:
+        t0 = time.monotonic()
+        result = run_stream(
+            "custom", BODY, base_url=url, client=client, config=LabConfig(max_exchange_s=0.4)
+        )
+    assert time.monotonic() - t0 < 3
+    assert result.attempts[-1].end_reason == "time_limit"

@@ -386,3 +386,28 @@ def test_a_sweep_killed_hard_resumes_from_its_journals_and_resends_only_the_unfi
             done.stdout.decode()
         )
     assert sweep.finished_keys(out) == {i.key for i in _plan(prompts, "x", n=3)}
+
+
+def test_lab_sweep_runs_under_the_limits_it_is_given(prompts, tmp_path, capsys):
+    from lab.capture import open as open_capture
+
+    with FakeServer(delay_scale=0) as srv:
+        main(
+            ["sweep", "--provider", "openrouter", "--model", MODEL, "--prompts", str(prompts)]
+            + ["--base-url", srv.base_url + "/api/v1", "--out", str(tmp_path / "o")]
+            + ["--n", "1", "--quiet", "--max-bytes", "64"]
+        )
+    capsys.readouterr()
+    ends = {ex.end_reason for ex in open_capture(tmp_path / "o").exchanges() if ex.status == 200}
+    assert ends == {"byte_limit"}
+
+
+def test_lab_sweep_refuses_a_config_file_that_does_not_exist(prompts, tmp_path, capsys):
+    rc = main(
+        ["sweep", "--provider", "openrouter", "--model", MODEL, "--prompts", str(prompts)]
+        + ["--base-url", "http://127.0.0.1:9/api/v1", "--out", str(tmp_path / "o")]
+        + ["--config", str(tmp_path / "missing.json")]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "config file does not exist" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()

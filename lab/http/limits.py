@@ -25,10 +25,9 @@ from typing import Any
 import httpcore
 import httpx
 
-__all__ = ["LIMIT_END_REASONS", "LimitExceeded", "deadline", "expired", "install"]
+from lab.result import LIMIT_END_REASONS  # re-exported here: the one definition is there
 
-LIMIT_END_REASONS = frozenset({"time_limit", "byte_limit"})
-"""Recorded end reasons that say the lab's own limit ended the exchange."""
+__all__ = ["LIMIT_END_REASONS", "LimitExceeded", "deadline", "expired", "install"]
 
 
 class LimitExceeded(httpx.TransportError):
