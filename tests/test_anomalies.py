@@ -867,3 +867,23 @@ def test_reasoning_shown_before_its_closing_tag_is_flagged():
     assert "reasoning_shown_before_close" in detect(r)
     clean = replay_sse("openai", _chat("<think>", "The user wants X.</think>Answer: X."))
     assert "reasoning_shown_before_close" not in detect(clean)
+
+
+@pytest.mark.parametrize("family", ["openai", "openrouter"])
+def test_a_call_in_the_stop_chunk_itself_is_named_when_the_reference_drops_it(family):
+    import json
+
+    from lab.config import LabConfig
+    from lab.replay import replay_sse
+
+    call = {"index": 0, "id": "c1", "type": "function"}
+    call["function"] = {"name": "get_weather", "arguments": '{"city":"Bern"}'}
+    chunk = {"choices": [{"index": 0, "delta": {"content": "Sure.", "tool_calls": [call]}}]}
+    chunk["choices"][0]["finish_reason"] = "stop"
+    body = ("data: " + json.dumps(chunk) + "\n\ndata: [DONE]\n\n").encode()
+    r = replay_sse(family, body)
+    assert (r.text, r.function_calls) == ("Sure.", [])  # the reference builds no call on stop
+    assert r.facts["dropped_tool_calls"] == ["get_weather"]
+    assert "parallel_tool_calls_dropped" in detect(r)
+    kept = replay_sse(family, body, config=LabConfig.complete())
+    assert [c.name for c in kept.function_calls] == ["get_weather"]

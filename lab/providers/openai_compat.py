@@ -1057,7 +1057,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if ignored:
                 metadata["ignored_tool_calls"] = ignored
             return calls
-        if finish and self.tool_acc:
+        if finish and (self.tool_acc or delta.get("tool_calls")):
+            self._accumulate_tools(delta)  # the finish chunk's own calls are named too
             self.facts.setdefault("dropped_tool_calls", []).extend(self.tool_acc.names())
             self.tool_acc = ToolCallAccumulator()
         return None
