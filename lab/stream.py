@@ -436,32 +436,31 @@ class _Body:
 
     def pieces(self) -> Iterator[tuple[int, bytes]]:
         """``(read index, piece)`` for every decoded piece, in order; stops at the limit."""
+        budget = self._max
+        for seq, piece in self._decoded():
+            if budget is not None:
+                budget -= len(piece)
+                if budget < 0:  # up to the limit exactly, then no more
+                    self.over = True
+                    yield seq, piece[: len(piece) + budget]
+                    return
+            yield seq, piece
+
+    def _decoded(self) -> Iterator[tuple[int, bytes]]:
         reads, decoded = _reads_of(self._response)
         encoding = None if decoded else self._response.headers.get("content-encoding")
         decoding = decoder_for(encoding)
         pieces_of: Callable[[bytes], Iterable[bytes]] = (
             decoding.feed if decoding is not None else _as_is
         )
-        budget, times, t0 = self._max, self._times, self._t0
+        times, t0 = self._times, self._t0
         for seq, raw in enumerate(reads):
             times.append(time.monotonic_ns() - t0)
             self.n_reads = seq + 1
             for piece in pieces_of(raw):
-                if budget is not None:
-                    budget -= len(piece)
-                    if budget < 0:  # up to the limit exactly, then no more
-                        self.over = True
-                        yield seq, piece[: len(piece) + budget]
-                        return
                 yield seq, piece
         if decoding is not None:
             for piece in decoding.flush():
-                if budget is not None:
-                    budget -= len(piece)
-                    if budget < 0:
-                        self.over = True
-                        yield self.n_reads - 1, piece[: len(piece) + budget]
-                        return
                 yield self.n_reads - 1, piece
 
 
@@ -497,7 +496,7 @@ def limit_error(provider: str, end_reason: str, message: str) -> ProviderError:
 def _note_exchange_end(response: httpx.Response, reason: str, text: str) -> None:
     """Tell a recording transport that the lab ended this exchange, and why."""
     recorder = response.extensions.get("lab.exchange")
-    if recorder is not None and hasattr(recorder, "on_end"):
+    if recorder is not None:
         recorder.on_end(reason, text)
 
 

@@ -42,9 +42,6 @@ class LimitExceeded(httpx.TransportError):
         self.end_reason = end_reason
 
 
-_monotonic = time.monotonic
-
-
 class _Deadline:
     __slots__ = ("at", "seconds", "fired")
 
@@ -94,12 +91,6 @@ def expired(d: Any = None) -> bool:
     return bool(d is not None and d.fired)
 
 
-def limit_message() -> str | None:
-    """The message of the current deadline, when it fired."""
-    d = _CURRENT.get()
-    return d.message() if d is not None and d.fired else None
-
-
 # -- the network streams -------------------------------------------------------------------
 
 
@@ -121,20 +112,10 @@ class _Stream(httpcore.NetworkStream):
         self._s = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        # the hot path of every live stream: inlined, no closure
         d = _CURRENT.get()
-        if d is not None:
-            left = d.at - _monotonic()
-            if left <= 0 or timeout is None or left < timeout:
-                if left <= 0:
-                    d.fired = True
-                    raise httpcore.ReadTimeout(d.message())
-                try:
-                    return self._s.read(max_bytes, left)
-                except httpcore.ReadTimeout:
-                    d.fired = True
-                    raise httpcore.ReadTimeout(d.message()) from None
-        return self._s.read(max_bytes, timeout)
+        if d is None:
+            return self._s.read(max_bytes, timeout)
+        return _timed(lambda t: self._s.read(max_bytes, t), timeout, httpcore.ReadTimeout, d)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         d = _CURRENT.get()
