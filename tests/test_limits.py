@@ -138,7 +138,7 @@ def test_a_body_trickling_one_byte_at_a_time_ends_at_the_total_time_limit(tmp_pa
     config = LabConfig(max_exchange_s=0.5, inactivity_timeout_s=5)
     with serve(trickle_body) as url:
         result, elapsed, path = _record(tmp_path, url, config)
-    assert 0.5 <= elapsed < 2.0
+    assert 0.5 <= elapsed < 5.0  # ended by the 0.5 s limit, not by the server
     assert result.attempts[-1].end_reason == "time_limit"
     assert result.error is not None
     assert (result.error.type, result.error.code, result.error.retryable) == (
@@ -165,7 +165,7 @@ def test_headers_trickling_one_line_at_a_time_end_at_the_total_time_limit(tmp_pa
     config = LabConfig(max_exchange_s=0.5, inactivity_timeout_s=5)
     with serve(trickle_headers) as url:
         result, elapsed, path = _record(tmp_path, url, config)
-    assert 0.5 <= elapsed < 2.0
+    assert 0.5 <= elapsed < 5.0  # ended by the 0.5 s limit, not by the server
     assert result.attempts[-1].end_reason == "time_limit"
     assert result.attempts[-1].status is None
     assert result.error is not None and result.error.code == "time_limit"
@@ -489,7 +489,6 @@ def test_an_inflating_error_body_costs_neither_memory_nor_minutes():
     bomb = gzip.compress(_bomb(64 << 20), 9)  # 64 MiB of zeros in about 1 KB
     exchange = _exchange([bomb], "gzip, gzip")
     exchange.status = 400
-    t0 = time.monotonic()
     result = run_stream(
         "custom",
         BODY,
@@ -497,8 +496,11 @@ def test_an_inflating_error_body_costs_neither_memory_nor_minutes():
         transport=ReplayTransport([exchange]),
         config={"degrade": False},
     )
-    assert time.monotonic() - t0 < 10  # before the cap: about 2 s per MiB of error text
     assert result.attempts[-1].status == 400
+    # read up to the cap, no further: what is classified is 64 KiB, not 64 MiB
+    assert (result.attempts[-1].error or "").endswith(
+        " [error body cut at 65536 bytes: the lab's byte limit]"
+    )
     assert result.error is not None and len(result.error.message) < 70_000
 
 
@@ -511,7 +513,7 @@ def test_a_time_limit_inside_an_error_body_ends_the_same_live_and_on_replay(tmp_
     config = LabConfig(max_exchange_s=0.4, degrade=False)
     with serve(slow_error) as url:
         result, elapsed, path = _record(tmp_path, url, config)
-    assert elapsed < 3
+    assert elapsed < 5
     assert result.attempts[-1].end_reason == "time_limit"
     assert result.error is not None
     assert (result.error.type, result.error.code) == ("timeout", "time_limit")
@@ -537,5 +539,5 @@ def test_the_time_limit_holds_for_a_client_the_caller_passes(tmp_path):
         result = run_stream(
             "custom", BODY, base_url=url, client=client, config=LabConfig(max_exchange_s=0.4)
         )
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 5
     assert result.attempts[-1].end_reason == "time_limit"
