@@ -568,9 +568,14 @@ def _replay_parallel(
                 RuntimeWarning,
                 stacklevel=3,
             )
-        show()
+        results = [result for i in range(len(shares)) for result in done.pop(i)]
+        if bar is not None and len(results) > shown:
+            # a child counts its streams after delivering them: the last share may be here
+            # before its count is, so the bar ends at what arrived, every stream
+            bar.update(len(results) - shown)
+            shown = len(results)
         finished = True
-        return [result for i in range(len(shares)) for result in done.pop(i)]
+        return results
     finally:
         if finished:  # the children have nothing left to do but exit: reap them off the clock
             _reap(children)

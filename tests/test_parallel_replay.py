@@ -306,3 +306,16 @@ def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch
     assert [_full(r) for r in first] == [_full(r) for r in second] == serial
     assert at_fork == [set(), set()]
     assert "replay: 100%" in capsys.readouterr().err
+
+
+def test_progress_bar_ends_at_every_stream_when_a_child_counts_late(serial, capsys, monkeypatch):
+    # a child publishes its share, then counts it: the parent may load the share first
+    real = lab.replay._count_done
+    monkeypatch.setattr(lab.replay, "_count_done", lambda state, lock, k: None)
+    try:
+        replay(CAPTURES, workers=2, progress=True)
+    finally:
+        monkeypatch.setattr(lab.replay, "_count_done", real)
+    err = capsys.readouterr().err
+    n = len(serial)
+    assert f"{n}/{n}" in err
