@@ -16,8 +16,12 @@ from lab.model import (
     ProviderError,
     ThoughtLogEntry,
     Usage,
+    _shaped,
     _trusted,
     new_chunk,
+    new_piece_chunk,
+    new_raw_thought,
+    new_text_chunk,
     new_thought,
 )
 
@@ -101,3 +105,58 @@ def test_without_check_mode_the_builder_stores_what_it_is_given(monkeypatch):
     monkeypatch.delenv(CHECK_UNVALIDATED_ENV)
     build = _trusted(ProcessedChunk)
     assert build(type="text", content=5).content == 5  # no validation: the caller's promise
+
+
+@given(
+    st.sampled_from(["text", "done"]),
+    st.none() | texts,
+    st.lists(thoughts, max_size=3),
+    st.none() | texts,
+    st.dictionaries(st.sampled_from(["usage", "finish_reason"]), st.none() | texts, max_size=2),
+)
+def test_new_piece_chunk_builds_what_processed_chunk_validation_builds(t, content, th, sp, meta):
+    values = {
+        "type": t,
+        "content": content,
+        "thoughts": th,
+        "serving_provider": sp,
+        "metadata": meta,
+    }
+    _same(new_piece_chunk(t, content, th, sp, meta), ProcessedChunk(**values))
+
+
+@given(st.none() | texts, st.lists(thoughts, max_size=2), st.dictionaries(texts, texts, max_size=2))
+def test_new_text_chunk_builds_what_processed_chunk_validation_builds(content, th, meta):
+    values = {"type": "text", "content": content, "thoughts": th, "metadata": meta}
+    _same(new_text_chunk(content, th, meta), ProcessedChunk(**values))
+
+
+@given(texts)
+def test_new_raw_thought_builds_what_thought_log_entry_validation_builds(content):
+    _same(new_raw_thought(content), ThoughtLogEntry(kind="raw", content=content))
+
+
+def test_a_shaped_builder_fills_defaults_and_fresh_factories_for_what_it_is_not_given():
+    build = _shaped(ProcessedChunk, "content", type="done")
+    a, b = build("x"), build("y")
+    _same(a, ProcessedChunk(type="done", content="x"))
+    assert a.model_fields_set == {"type", "content"}
+    assert a.thoughts is not b.thoughts and a.metadata is not b.metadata
+    a.content = "z"  # pydantic adds to the fields set: it is the chunk's own
+    assert b.model_fields_set == {"type", "content"} and a.content == "z"
+
+
+def test_a_shaped_builder_refuses_a_name_that_is_no_field_or_a_missing_required_one():
+    with pytest.raises(TypeError, match="contnet"):
+        _shaped(ProcessedChunk, "type", "contnet")
+    with pytest.raises(TypeError, match="given twice"):
+        _shaped(ProcessedChunk, "type", "type")
+    with pytest.raises(TypeError, match="required field 'type'"):
+        _shaped(ProcessedChunk, "content")
+
+
+def test_in_check_mode_a_shaped_builder_refuses_a_bad_value():
+    with pytest.raises(ValidationError):
+        new_piece_chunk("txt", "x", [], None, {})
+    with pytest.raises(ValidationError):
+        new_raw_thought(5)

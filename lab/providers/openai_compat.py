@@ -70,6 +70,8 @@ from lab.model import (
     ThoughtLogEntry,
     Usage,
     new_chunk,
+    new_raw_thought,
+    new_text_chunk,
     new_thought,
 )
 from lab.providers.base import (
@@ -992,7 +994,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         thoughts: list[ThoughtLogEntry] = []
         reasoning = delta.get("reasoning_content")
         if reasoning:
-            thoughts.append(new_thought(kind="raw", content=reasoning))
+            thoughts.append(new_raw_thought(reasoning))
             if self.preserve_reasoning_content:
                 self.reasoning_acc.append(reasoning)
         summary = delta.get("reasoning_summary")
@@ -1040,7 +1042,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if delta.get("tool_calls"):
             self._accumulate_tools(delta)
             return new_chunk(type="text", content="", thoughts=thoughts, metadata=metadata)
-        return new_chunk(type="text", content=content or "", thoughts=thoughts, metadata=metadata)
+        return new_text_chunk(content or "", thoughts, metadata)
 
     def _tool_step(
         self, finish: str | None, delta: dict, metadata: dict

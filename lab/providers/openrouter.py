@@ -39,6 +39,8 @@ from lab.model import (
     ProcessedChunk,
     ProviderError,
     new_chunk,
+    new_piece_chunk,
+    new_raw_thought,
     new_thought,
 )
 from lab.providers.base import (
@@ -701,9 +703,14 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 raise RetryAttempt(status, message)
         choices = chunk.get("choices")
         if choices and (choices[0]["index"] != 0 or len(choices) > 1):
-            self._other_choices(chunk, choices)
-            if not chunk.get("choices") and "usage" not in chunk:
+            choices = self._other_choices(chunk, choices)
+            if not choices and "usage" not in chunk:
                 return
+        if not choices or not (
+            choices[0]["delta"].get("tool_calls") or choices[0]["finish_reason"] == "tool_calls"
+        ):  # no tool call, so one piece (split_text_and_tool's own test, inlined: per chunk)
+            self._pipeline(chunk, out)
+            return
         pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
         if len(pieces) == 2 and chunk["choices"][0]["delta"].get("reasoning"):
             # Reference: reasoning stays on both pieces. Mark the second so the result
@@ -812,7 +819,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         first = choices[0]
         delta = first["delta"]
         reasoning = delta.get("reasoning")
-        thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
+        thoughts = [new_raw_thought(reasoning)] if reasoning else []
         if not reasoning and delta.get("reasoning_details"):
             # reasoning only in reasoning_details (no "reasoning" string): the reference
             # reads the string alone; read_all_reasoning_fields reads the entries
@@ -894,13 +901,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             )
         if delta.get("reasoning_details"):
             self.rd_acc.extend(delta["reasoning_details"])
-        return new_chunk(
-            type="text",
-            content=content or "",
-            thoughts=thoughts,
-            serving_provider=sp,
-            metadata=metadata,
-        )
+        return new_piece_chunk("text", content or "", thoughts, sp, metadata)
 
     def _accumulate_tools(self, delta: dict) -> None:
         super()._accumulate_tools(delta)
