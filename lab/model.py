@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +46,35 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _M = TypeVar("_M", bound=BaseModel)
 
 
+class _SharedFieldsSet(set):
+    """The ``model_fields_set`` the unvalidated builders give every model of one call
+    shape: one set, not one per chunk (each was one more object for the cyclic collector
+    to scan when a replay ends: docs/PERFORMANCE.md). It is a set (pydantic's serializer
+    reads it as one) that refuses to change; a model gets a set of its own before pydantic
+    adds to it (:meth:`_Model.__setattr__`, ``model_copy``, ``copy``), so no other model's
+    set ever changes with it.
+    """
+
+    __slots__ = ()
+
+    def _shared(self, *args: Any) -> Any:
+        raise TypeError(
+            "this fields set is shared by every model of one shape; it changes only through "
+            "the model (assignment, model_copy), which gives the model its own first"
+        )
+
+    add = discard = remove = pop = clear = update = _shared
+    intersection_update = difference_update = symmetric_difference_update = _shared
+    __ior__ = __iand__ = __isub__ = __ixor__ = _shared
+
+
+def _thaw(model: BaseModel) -> None:
+    """A model of a shaped builder gets a fields set of its own (before pydantic adds to it)."""
+    fields_set = model.__pydantic_fields_set__
+    if type(fields_set) is _SharedFieldsSet:
+        _set_fields_set(model, set(fields_set))
+
+
 def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any) -> Any:
     """A model from its state, without validating it: how one is unpickled (the state as
     it was pickled) and how :func:`_trusted` builds one."""
@@ -61,8 +90,9 @@ def _trusted(cls: type[_M]) -> Callable[..., _M]:
     """A constructor for ``cls`` that does not validate, for the adapters' per-chunk loops.
 
     ``build(**values)`` returns what ``cls(**values)`` returns for valid values: the same
-    field values in field order, the same ``model_fields_set``, fresh default lists and
-    dicts; it compares equal, dumps, prints and pickles the same. It costs about half as
+    field values in field order, the same ``model_fields_set`` (one
+    :class:`_SharedFieldsSet` per call shape), fresh default lists and dicts; it compares
+    equal, dumps, prints and pickles the same. It costs about half as
     much (validation ran in pydantic's core for every chunk, and copied each list and dict
     it was given). Nothing is checked: a value is stored as given, of whatever type, and a
     name that is not a field is stored too. Use it only where every value already has its
@@ -81,12 +111,17 @@ def _trusted(cls: type[_M]) -> Callable[..., _M]:
         if f.default_factory
     ]
 
+    shared: dict[tuple[str, ...], _SharedFieldsSet] = {}  # one fields set per call shape
+
     def build(**values: Any) -> _M:
         state = {**template, **values}
         for name, factory in factories:
             if name not in values:
                 state[name] = factory()
-        return _rebuild(cls, state, set(values), None, None)
+        fields_set = shared.get(shape := tuple(values))
+        if fields_set is None:
+            fields_set = shared[shape] = _SharedFieldsSet(values)
+        return _rebuild(cls, state, fields_set, None, None)
 
     build.__name__ = build.__qualname__ = f"trusted_{cls.__name__}"
     if os.environ.get(CHECK_UNVALIDATED_ENV) == "1":
@@ -100,9 +135,9 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
     caveats (nothing is checked).
 
     It is generated code, as dataclasses make their ``__init__``: the instance dict is one
-    dict display in field order and ``model_fields_set`` one set display (a fresh set each
-    call, as pydantic adds to it on assignment), so a chunk of the hottest shapes costs about
-    two thirds of ``build(**values)`` (no keyword dict to merge, no factory loop).
+    dict display in field order and ``model_fields_set`` the shape's one
+    :class:`_SharedFieldsSet`, so a chunk of the hottest shapes costs about two thirds of
+    ``build(**values)`` (no keyword dict to merge, no factory loop).
     """
     fields = cls.model_fields
     given = {**fixed, **dict.fromkeys(names)}
@@ -116,6 +151,7 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
         "_set_fields_set": _set_fields_set,
         "_set_extra": _set_extra,
         "_set_private": _set_private,
+        "_fields_set": _SharedFieldsSet(given),
     }
     items = []
     for i, (name, f) in enumerate(fields.items()):
@@ -138,7 +174,7 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
         f"def build({params}):\n"
         "    obj = _new(_cls)\n"
         f"    _set_dict(obj, {{{', '.join(items)}}})\n"
-        f"    _set_fields_set(obj, {{{', '.join(map(repr, given))}}})\n"
+        "    _set_fields_set(obj, _fields_set)\n"
         "    _set_extra(obj, None)\n"
         "    _set_private(obj, None)\n"
         "    return obj\n"
@@ -179,6 +215,23 @@ def _checked(cls: type[_M], build: Callable[..., _M]) -> Callable[..., _M]:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    # pydantic adds to the fields set on assignment and in model_copy(update=...): a model
+    # a shaped builder made shares its set with its shape (_SharedFieldsSet), so it gets
+    # its own first
+    def __setattr__(self, name: str, value: Any) -> None:
+        _thaw(self)
+        super().__setattr__(name, value)
+
+    def __copy__(self) -> Self:
+        copied = super().__copy__()
+        _thaw(copied)
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        copied = super().__deepcopy__(memo)
+        _thaw(copied)
+        return copied
 
     def __reduce__(self) -> tuple:
         # Parallel replay sends every result between processes: pydantic's own

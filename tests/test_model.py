@@ -160,3 +160,66 @@ def test_in_check_mode_a_shaped_builder_refuses_a_bad_value():
         new_piece_chunk("txt", "x", [], None, {})
     with pytest.raises(ValidationError):
         new_raw_thought(5)
+
+
+def _built_both_ways():
+    # a model of each unvalidated builder and its twin of the same shape
+    return [
+        (new_chunk(type="text", content="a"), new_chunk(type="text", content="b")),
+        (new_piece_chunk("text", "a", [], None, {}), new_piece_chunk("text", "b", [], None, {})),
+        (new_raw_thought("a"), new_raw_thought("b")),
+    ]
+
+
+def test_models_of_one_shape_share_a_fields_set_that_refuses_to_change():
+    for a, b in _built_both_ways():
+        assert a.model_fields_set is b.model_fields_set
+        for change in (
+            lambda s: s.add("error"),
+            lambda s: s.update({"error"}),
+            lambda s: s.discard("type"),
+            lambda s: s.clear(),
+        ):
+            with pytest.raises(TypeError, match="shared by every model of one shape"):
+                change(a.model_fields_set)
+        assert isinstance(a.model_fields_set, set)
+
+
+def test_assigning_to_a_model_gives_it_its_own_fields_set_and_leaves_its_twin_alone():
+    a, b = new_piece_chunk("text", "a", [], None, {}), new_piece_chunk("text", "b", [], None, {})
+    a.error = ProviderError(type="api_error", message="m", retryable=False)
+    assert a.model_fields_set == {
+        "type",
+        "content",
+        "thoughts",
+        "serving_provider",
+        "metadata",
+        "error",
+    }
+    assert b.model_fields_set == {"type", "content", "thoughts", "serving_provider", "metadata"}
+    assert "error" in a.model_dump(exclude_unset=True)
+    assert "error" not in b.model_dump(exclude_unset=True)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_model_copy_with_an_update_leaves_the_shape_fields_set_alone(deep):
+    import copy
+
+    for a, b in _built_both_ways():
+        field = "metadata" if isinstance(a, ProcessedChunk) else "kind"
+        value = {"k": 1} if field == "metadata" else "summary"
+        before = set(b.model_fields_set)
+        c = a.model_copy(update={field: value}, deep=deep)
+        assert getattr(c, field) == value and field in c.model_fields_set
+        assert a.model_fields_set == before == b.model_fields_set
+        for twin in (copy.copy(a), copy.deepcopy(a)):
+            setattr(twin, field, value)
+            assert b.model_fields_set == before
+
+
+def test_a_pickled_model_of_a_shaped_builder_loads_and_changes_on_its_own():
+    a, b = new_piece_chunk("text", "a", [], None, {}), new_piece_chunk("text", "b", [], None, {})
+    a2, b2 = pickle.loads(pickle.dumps([a, b]))
+    assert (a2, b2) == (a, b) and a2.model_fields_set == a.model_fields_set
+    a2.content = "changed"
+    assert b2.content == "b" and b2.model_fields_set == b.model_fields_set
