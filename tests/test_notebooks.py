@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 EXECUTED_ELSEWHERE = {"02-tune-spill-guard.ipynb"}  # tests/test_tuning.py
 ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
 HERE = [p for p in ALL if p.name not in EXECUTED_ELSEWHERE]
-TIME_BUDGET_S = 60
+CELL_TIMEOUT_S = 180  # a hung cell fails; how long a notebook takes is not a pass/fail matter
 PARAMETERS_LINE = 'CAPTURES = os.environ.get("LAB_CAPTURES", "../captures")'
 
 
@@ -52,7 +51,7 @@ def test_notebook_is_committed_without_outputs(path):
 def _execute(path: Path, monkeypatch, captures: Path | None = None):
     """Run one notebook headless; ``captures`` goes to the kernel as LAB_CAPTURES (None: unset).
 
-    Returns (notebook with outputs, seconds, every stream text it printed). Checks that the
+    Returns (notebook with outputs, every stream text it printed). Checks that the
     run left the repository's fixtures alone and wrote no ``notebooks/tests``.
     """
     nbformat = pytest.importorskip("nbformat")
@@ -65,16 +64,14 @@ def _execute(path: Path, monkeypatch, captures: Path | None = None):
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,
-        timeout=TIME_BUDGET_S,
+        timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     )
     fixtures_before = _tree_digest(NOTEBOOKS.parent / "tests" / "fixtures")
-    started = time.monotonic()
     try:
         client.execute()
     finally:
-        elapsed = time.monotonic() - started
         # running a notebook never modifies the repository's fixtures (it exports to a temp dir)
         assert _tree_digest(NOTEBOOKS.parent / "tests" / "fixtures") == fixtures_before
         assert not (path.parent / "tests").exists()
@@ -85,10 +82,10 @@ def _execute(path: Path, monkeypatch, captures: Path | None = None):
         for out in cell.outputs
         if out.get("output_type") == "stream"
     )
-    return nb, elapsed, text
+    return nb, text
 
 
-def _check_outputs(path: Path, nb, elapsed: float) -> None:
+def _check_outputs(path: Path, nb) -> None:
     errors = [
         f"{out.get('ename')}: {out.get('evalue')}"
         for cell in nb.cells
@@ -97,7 +94,6 @@ def _check_outputs(path: Path, nb, elapsed: float) -> None:
         if out.get("output_type") == "error"
     ]
     assert errors == []
-    assert elapsed < TIME_BUDGET_S, f"{path.name} took {elapsed:.1f}s"
     # every cell that returns a lab figure shows it as an image, not "<Figure size ...>"
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -129,8 +125,8 @@ def test_notebook_first_code_cell_is_the_parameters_cell(path):
 
 @pytest.mark.parametrize("path", HERE, ids=[p.name for p in HERE])
 def test_notebook_executes_headless_without_errors(path, monkeypatch):
-    nb, elapsed, text = _execute(path, monkeypatch)
-    _check_outputs(path, nb, elapsed)
+    nb, text = _execute(path, monkeypatch)
+    _check_outputs(path, nb)
     if path.name.startswith("01-"):
         assert "worst backend: " in text
         assert "worst backend: openrouter (no backend" not in text
@@ -215,8 +211,8 @@ NB03 = NOTEBOOKS / "03-regression-fixtures.ipynb"
 def test_backends_notebook_on_a_capture_unlike_the_sample(
     other_captures, monkeypatch, capture, expected
 ):
-    nb, elapsed, text = _execute(NB01, monkeypatch, other_captures[capture])
-    _check_outputs(NB01, nb, elapsed)
+    nb, text = _execute(NB01, monkeypatch, other_captures[capture])
+    _check_outputs(NB01, nb)
     for sentence in expected:
         assert sentence in text
 
@@ -224,8 +220,8 @@ def test_backends_notebook_on_a_capture_unlike_the_sample(
 def test_fixtures_notebook_falls_back_to_the_backend_with_the_most_spills(
     other_captures, monkeypatch
 ):
-    nb, elapsed, text = _execute(NB03, monkeypatch, other_captures["spill-parasail"])
-    _check_outputs(NB03, nb, elapsed)
+    nb, text = _execute(NB03, monkeypatch, other_captures["spill-parasail"])
+    _check_outputs(NB03, nb)
     assert "no spill stream on Novita; spill streams per backend: Parasail 1" in text
     assert "1 spill stream(s) on Parasail" in text
     assert "spill-parasail-" in text  # fixture names from lab.fixtures.default_name
@@ -247,8 +243,8 @@ PARTIAL = "s18ec9d7c919ad13206eb17"  # the sample's stream the think stripper cl
 
 def test_backends_notebook_drills_into_the_stream_named_by_lab_stream(monkeypatch):
     monkeypatch.setenv("LAB_STREAM", PARTIAL)
-    nb, elapsed, text = _execute(NB01, monkeypatch)
-    _check_outputs(NB01, nb, elapsed)
+    nb, text = _execute(NB01, monkeypatch)
+    _check_outputs(NB01, nb)
     assert f"STREAM_ID is set: drilling into {PARTIAL} instead" in text
     assert "1 stream(s) cleaned only in part" in text
     assert f"{PARTIAL}: the user already saw 42 chars of reasoning as the answer:" in text
@@ -258,8 +254,8 @@ def test_backends_notebook_drills_into_the_stream_named_by_lab_stream(monkeypatc
 def test_fixtures_notebook_takes_any_stream_and_any_predicate(monkeypatch):
     monkeypatch.setenv("LAB_STREAM", PARTIAL)
     monkeypatch.setenv("LAB_PREDICATE", "guard=think_stripper")
-    nb, elapsed, text = _execute(NB03, monkeypatch)
-    _check_outputs(NB03, nb, elapsed)
+    nb, text = _execute(NB03, monkeypatch)
+    _check_outputs(NB03, nb)
     assert f"STREAM_ID is set: {PARTIAL} (SiliconFlow), where guard=think_stripper holds" in text
     assert "(this fixture does not depend on the spill guard" in text
 
@@ -316,8 +312,8 @@ def hostile_capture(tmp_path):
 def test_backends_notebook_shows_markup_from_the_stream_as_text(hostile_capture, monkeypatch):
     path, stream_id = hostile_capture
     monkeypatch.setenv("LAB_STREAM", stream_id)
-    nb, elapsed, _ = _execute(NB01, monkeypatch, path)
-    _check_outputs(NB01, nb, elapsed)
+    nb, _ = _execute(NB01, monkeypatch, path)
+    _check_outputs(NB01, nb)
     html_out = [
         out["data"]["text/html"]
         for cell in nb.cells
