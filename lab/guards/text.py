@@ -132,11 +132,11 @@ class RecentTextDedup(NoteSink):
 
     def filter(self, text: str) -> str:
         """Deduplicate one chunk against the recent tail; returns the text to emit."""
-        at = self._fed
-        self._fed += len(text)
-        if not text:
-            return text
         n = len(text)
+        at = self._fed
+        self._fed = at + n
+        if not n:
+            return text
         out = text
         if n >= self.min_chars and self._len:
             tail = self._last(n)  # an overlap can never be longer than the chunk
@@ -160,9 +160,9 @@ class RecentTextDedup(NoteSink):
             pieces.append(out)
             size = self._len + len(out)
             cap = self.tail_chars
-            while len(pieces) > 1 and size - len(pieces[0]) >= cap:
+            while size - len(pieces[0]) >= cap and len(pieces) > 1:  # the cheap test first
                 size -= len(pieces.popleft())
-            if len(pieces) == 1 and size > 2 * cap:
+            if size > 2 * cap and len(pieces) == 1:
                 only = pieces.pop()[-cap:]
                 pieces.append(only)
                 size = len(only)

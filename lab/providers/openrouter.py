@@ -408,7 +408,7 @@ if _json.PARSER == "msgspec":
     from msgspec import UNSET, Struct, UnsetType
 
     class _TypedDelta(Struct, forbid_unknown_fields=True, gc=False):
-        role: str | None | UnsetType = UNSET
+        role: str | None = None  # None and missing alike: no role (as the normalizer)
         content: str | None | UnsetType = UNSET
         reasoning: str | None | UnsetType = UNSET
         tool_calls: list[Any] | None = None
@@ -476,7 +476,7 @@ if _json.PARSER == "msgspec":
                 d = ch.delta
                 delta: dict[str, Any] = {}
                 if d is not None:
-                    if d.role is not None and d.role is not UNSET:
+                    if d.role is not None:
                         delta["role"] = d.role
                     if d.content is not UNSET:
                         delta["content"] = d.content
@@ -779,9 +779,10 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
 
     def process_chunk(self, chunk: dict) -> ProcessedChunk:
         """§2.8, in decision order."""
-        provider = chunk.get("provider")
-        if self.serving_provider is None and isinstance(provider, str) and provider.strip():
-            self.serving_provider = provider.strip()
+        if self.serving_provider is None:  # §2.8 step 1: the first value wins
+            provider = chunk.get("provider")
+            if isinstance(provider, str) and provider.strip():
+                self.serving_provider = provider.strip()
         sp = self.serving_provider
 
         err = chunk.get("error")
