@@ -7,10 +7,8 @@ and the A/B comparison all read it; nothing here does I/O.
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from lab.model import (
     FunctionCall,
@@ -26,7 +24,6 @@ __all__ = [
     "LIMIT_END_REASONS",
     "AttemptInfo",
     "ChunkOrigin",
-    "ChunkOrigins",
     "Results",
     "StreamResult",
     "counted_thoughts",
@@ -119,81 +116,6 @@ class ChunkOrigin(NamedTuple):
         return ChunkOrigin, tuple(self)
 
 
-_tuple_new = tuple.__new__
-
-
-class ChunkOrigins(Sequence[ChunkOrigin]):
-    """``StreamResult.origins``: a list of :class:`ChunkOrigin` to read (index, slice,
-    iterate, compare with a list), stored as one flat array of ints.
-
-    One origin is noted per processed chunk. As tuples in a list each was one more object
-    for the cyclic collector to scan when a replay ends (``lab.replay._gc_paused``), about
-    3 % of replay's time per chunk (docs/PERFORMANCE.md); the array holds no objects.
-    """
-
-    __slots__ = ("_flat",)
-
-    def __init__(self, origins: Iterable[tuple[int, int, int]] = ()) -> None:
-        self._flat = array("q")
-        for o in origins:
-            self.append(o)
-
-    def append(self, origin: tuple[int, int, int]) -> None:
-        """Note the origin of one more chunk."""
-        attempt, event, read_seq = origin
-        self._flat.extend((attempt, event, read_seq))
-
-    def extend_flat(self) -> Callable[[Iterable[int]], None]:
-        """The per-event path (``lab.stream.run_stream``): a function that takes the
-        ``(attempt, event, read_seq)`` triple once per chunk of one event, all in one
-        flat iterable (``origin * count``)."""
-        return self._flat.extend
-
-    def __len__(self) -> int:
-        return len(self._flat) // 3
-
-    @overload
-    def __getitem__(self, index: int) -> ChunkOrigin: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[ChunkOrigin]: ...
-    def __getitem__(self, index: int | slice) -> ChunkOrigin | list[ChunkOrigin]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("origin index out of range")
-        at = 3 * index
-        return _tuple_new(ChunkOrigin, self._flat[at : at + 3])
-
-    def __iter__(self) -> Iterator[ChunkOrigin]:
-        flat = self._flat
-        for at in range(0, len(flat), 3):
-            yield _tuple_new(ChunkOrigin, flat[at : at + 3])
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ChunkOrigins):
-            return self._flat == other._flat
-        if isinstance(other, (list, tuple)):
-            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
-
-    def __repr__(self) -> str:
-        return f"ChunkOrigins({list(self)!r})"
-
-    def __reduce__(self) -> tuple:  # the array pickles in a portable machine format
-        return _origins_of, (self._flat,)
-
-
-def _origins_of(flat: array) -> ChunkOrigins:
-    origins = ChunkOrigins()
-    origins._flat = flat
-    return origins
-
-
 @dataclass(slots=True, repr=False)
 class StreamResult:
     """Everything one logical request produced, live or replayed.
@@ -224,9 +146,8 @@ class StreamResult:
     outcome: str | None = None
     cost: float | None = None
     doom_loop: bool = False
-    origins: Sequence[ChunkOrigin] = field(default_factory=ChunkOrigins)
-    """Parallel to ``chunks``: where each chunk came from. A replay or a live stream fills
-    a :class:`ChunkOrigins` (read as a list); a list of ChunkOrigin does as well."""
+    origins: list[ChunkOrigin] = field(default_factory=list)
+    """Parallel to ``chunks``: where each chunk came from."""
     read_t_ns: dict[int, list[int]] = field(default_factory=dict)
     """Per attempt: the arrival offset (ns since the request was sent) of every read."""
     facts: dict[str, Any] = field(default_factory=dict)

@@ -34,9 +34,12 @@ from lab.http.limits import install as install_limits
 from lab.model import ProcessedChunk, ProviderError, Usage
 from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
-from lab.result import AttemptInfo, ChunkOrigins, StreamResult, counted_thoughts
+from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_thoughts
 
 __all__ = ["new_stream_id", "run_stream"]
+
+
+_tuple_new = tuple.__new__
 
 
 def new_stream_id() -> str:
@@ -130,8 +133,7 @@ def run_stream(
     headers = adapter.request_headers(api_key)
 
     chunks = adapter.emitted  # every chunk of every attempt, in order
-    origins = ChunkOrigins()
-    extend_origins = origins.extend_flat()
+    origins: list[ChunkOrigin] = []
     attempts: list[AttemptInfo] = []
     read_t_ns: dict[int, list[int]] = {}
     divergence: list[str] = []
@@ -140,9 +142,12 @@ def run_stream(
         if not new:
             return
         chunks.extend(new)
-        # one (attempt, event, read_seq) triple per chunk of the event
-        origin = (adapter.attempt, adapter.seq, adapter.read_seq)
-        extend_origins(origin if len(new) == 1 else origin * len(new))
+        # ChunkOrigin(...) without the namedtuple's Python __new__: one is made per event
+        origin = _tuple_new(ChunkOrigin, (adapter.attempt, adapter.seq, adapter.read_seq))
+        if len(new) == 1:
+            origins.append(origin)
+        else:
+            origins.extend([origin] * len(new))
         if on_chunk is not None:
             for c in new:
                 on_chunk(c)
@@ -533,7 +538,7 @@ def _empty_response_error(adapter: StreamAdapter) -> ProviderError:
 def _assemble(
     adapter: StreamAdapter,
     chunks: list[ProcessedChunk],
-    origins: ChunkOrigins,
+    origins: list[ChunkOrigin],
     attempts: list[AttemptInfo],
     read_t_ns: dict[int, list[int]],
     cfg: LabConfig,
