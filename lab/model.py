@@ -9,6 +9,7 @@ build chunks and thoughts from already-typed values with :data:`new_chunk` and
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, Literal, Self, TypeVar, cast
 
@@ -68,11 +69,20 @@ class _SharedFieldsSet(set):
     __ior__ = __iand__ = __isub__ = __ixor__ = _shared
 
 
+_thaw_lock = threading.Lock()
+
+
 def _thaw(model: BaseModel) -> None:
-    """A model of a shaped builder gets a fields set of its own (before pydantic adds to it)."""
-    fields_set = model.__pydantic_fields_set__
-    if type(fields_set) is _SharedFieldsSet:
-        _set_fields_set(model, set(fields_set))
+    """A model of a shaped builder gets a fields set of its own (before pydantic adds to it).
+
+    Under a lock, read again: two threads assigning to one model must not each give it a
+    copy of the shared set (the second copy would drop the first thread's field).
+    """
+    if type(model.__pydantic_fields_set__) is _SharedFieldsSet:
+        with _thaw_lock:
+            fields_set = model.__pydantic_fields_set__
+            if type(fields_set) is _SharedFieldsSet:
+                _set_fields_set(model, set(fields_set))
 
 
 def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any) -> Any:
@@ -204,8 +214,8 @@ def _checked(cls: type[_M], build: Callable[..., _M]) -> Callable[..., _M]:
         obj = build(**values)
         valid = cls(**values)  # raises ValidationError on a bad value or name
         if list(obj.__dict__.items()) != list(valid.__dict__.items()) or (
-            obj.model_fields_set != valid.model_fields_set
-        ):
+            obj.__pydantic_fields_set__ != valid.__pydantic_fields_set__
+        ):  # not model_fields_set: that gives obj a set of its own
             raise AssertionError(f"unvalidated {cls.__name__} differs: {obj!r} != {valid!r}")
         return obj
 
@@ -216,12 +226,19 @@ def _checked(cls: type[_M], build: Callable[..., _M]) -> Callable[..., _M]:
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    # pydantic adds to the fields set on assignment and in model_copy(update=...): a model
-    # a shaped builder made shares its set with its shape (_SharedFieldsSet), so it gets
-    # its own first
+    # pydantic adds to the fields set on assignment and in model_copy(update=...), a caller
+    # through model_fields_set: a model a builder made shares its set with its shape
+    # (_SharedFieldsSet), so it gets its own first
     def __setattr__(self, name: str, value: Any) -> None:
         _thaw(self)
         super().__setattr__(name, value)
+
+    @property
+    def model_fields_set(self) -> set[str]:
+        """The fields set explicitly, as pydantic's: a set of this model's own that the
+        caller may add to (a model of a builder gets it now, not the shared one)."""
+        _thaw(self)
+        return self.__pydantic_fields_set__
 
     def __copy__(self) -> Self:
         copied = super().__copy__()
