@@ -1,5 +1,5 @@
-"""Review of the offline-replay speed-ups (shaped builders, ChunkOrigins, shared fields sets):
-behaviours a user had before them that they must keep."""
+"""What a user did with results and chunks before the replay speed-ups (shaped builders,
+shared fields sets, a flat array for origins that was reverted for this) and still can."""
 
 from __future__ import annotations
 
