@@ -51,9 +51,10 @@ class _SharedFieldsSet(set):
     """The ``model_fields_set`` the unvalidated builders give every model of one call
     shape: one set, not one per chunk (each was one more object for the cyclic collector
     to scan when a replay ends: docs/PERFORMANCE.md). It is a set (pydantic's serializer
-    reads it as one) that refuses to change; a model gets a set of its own before pydantic
-    adds to it (:meth:`_Model.__setattr__`, ``model_copy``, ``copy``), so no other model's
-    set ever changes with it.
+    reads it as one) that refuses to change; a model gets a set of its own before anything
+    adds to it (assignment, ``model_copy``, ``copy``, reading ``model_fields_set``: see
+    :class:`_Model`), so no other model's set ever changes with it. Only the deprecated
+    ``__fields_set__`` hands out the shared set itself.
     """
 
     __slots__ = ()
@@ -73,7 +74,8 @@ _thaw_lock = threading.Lock()
 
 
 def _thaw(model: BaseModel) -> None:
-    """A model of a shaped builder gets a fields set of its own (before pydantic adds to it).
+    """A model of an unvalidated builder gets a fields set of its own (before anything adds
+    to it).
 
     Under a lock, read again: two threads assigning to one model must not each give it a
     copy of the shared set (the second copy would drop the first thread's field).
@@ -226,9 +228,9 @@ def _checked(cls: type[_M], build: Callable[..., _M]) -> Callable[..., _M]:
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    # pydantic adds to the fields set on assignment and in model_copy(update=...), a caller
-    # through model_fields_set: a model a builder made shares its set with its shape
-    # (_SharedFieldsSet), so it gets its own first
+    # A model an unvalidated builder made shares its fields set with its call shape
+    # (_SharedFieldsSet). pydantic adds to the set on assignment and in
+    # model_copy(update=...), a caller may add to model_fields_set: each gets its own first.
     def __setattr__(self, name: str, value: Any) -> None:
         _thaw(self)
         super().__setattr__(name, value)
