@@ -502,9 +502,11 @@ def _replay_parallel(
 
     def show() -> None:
         nonlocal shown
-        if bar is not None and state[1] > shown:
-            bar.update(state[1] - shown)
-            shown = state[1]
+        if bar is not None:
+            count = state[1]  # read once: a child may count between two reads
+            if count > shown:
+                bar.update(count - shown)
+                shown = count
 
     done: dict[int, list[StreamResult]] = {}
     children: list[Any] = []

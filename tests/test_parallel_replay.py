@@ -319,3 +319,36 @@ def test_progress_bar_ends_at_every_stream_when_a_child_counts_late(serial, caps
     err = capsys.readouterr().err
     n = len(serial)
     assert f"{n}/{n}" in err
+
+
+def test_progress_bar_ends_at_every_stream_when_children_count_while_it_draws(
+    serial, capsys, monkeypatch
+):
+    # a bar slow to draw leaves time for the children to count between reads of the count:
+    # the bar must still end at every stream (it once ended at 114/132, CI at 130/132)
+    import time
+
+    real = lab.replay._progress_bar
+    bars = []
+
+    def slow_bar(total):
+        bar = real(total)
+        update = bar.update
+
+        def slow_update(k=1):
+            time.sleep(0.02)
+            return update(k)
+
+        bar.update = slow_update
+        bars.append(bar)
+        return bar
+
+    monkeypatch.setattr(lab.replay, "_progress_bar", slow_bar)
+    for _ in range(3):
+        replay(CAPTURES, workers=2, progress=True)
+    n = len(serial)
+    assert [bar.n for bar in bars] == [n, n, n]
+    # each bar's last drawing, the one close() leaves on screen, says every stream
+    lines = capsys.readouterr().err.split("\n")[:-1]  # close() ends each bar with "\n"
+    finals = [line.split("\r")[-1] for line in lines]
+    assert len(finals) == 3 and all(f"| {n}/{n} [" in line for line in finals), finals
