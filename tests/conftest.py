@@ -34,6 +34,41 @@ def slow_fake_server():
         yield server
 
 
+@pytest.fixture
+def canned_server():
+    """``start(answer)``: an HTTP server on 127.0.0.1 whose every POST gets
+    ``answer(path) -> (status, content type, body bytes)``; returns its base URL. Every
+    server started is stopped when the test ends."""
+    import http.server
+    import threading
+
+    servers = []
+
+    def start(answer) -> str:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the stdlib's name
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                status, ctype, data = answer(self.path)
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture(autouse=True)
 def _no_network_beyond_loopback():
     """Fail a test that tried to reach a non-loopback address even if it caught the error."""

@@ -183,11 +183,8 @@ def test_rendered_tables_carry_no_control_characters(fmt):
         assert "\\x1b]0;pwned\\x07" in text
 
 
-def _sse_server():
-    """A one-route OpenRouter look-alike on 127.0.0.1 whose answer and backend name carry
-    terminal escape sequences."""
-    import http.server
-    import threading
+def _escape_payload() -> bytes:
+    """An OpenRouter stream whose answer and backend name carry terminal escape sequences."""
 
     def chunk(delta: dict, finish: str | None = None) -> str:
         body = {
@@ -200,39 +197,19 @@ def _sse_server():
         }
         return f"data: {json.dumps(body)}\n\n"
 
-    payload = (chunk({"content": HOSTILE}) + chunk({}, "stop") + "data: [DONE]\n\n").encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("content-length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return (chunk({"content": HOSTILE}) + chunk({}, "stop") + "data: [DONE]\n\n").encode()
 
 
 def test_record_and_replay_never_print_escape_sequences_from_the_model(
-    tmp_path, capsys, monkeypatch
+    tmp_path, capsys, monkeypatch, canned_server
 ):
     import re
 
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
-    server = _sse_server()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
-        argv = ["record", "--provider", "openrouter", "--model", "m", "--prompt", "p"]
-        code = main([*argv, "--base-url", base, "--out", str(tmp_path)])
-    finally:
-        server.shutdown()
-        server.server_close()
+    payload = _escape_payload()
+    base = canned_server(lambda path: (200, "text/event-stream", payload)) + "/api/v1"
+    argv = ["record", "--provider", "openrouter", "--model", "m", "--prompt", "p"]
+    code = main([*argv, "--base-url", base, "--out", str(tmp_path)])
     recorded = capsys.readouterr()
     assert code == 0, recorded.err
     assert recorded.out.splitlines()[0] == HOSTILE_SHOWN

@@ -233,39 +233,22 @@ POISONED = (
 )
 
 
-def test_a_poisoned_stream_recorded_beside_a_good_one_records_replays_and_reports(tmp_path, capsys):
+def test_a_poisoned_stream_recorded_beside_a_good_one_records_replays_and_reports(
+    tmp_path, capsys, canned_server
+):
     import csv
-    import http.server
     import io
-    import threading
 
     from lab.cli import main
     from lab.recorder import Recorder
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the stdlib's name
-            self.rfile.read(int(self.headers["content-length"]))
-            data = POISONED if "poisoned" in self.path else GOOD
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_port}"
+    base = canned_server(
+        lambda path: (200, "text/event-stream", POISONED if "poisoned" in path else GOOD)
+    )
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    try:
-        with Recorder(tmp_path / "captures", label="hostile") as rec:
-            bad = rec.record("openai", body, base_url=base + "/poisoned/v1", api_key="k")
-            good = rec.record("openai", body, base_url=base + "/good/v1", api_key="k")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with Recorder(tmp_path / "captures", label="hostile") as rec:
+        bad = rec.record("openai", body, base_url=base + "/poisoned/v1", api_key="k")
+        good = rec.record("openai", body, base_url=base + "/good/v1", api_key="k")
     assert (bad.text, bad.error, bad.facts["hostile_values"]) == (
         "hi",
         None,

@@ -264,11 +264,9 @@ MARKUP = '<img src=x onerror="window.__labPwned=1"><script>window.__labPwned=1</
 
 
 @pytest.fixture
-def hostile_capture(tmp_path):
+def hostile_capture(tmp_path, canned_server):
     """A recording whose backend name, answer, leaked reasoning and error are markup."""
-    import http.server
     import json as _json
-    import threading
 
     from lab.recorder import Recorder
 
@@ -277,35 +275,18 @@ def hostile_capture(tmp_path):
         {"provider": f"Evil{MARKUP}", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
     ]  # fmt: skip
     sse = "".join(f"data: {_json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    rejected = _json.dumps({"error": {"message": f"rejected {MARKUP}", "code": 400}})
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the stdlib's name
-            self.rfile.read(int(self.headers["content-length"]))
-            if "bad" in self.path:
-                body = _json.dumps({"error": {"message": f"rejected {MARKUP}", "code": 400}})
-                self.send_response(400)
-                ctype, data = "application/json", body.encode()
-            else:
-                self.send_response(200)
-                ctype, data = "text/event-stream", sse.encode()
-            self.send_header("content-type", ctype)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(path: str) -> tuple[int, str, bytes]:
+        if "bad" in path:
+            return 400, "application/json", rejected.encode()
+        return 200, "text/event-stream", sse.encode()
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_port}"
-    try:
-        with Recorder(tmp_path / "captures", label="hostile") as rec:
-            body = {"model": "evil/model", "messages": [{"role": "user", "content": "hi"}], "stream": True}  # fmt: skip
-            good = rec.record("openrouter", body, base_url=base + "/ok", api_key="k")
-            rec.record("openrouter", body, base_url=base + "/bad", api_key="k")
-    finally:
-        server.shutdown()
+    base = canned_server(answer)
+    with Recorder(tmp_path / "captures", label="hostile") as rec:
+        body = {"model": "evil/model", "messages": [{"role": "user", "content": "hi"}], "stream": True}  # fmt: skip
+        good = rec.record("openrouter", body, base_url=base + "/ok", api_key="k")
+        rec.record("openrouter", body, base_url=base + "/bad", api_key="k")
     return rec.path, good.stream_id
 
 
