@@ -920,7 +920,14 @@ def _key_help() -> str:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     from lab.providers import get_adapter
-    from lab.proxy import ProxyConfig, require_httptools, require_uvicorn, serve
+    from lab.proxy import (
+        PROXY_TOKEN_ENV,
+        ProxyConfig,
+        is_loopback,
+        require_httptools,
+        require_uvicorn,
+        serve,
+    )
 
     try:
         adapter = get_adapter(args.provider)
@@ -944,6 +951,13 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             require_httptools()
     except ImportError as exc:
         raise UsageError(str(exc)) from None
+    token = args.auth_token if args.auth_token is not None else os.environ.get(PROXY_TOKEN_ENV)
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise UsageError(
+            f"--host {args.host} is beyond loopback: anyone who reaches it could send requests "
+            "through the proxy and fill --out; pass --allow-remote (and set --auth-token) to "
+            "do it anyway"
+        )
     config = ProxyConfig(
         upstream_http=args.upstream_http,
         provider=args.provider,
@@ -952,13 +966,31 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         label=args.label,
         roll_bytes=int(args.roll_mb * 1024 * 1024),
         roll_seconds=args.roll_minutes * 60.0,
+        lab_config=_live_config(args),
+        auth_token=token or None,
+        require_recording=args.require_recording,
+        **{
+            field: value
+            for field, value in (
+                ("max_request_body_bytes", args.max_request_bytes),
+                ("header_timeout_s", args.header_timeout),
+                ("body_timeout_s", args.body_timeout),
+            )
+            if value is not None  # None: ProxyConfig's default
+        },
     )
+    restore = _stop_on_sigterm()  # SIGTERM ends it as Ctrl-C does: the report is printed
     try:
-        serve(config, host=args.host, port=args.port)
+        report = serve(config, host=args.host, port=args.port, allow_remote=args.allow_remote)
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             raise UsageError(f"--port {args.port} on {args.host}: {exc.strerror}") from None
         raise
+    finally:
+        restore()
+    if report is not None:  # the capture could not be written: say what is safe, and where
+        print(report, file=sys.stderr)
+        return RECORD_WRITE_FAILED
     return 0
 
 
@@ -1013,6 +1045,48 @@ def _add_proxy_parser(sub: Any) -> None:
         default="wire",
         help="the upstream client: wire (HTTP/1.1 parsed by httptools, the fast one; default) "
         "or httpx (the client of lab record; for what wire does not do: HTTP/2)",
+    )
+    _add_live_config_args(px)
+    px.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host beyond loopback (a warning is printed; set --auth-token too)",
+    )
+    px.add_argument(
+        "--auth-token",
+        default=None,
+        metavar="TOKEN",
+        help="every request must carry X-Lab-Proxy-Token: TOKEN, or a path starting with "
+        "/lab-token/TOKEN/ (so a base URL alone can carry it); others get 401. Default: "
+        "the LAB_PROXY_TOKEN environment variable, else none",
+    )
+    px.add_argument(
+        "--require-recording",
+        action="store_true",
+        help="once the capture cannot be written (a full disk), refuse requests with 503 "
+        "instead of forwarding them unrecorded",
+    )
+    px.add_argument(
+        "--max-request-bytes",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="the largest request body taken; 413 past it (default 33554432, 32 MiB)",
+    )
+    px.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="a client has S seconds to send its request line and headers; 408 past it "
+        "(default 10)",
+    )
+    px.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="a client has S seconds to send its request body; 408 past it (default 120)",
     )
     px.set_defaults(func=cmd_proxy)
 

@@ -29,7 +29,13 @@ import httpx
 
 from lab.config import LabConfig
 from lab.http.decoding import decoder_for
-from lab.http.limits import LimitExceeded, deadline, expired
+from lab.http.limits import (
+    LimitExceeded,
+    byte_limit_message,
+    deadline,
+    error_body_limit_message,
+    expired,
+)
 from lab.http.limits import install as install_limits
 from lab.model import ProcessedChunk, ProviderError, Usage
 from lab.providers import adapter_for
@@ -291,12 +297,7 @@ def _run_attempt(
                 parts = [f"{type(exc).__name__}: {exc}".encode()]
             text = b"".join(parts).decode("utf-8", errors="replace")
             if body.over:
-                _note_exchange_end(
-                    response,
-                    "byte_limit",
-                    f"the error body went past {max_bytes} decoded bytes "
-                    "(LabConfig.max_error_body_bytes); the lab read no further",
-                )
+                _note_exchange_end(response, "byte_limit", error_body_limit_message(max_bytes))
             info.n_reads = body.n_reads
             info.end_reason = cut_reason or "http_error"
             message = adapter.failure_message(response.status_code, text)
@@ -345,10 +346,7 @@ def _run_attempt(
                 return False
             info.n_reads = body.n_reads
             if body.over and not adapter.stopped:
-                message = (
-                    f"the response went past the byte limit of {max_bytes} decoded bytes "
-                    "(LabConfig.max_exchange_bytes); the lab stopped reading"
-                )
+                message = byte_limit_message(max_bytes)
                 _note_exchange_end(response, "byte_limit", message)
                 _end_at_limit(adapter, info, emit, "byte_limit", message)
                 return False

@@ -27,7 +27,32 @@ import httpx
 
 from lab.result import LIMIT_END_REASONS  # re-exported here: the one definition is there
 
-__all__ = ["LIMIT_END_REASONS", "LimitExceeded", "deadline", "expired", "install"]
+__all__ = [
+    "LIMIT_END_REASONS",
+    "LimitExceeded",
+    "byte_limit_message",
+    "current_deadline_message",
+    "deadline",
+    "error_body_limit_message",
+    "expired",
+    "install",
+]
+
+
+def byte_limit_message(max_bytes: int | None) -> str:
+    """What a stream the byte limit (``LabConfig.max_exchange_bytes``) ended says."""
+    return (
+        f"the response went past the byte limit of {max_bytes} decoded bytes "
+        "(LabConfig.max_exchange_bytes); the lab stopped reading"
+    )
+
+
+def error_body_limit_message(max_bytes: int | None) -> str:
+    """What an HTTP error body cut at ``LabConfig.max_error_body_bytes`` says."""
+    return (
+        f"the error body went past {max_bytes} decoded bytes "
+        "(LabConfig.max_error_body_bytes); the lab read no further"
+    )
 
 
 class LimitExceeded(httpx.TransportError):
@@ -83,6 +108,12 @@ def deadline(seconds: float | None) -> Iterator[Any]:
         yield d
     finally:
         _CURRENT.reset(token)
+
+
+def current_deadline_message() -> str | None:
+    """What the current deadline says when it ends an exchange (None: there is none)."""
+    d = _CURRENT.get()
+    return d.message() if d is not None else None
 
 
 def expired(d: Any = None) -> bool:

@@ -47,7 +47,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from lab.capture.records import RecordedExchange
-from lab.http.limits import LIMIT_END_REASONS, LimitExceeded, expired, install
+from lab.http.limits import (
+    LIMIT_END_REASONS,
+    LimitExceeded,
+    current_deadline_message,
+    expired,
+    install,
+)
 from lab.result import CUT_END_REASONS
 
 if TYPE_CHECKING:
@@ -96,6 +102,8 @@ def _failed(recorder: ExchangeRecorder, exc: BaseException) -> None:
         recorder.on_end("timeout", exc)
     elif isinstance(exc, Exception):
         recorder.on_end("read_error", exc)
+    elif expired():  # a task cancelled at its deadline (``lab proxy``'s watchdog)
+        recorder.on_end("time_limit", current_deadline_message())
     else:  # KeyboardInterrupt, task cancellation, GeneratorExit
         recorder.on_end("cancelled", exc)
 
