@@ -17,6 +17,7 @@ from lab.config import LabConfig
 from lab.fakes import FakeServer
 from tests.capture_scan import places_holding
 from tests.raw_upstream import CHUNK, RawUpstream, endless_sse, sse_headers
+from tests.test_disk_full import Disk
 
 pytest.importorskip("uvicorn")
 from lab.proxy import ProxyConfig, ProxyServer  # noqa: E402
@@ -427,3 +428,134 @@ def test_lab_proxy_with_allow_remote_warns_before_it_listens(monkeypatch, capsys
         f"one in --upstream) and fill the disk under {tmp_path}; no --auth-token is set, so "
         "anyone can\n"
     )
+
+
+# -- a full disk is loud ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def disk(monkeypatch) -> Disk:
+    return Disk(monkeypatch)
+
+
+def _fill_after_two(p, fake, disk) -> None:
+    for _ in range(2):
+        assert httpx.post(p.url + "/chat/completions", json=BODY).status_code == 200
+    _wait_for(lambda: len(p.exchanges) == 2)
+    p.app._current.writer.flush()  # the first two are in a Parquet part
+    disk.full = True
+
+
+def test_a_full_disk_is_said_at_once_and_later_requests_are_forwarded_unrecorded(tmp_path, disk):
+    said: list[str] = []
+    with FakeServer(delay_scale=0) as fake:
+        cfg = ProxyConfig(provider="openai", upstream=fake.base_url + "/v1", out=tmp_path)
+        with ProxyServer(cfg, on_capture_error=said.append) as p:
+            _fill_after_two(p, fake, disk)
+            third = httpx.post(p.url + "/chat/completions", json=BODY)  # its journal fails
+            _wait_for(lambda: len(p.exchanges) == 3)
+            assert said == [
+                f"lab proxy: error: cannot write the capture under {tmp_path} (No space left "
+                "on device); recording stopped: new requests are forwarded unrecorded; stop the "
+                "proxy to learn what is safe on disk"
+            ]
+            later = [httpx.post(p.url + "/chat/completions", json=BODY) for _ in range(2)]
+            _wait_for(lambda: len(p.exchanges) == 5)
+        report = p.app.close_report()
+    assert [r.status_code for r in [third, *later]] == [200, 200, 200]
+    assert [ex.line().split()[-2] for ex in p.exchanges] == [
+        "anomalies=-",
+        "anomalies=-",
+        "anomalies=-",
+        "UNRECORDED",
+        "UNRECORDED",
+    ]
+    assert report == (
+        "lab proxy: error: cannot write the capture (No space left on device); 2 of 3 "
+        f"recorded exchange(s) are safe on disk in 1 recording(s) under {tmp_path} (2 in "
+        "Parquet parts, 0 in journals that lab.capture.open() recovers); 1 are cut or lost; "
+        "2 request(s) after the failure were forwarded unrecorded"
+    )
+    disk.full = False
+    assert [ex.end_reason for ex in open_capture(tmp_path).exchanges()] == ["eof", "eof"]
+
+
+def test_with_require_recording_a_full_disk_refuses_new_requests_with_503(tmp_path, disk):
+    with FakeServer(delay_scale=0) as fake:
+        cfg = ProxyConfig(
+            provider="openai",
+            upstream=fake.base_url + "/v1",
+            out=tmp_path,
+            require_recording=True,
+        )
+        with ProxyServer(cfg, on_capture_error=lambda text: None) as p:
+            _fill_after_two(p, fake, disk)
+            httpx.post(p.url + "/chat/completions", json=BODY)
+            _wait_for(lambda: len(p.exchanges) == 3)
+            sent = len(fake.requests)
+            refused = httpx.post(p.url + "/chat/completions", json=BODY)
+            assert len(fake.requests) == sent  # never forwarded
+    assert (refused.status_code, refused.json()) == (
+        503,
+        _error(
+            503,
+            "lab proxy: the capture cannot be written (see the proxy's stderr); "
+            "--require-recording refuses requests it cannot record",
+            "lab_proxy_not_recording",
+        ),
+    )
+    assert p.app.close_report().endswith(
+        "; 1 are cut or lost; 1 request(s) after the failure were refused with 503"
+    )
+
+
+def _rows_in_parts(root) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in root.glob("*/streams-*.parquet"))
+
+
+def test_lab_proxy_on_a_full_disk_exits_4_saying_what_is_safe_and_where(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    flag = tmp_path / "full"
+    out = tmp_path / "captures"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with FakeServer(delay_scale=0) as fake:
+        cmd = [sys.executable, "-m", "tests.proxy_full_disk", str(flag), "proxy"]
+        cmd += ["--provider", "openai", "--port", "0", "--upstream", fake.base_url + "/v1"]
+        cmd += ["--out", str(out)]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, cwd=root
+        )
+        try:
+            url = proc.stdout.readline().strip()
+            for _ in range(2):
+                httpx.post(url + "/chat/completions", json=BODY)
+                proc.stdout.readline()
+            _wait_for(lambda: _rows_in_parts(out) == 2)
+            flag.touch()
+            for _ in range(3):
+                assert httpx.post(url + "/chat/completions", json=BODY).status_code == 200
+                proc.stdout.readline()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    (recording,) = out.iterdir()
+    assert err.splitlines() == [
+        f"lab proxy: error: cannot write the capture under {out} (No space left on device); "
+        "recording stopped: new requests are forwarded unrecorded; stop the proxy to learn "
+        "what is safe on disk",
+        "lab proxy: error: cannot write the capture (No space left on device); 2 of 3 "
+        f"recorded exchange(s) are safe on disk in 1 recording(s) under {out} (2 in Parquet "
+        "parts, 0 in journals that lab.capture.open() recovers); 1 are cut or lost; 2 "
+        "request(s) after the failure were forwarded unrecorded",
+    ]
+    flag.unlink()
+    assert len(open_capture(recording).exchanges()) == 2
