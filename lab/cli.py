@@ -1050,21 +1050,22 @@ def _add_proxy_parser(sub: Any) -> None:
     px.add_argument(
         "--allow-remote",
         action="store_true",
-        help="allow a --host beyond loopback (a warning is printed; set --auth-token too)",
+        help="allow a --host beyond loopback (a warning is printed; set --auth-token too). "
+        "(default: loopback only)",
     )
     px.add_argument(
         "--auth-token",
         default=None,
         metavar="TOKEN",
         help="every request must carry X-Lab-Proxy-Token: TOKEN, or a path starting with "
-        "/lab-token/TOKEN/ (so a base URL alone can carry it); others get 401. Default: "
-        "the LAB_PROXY_TOKEN environment variable, else none",
+        "/lab-token/TOKEN/ (so a base URL alone can carry it); others get 401 (default: "
+        "the LAB_PROXY_TOKEN environment variable, else none)",
     )
     px.add_argument(
         "--require-recording",
         action="store_true",
         help="once the capture cannot be written (a full disk), refuse requests with 503 "
-        "instead of forwarding them unrecorded",
+        "(default: forward them unrecorded; either way the proxy says so at once)",
     )
     px.add_argument(
         "--max-request-bytes",
