@@ -67,6 +67,10 @@ class LabConfig(BaseModel):
     chunk; an endless stream cannot grow memory without bound, nor a compressed body
     inflate past it (decoding is done in bounded pieces: :mod:`lab.http.decoding`). None:
     no limit."""
+    stall_s: float = Field(2.0, gt=0)
+    """Latency tables: a gap between two reads that carried visible text longer than this
+    many seconds is a stall (``stalls`` / ``stall_ms`` of :func:`lab.tables.streams`). The
+    reference has no stall notion; it changes no result, only what the tables count."""
     max_error_body_bytes: int = Field(64 * 1024, gt=0, strict=True)
     """The most decoded bytes of an HTTP error body (4xx/5xx) that are read: 64 KiB, ten
     times a large HTML error page; providers' JSON errors are a few hundred bytes. Past it

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -20,9 +21,11 @@ from lab.result import StreamResult, counted_thoughts
 __all__ = [
     "LabFigure",
     "classifier_distribution",
+    "gap_histogram",
     "leak_rate_by_backend",
     "stream_timeline",
     "ttft_by_backend",
+    "ttft_ecdf",
     "write_all",
 ]
 
@@ -137,6 +140,81 @@ def ttft_by_backend(stream_table: pd.DataFrame) -> Figure:
     return fig
 
 
+def ttft_ecdf(stream_table: pd.DataFrame, column: str = "ttft_ms") -> Figure:
+    """The empirical distribution (ECDF) of time to first token per serving backend: for
+    each backend the share of its streams whose first token came by time *t*.
+
+    ``column`` picks the figure: ``ttft_ms`` (first text, reasoning or tool call),
+    ``ttft_content_ms`` (first visible text) or ``ttfb_ms`` (first byte). Streams without
+    per-read timing have none and are left out (the legend counts the streams drawn).
+    """
+    from lab.tables import backend_labels
+
+    df = stream_table.dropna(subset=[column]).copy()
+    df["serving_provider"] = backend_labels(df)
+    fig, ax = _figure(7.0, 3.8)
+    groups = sorted(df["serving_provider"].unique())
+    if not groups:
+        ax.text(0.5, 0.5, "no timing data", ha="center", va="center")
+        return fig
+    for g in groups:
+        values = np.sort(df.loc[df["serving_provider"] == g, column].to_numpy(float))
+        shares = np.arange(1, len(values) + 1) / len(values)
+        ax.step(values, shares, where="post", label=_literal(f"{g} ({len(values)})"))
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{column.removesuffix('_ms')} (ms, log scale)")
+    ax.set_ylabel("share of streams")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Time to first token by serving backend (ECDF)")
+    ax.legend(loc="lower right", fontsize=7)
+    return fig
+
+
+def gap_histogram(gaps: pd.DataFrame, *, stall_s: float | None = None) -> Figure:
+    """Histogram of the gaps between reads carrying visible text (:func:`lab.tables.gaps`),
+    one outline per serving backend, on log-spaced bins; ``stall_s`` (seconds) draws the
+    stall threshold. Each backend's counts are shares of its own gaps, so a backend with
+    many streams does not drown the others.
+    """
+    fig, ax = _figure(7.0, 3.8)
+    df = gaps[gaps["gap_ms"] > 0]
+    if df.empty:
+        ax.text(0.5, 0.5, "no gaps (no stream had two reads with visible text)", ha="center")
+        return fig
+    labels = df["serving_provider"].astype("object").fillna("(direct)")
+    low, high = float(df["gap_ms"].min()), float(df["gap_ms"].max())
+    bins = np.geomspace(low, high * 1.0001, 40) if high > low else np.array([low * 0.9, low * 1.1])
+    for g in sorted(labels.unique()):
+        values = df.loc[labels == g, "gap_ms"].to_numpy(float)
+        weights = np.full(len(values), 1.0 / len(values))
+        ax.hist(
+            values,
+            bins=bins.tolist(),
+            weights=weights,
+            histtype="step",
+            linewidth=1.4,
+            label=_literal(f"{g} ({len(values)} gaps)"),
+        )
+    if stall_s is not None:
+        ax.axvline(stall_s * 1000.0, color="#d62728", linestyle="--", linewidth=1)
+        ax.annotate(
+            f"stall > {stall_s:g} s",
+            (stall_s * 1000.0, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(-3, -12),
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+            color="#d62728",
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("gap between reads with visible text (ms, log scale)")
+    ax.set_ylabel("share of the backend's gaps")
+    ax.set_title("Inter-chunk gaps by serving backend")
+    ax.legend(loc="upper right", fontsize=7)
+    return fig
+
+
 def classifier_distribution(stream_table: pd.DataFrame) -> Figure:
     """Bar chart of error outcomes: classifier (or error type when no classifier fired)."""
     df = stream_table[stream_table["error_type"].notna()]
@@ -226,6 +304,8 @@ def write_all(
     figures = {
         "leaks_by_backend": leak_rate_by_backend(tables.by_backend(st)),
         "ttft_by_backend": ttft_by_backend(st),
+        "ttft_ecdf": ttft_ecdf(st),
+        "gaps": gap_histogram(tables.gaps(results)),
         "classifiers": classifier_distribution(st),
     }
     leaked = [r for r in results if any(e.guard in tables.LEAK_GUARDS for e in r.guard_events)]

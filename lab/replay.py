@@ -171,7 +171,7 @@ def replay_request(
     first = exchanges[0]
     family = _family_for(request, first, provider)
     if isinstance(family, StreamResult):
-        return family
+        return _stamp(family, request)
     try:
         body = json.loads(first.request_body)
     except ValueError:
@@ -200,15 +200,14 @@ def replay_request(
             "unreplayable",
             f"cannot replay {first.method} {first.url} as {family!r}: {exc}",
         )
-        result.meta = dict(request.meta or {})
-        return result
+        return _stamp(result, request)
     # Timings: the recorded arrival offsets, not the replay's; none for an exchange whose
     # source did not time its reads (an imported cassette), so timing tables leave it out.
     for ex in exchanges:
         if ex.attempt in result.read_t_ns or ex.attempt < len(result.attempts):
             timed = (ex.meta or {}).get("timing", "reads") == "reads"
             result.read_t_ns[ex.attempt] = list(ex.read_t_ns) if timed else []
-    result.meta = dict(request.meta or {})
+    _stamp(result, request)
     seen = transport.requests_seen
     for i, (req, ex) in enumerate(zip(seen, exchanges, strict=False)):
         if _canonical(req.content) != _canonical(ex.request_body):
@@ -218,6 +217,16 @@ def replay_request(
             )
     if len(seen) < len(exchanges):
         result.divergence.append(f"replay used {len(seen)} of {len(exchanges)} recorded attempts")
+    return result
+
+
+def _stamp(result: StreamResult, request: Any) -> StreamResult:
+    """``result`` given what the recording says of its request: the caller's metadata, the
+    wall clock its first attempt was sent at and the recording it came from."""
+    result.meta = dict(request.meta or {})
+    exchanges = getattr(request, "exchanges", None) or [None]
+    result.started_at = getattr(exchanges[0], "started_at", None)
+    result.capture_id = getattr(request, "capture_id", None)
     return result
 
 

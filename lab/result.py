@@ -8,6 +8,7 @@ and the A/B comparison all read it; nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from lab.model import (
@@ -158,6 +159,10 @@ class StreamResult:
     """Replay only: where re-running the ladder asked for something the capture did not hold."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Replay only: the recorded request's caller metadata (``session``, ``source``, ...)."""
+    started_at: datetime | None = None
+    """Replay only: wall clock (UTC) when the recorded request's first attempt was sent."""
+    capture_id: str | None = None
+    """Replay only: the recording the request came from."""
 
     def __repr__(self) -> str:
         error = f"{self.error.type}: {_clip(self.error.message, 60)!r}" if self.error else None

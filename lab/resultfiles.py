@@ -8,6 +8,10 @@ not by the capture. The files are named after their table and unit::
     DIR/streams-00000.parquet   lab.tables.streams   (one row per logical request)
     DIR/leaks-00000.parquet     lab.tables.leaks     (one row per guard event that moved text)
     DIR/attempts-00000.parquet  lab.tables.attempts  (one row per HTTP exchange)
+    DIR/gaps-00000.parquet      lab.tables.gaps      (one row per gap between content reads)
+
+The per-stream timing figures are columns of ``streams`` (``ttfb_ms``, ``gap_p99_ms``,
+``stalls``, ...); ``lab.tables.latency(read_results(DIR))`` summarizes them per backend.
 
 Every file of a table has the same Arrow schema (a column that is empty in one unit is
 still typed), so ``pd.read_parquet`` over a table's files, pyarrow datasets and DuckDB
@@ -31,12 +35,13 @@ import pyarrow as pa
 
 __all__ = ["RESULT_TABLES", "ResultFiles", "read_results", "replay_to"]
 
-RESULT_TABLES = ("streams", "leaks", "attempts")
+RESULT_TABLES = ("streams", "leaks", "attempts", "gaps")
 """The tables ``replay(..., out=DIR)`` writes, in this order."""
 
 _INT = pa.int64()
 _FLOAT = pa.float64()
 _BOOL = pa.bool_()
+_TIME = pa.timestamp("us", tz="UTC")
 # Column types that differ from "string" (a column not listed here is a string column).
 _TYPES: dict[str, dict[str, pa.DataType]] = {
     "streams": {
@@ -56,9 +61,30 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
                 "output_tokens",
                 "reasoning_tokens",
                 "cached_tokens",
+                "content_reads",
+                "stalls",
+                "first_chunk_chars",
             )
         },
-        **{c: _FLOAT for c in ("ttft_ms", "duration_ms", "cost", "tokens_per_s")},
+        **{
+            c: _FLOAT
+            for c in (
+                "ttft_ms",
+                "duration_ms",
+                "cost",
+                "tokens_per_s",
+                "ttfb_ms",
+                "ttft_content_ms",
+                "ttft_reasoning_ms",
+                "gap_p50_ms",
+                "gap_p90_ms",
+                "gap_p99_ms",
+                "gap_max_ms",
+                "stall_ms",
+            )
+        },
+        "timed": _BOOL,
+        "started_at": _TIME,
     },
     "leaks": {
         **{c: _INT for c in ("attempt", "seq", "read_seq", "offset", "moved_chars")},
@@ -68,6 +94,11 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
         **{c: _INT for c in ("attempt", "status", "n_reads")},
         "committed": _BOOL,
         "final": _BOOL,
+    },
+    "gaps": {
+        **{c: _INT for c in ("attempt", "read_seq")},
+        **{c: _FLOAT for c in ("t_ms", "gap_ms")},
+        "stall": _BOOL,
     },
 }
 
@@ -86,10 +117,17 @@ class ResultFiles:
         return read_results(self.out, table)
 
 
-def _builders() -> dict[str, Callable[[list], pd.DataFrame]]:
+def _builders(stall_s: float) -> dict[str, Callable[[list], pd.DataFrame]]:
+    from functools import partial
+
     from lab import tables
 
-    return {"streams": tables.streams, "leaks": tables.leaks, "attempts": tables.attempts}
+    return {
+        "streams": partial(tables.streams, stall_s=stall_s),
+        "leaks": tables.leaks,
+        "attempts": tables.attempts,
+        "gaps": partial(tables.gaps, stall_s=stall_s),
+    }
 
 
 def _cell(value: Any, kind: pa.DataType) -> Any:
@@ -101,6 +139,8 @@ def _cell(value: Any, kind: pa.DataType) -> Any:
         return float(value)
     if kind == _BOOL:
         return bool(value)
+    if kind == _TIME:
+        return pd.Timestamp(value).to_pydatetime()
     return value if isinstance(value, str) else str(value)
 
 
@@ -116,11 +156,11 @@ def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _write_unit(results: list, out: Path, index: int) -> list[Path]:
+def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:
     import pyarrow.parquet as pq
 
     written = []
-    for table, build in _builders().items():
+    for table, build in _builders(config.stall_s).items():
         path = out / f"{table}-{index:05d}.parquet"
         tmp = path.with_name(f".{path.name}.tmp")
         pq.write_table(_arrow(table, build(results)), tmp, compression="zstd")
@@ -137,6 +177,7 @@ def _replay_unit(
 
     import lab.capture
     from lab.capture.errors import CaptureWarning
+    from lab.config import LabConfig
     from lab.replay import replay
 
     with warnings.catch_warnings():  # capture_units said it once for the whole capture
@@ -144,7 +185,7 @@ def _replay_unit(
         capture = lab.capture.open(list(files))
     results = replay(capture, config=config, **_family(provider))
     del capture
-    return len(results), _write_unit(results, out, index)
+    return len(results), _write_unit(results, out, index, LabConfig.coerce(config))
 
 
 def _check_out(out: Path) -> None:
@@ -189,7 +230,7 @@ def replay_to(
 
         results = replay(capture_or_path, config=cfg, **_family(provider))
         done.units, done.streams = 1, len(results)
-        done.files = _write_unit(results, out, 0)
+        done.files = _write_unit(results, out, 0, cfg)
         return done
     if engine not in ("local", "dask"):
         raise ValueError(f"engine must be 'local' or 'dask', not {engine!r}")

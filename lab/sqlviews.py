@@ -7,7 +7,8 @@ Views (each only when its files exist):
 - ``results`` – ``streams-*.parquet`` of a ``replay(..., out=DIR)`` (one row per logical
   request: ``lab.tables.streams``),
 - ``leaks`` – ``leaks-*.parquet`` of the same directory (``lab.tables.leaks``),
-- ``attempts`` – ``attempts-*.parquet`` of the same directory (``lab.tables.attempts``).
+- ``attempts`` – ``attempts-*.parquet`` of the same directory (``lab.tables.attempts``),
+- ``gaps`` – ``gaps-*.parquet`` of the same directory (``lab.tables.gaps``).
 
 Each view globs one table's prefix: ``DIR/*.parquet`` would mix ``streams`` and ``chunks``
 rows into one union (``docs/capture-schema.md``, "DuckDB"). Journals (an exchange still
@@ -26,7 +27,7 @@ import pandas as pd
 
 __all__ = ["SQL_VIEWS", "connect", "sql"]
 
-SQL_VIEWS = ("streams", "chunks", "results", "leaks", "attempts")
+SQL_VIEWS = ("streams", "chunks", "results", "leaks", "attempts", "gaps")
 
 
 def _duckdb() -> Any:
@@ -70,7 +71,12 @@ def connect(captures: str | Path | None = None, results: str | Path | None = Non
         if not views["streams"]:
             raise ValueError(f"captures={captures}: no streams-*.parquet under it")
     if res is not None:
-        for view, table in (("results", "streams"), ("leaks", "leaks"), ("attempts", "attempts")):
+        for view, table in (
+            ("results", "streams"),
+            ("leaks", "leaks"),
+            ("attempts", "attempts"),
+            ("gaps", "gaps"),
+        ):
             views[view] = _files(res, table, recursive=False)
         if not views["results"]:
             raise ValueError(

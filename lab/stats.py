@@ -1,4 +1,4 @@
-"""Binomial confidence intervals for per-backend rates (pure: numbers in, numbers out).
+"""Intervals and tests for per-backend figures (pure: numbers in, numbers out; numpy only).
 
 A leak rate of 2/3 and one of 200/300 are the same number and very different evidence. The
 Wilson score interval (Wilson 1927; Agresti & Coull 1998 recommend it over the normal
@@ -8,14 +8,44 @@ for a handful of trials.
 
 - :func:`wilson_interval` – the interval for ``successes`` of ``n``.
 - :func:`z_value` – the two-sided normal quantile of a confidence level (1.96 for 95 %).
+- :func:`bootstrap_quantile_interval`, :func:`bootstrap_difference_interval` – percentile
+  bootstrap intervals (fixed seed) of a quantile and of the difference of two quantiles.
+- :func:`two_proportion_test`, :func:`fisher_exact`, :func:`proportion_test` – is one
+  rate different from another; :func:`newcombe_difference_interval` – the interval of their
+  difference.
+- :func:`mann_whitney_u` – are two samples of one figure (latency) shifted.
+- :func:`holm`, :func:`benjamini_hochberg` – p-values adjusted for many comparisons.
+
+Every test here is checked against ``scipy.stats`` / ``statsmodels`` on fixed data in
+``tests/test_stats.py``; neither is needed at run time.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
 
-__all__ = ["DEFAULT_CONFIDENCE", "wilson_interval", "z_value"]
+import numpy as np
+
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "DEFAULT_CONFIDENCE",
+    "MIN_EXPECTED_COUNT",
+    "benjamini_hochberg",
+    "bootstrap_difference_interval",
+    "bootstrap_quantile_interval",
+    "bootstrap_quantile_intervals",
+    "fisher_exact",
+    "holm",
+    "mann_whitney_u",
+    "newcombe_difference_interval",
+    "proportion_test",
+    "two_proportion_test",
+    "wilson_interval",
+    "z_value",
+]
 
 DEFAULT_CONFIDENCE = 0.95
 """The confidence level of the intervals in :func:`lab.tables.by_backend`."""
@@ -51,3 +81,312 @@ def wilson_interval(
     low = 0.0 if successes == 0 else max(0.0, centre - half)
     high = 1.0 if successes == n else min(1.0, centre + half)
     return (low, high)
+
+
+def _normal_two_sided(z: float) -> float:
+    """P(|Z| >= |z|) for a standard normal Z."""
+    return min(1.0, math.erfc(abs(z) / math.sqrt(2.0)))
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+BOOTSTRAP_RESAMPLES = 2000
+"""Resamples of every bootstrap interval (a percentile interval's ends move by about
+1/sqrt(B) of the resampling spread between seeds; 2000 keeps that under 3 %)."""
+BOOTSTRAP_SEED = 0
+"""The fixed seed of every bootstrap: the same data give the same interval, run after run."""
+_BLOCK = 2_000_000  # values resampled at once: memory stays bounded for any sample size
+
+
+def _resampled_quantiles(
+    values: np.ndarray, qs: Sequence[float], n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``(len(qs), n_boot)``: the quantiles of ``n_boot`` resamples of ``values``."""
+    n = len(values)
+    out = np.empty((len(qs), n_boot))
+    rows = max(1, _BLOCK // n)
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        picks = rng.integers(0, n, size=(stop - start, n))
+        out[:, start:stop] = np.quantile(values[picks], qs, axis=1)
+    return out
+
+
+def _clean(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    return arr[~np.isnan(arr)]
+
+
+def bootstrap_quantile_interval(
+    values: Sequence[float] | np.ndarray,
+    q: float,
+    confidence: float = DEFAULT_CONFIDENCE,
+    *,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """The percentile-bootstrap interval ``(low, high)`` of the ``q`` quantile of ``values``
+    (NaN left out): the ``values`` resampled with replacement ``n_boot`` times with a fixed
+    ``seed``, the quantile (linear, numpy's default) of each, and the central ``confidence``
+    share of those (``scipy.stats.bootstrap(..., method="percentile")`` with the same
+    generator gives the same interval). Fewer than 2 values carry no spread: ``(nan, nan)``.
+
+    A tail quantile of a small sample (p99 of 20 streams) is the sample maximum in most
+    resamples; its interval is then narrow and says little. Read it with the count.
+
+    >>> bootstrap_quantile_interval([5.0, 5.0, 5.0], 0.5)
+    (5.0, 5.0)
+    """
+    return bootstrap_quantile_intervals(values, [q], confidence, n_boot=n_boot, seed=seed)[0]
+
+
+def bootstrap_quantile_intervals(
+    values: Sequence[float] | np.ndarray,
+    qs: Sequence[float],
+    confidence: float = DEFAULT_CONFIDENCE,
+    *,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> list[tuple[float, float]]:
+    """:func:`bootstrap_quantile_interval` of each of ``qs``, from one set of resamples."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot!r}")
+    z_value(confidence)  # checks the level
+    arr = _clean(values)
+    if len(arr) < 2:
+        return [(math.nan, math.nan) for _ in qs]
+    boots = _resampled_quantiles(arr, list(qs), n_boot, np.random.default_rng(seed))
+    tail = (1.0 - confidence) / 2.0
+    ends = np.quantile(boots, [tail, 1.0 - tail], axis=1)
+    return [(float(lo), float(hi)) for lo, hi in zip(ends[0], ends[1], strict=True)]
+
+
+def bootstrap_difference_interval(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    q: float = 0.5,
+    confidence: float = DEFAULT_CONFIDENCE,
+    *,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """The percentile-bootstrap interval of ``quantile(b, q) - quantile(a, q)``, each sample
+    resampled on its own (fixed ``seed``); ``(nan, nan)`` when either has fewer than 2
+    values."""
+    xa, xb = _clean(a), _clean(b)
+    if len(xa) < 2 or len(xb) < 2:
+        return (math.nan, math.nan)
+    z_value(confidence)
+    rng = np.random.default_rng(seed)
+    diff = (
+        _resampled_quantiles(xb, [q], n_boot, rng)[0]
+        - _resampled_quantiles(xa, [q], n_boot, rng)[0]
+    )
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(diff, [tail, 1.0 - tail])
+    return (float(low), float(high))
+
+
+# --------------------------------------------------------------------------- two rates
+
+MIN_EXPECTED_COUNT = 5.0
+"""Below this expected count in any cell of the 2x2 table, :func:`proportion_test` uses
+Fisher's exact test instead of the normal approximation (Cochran's rule)."""
+
+
+def _check_counts(k: int, n: int) -> None:
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={k}, n={n}")
+
+
+def two_proportion_test(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of the pooled two-proportion z test of ``k1/n1`` against ``k2/n2``
+    (``statsmodels.stats.proportion.proportions_ztest``). 1.0 when either sample is empty
+    or both rates are 0 or both 1 (no variance: no evidence of a difference).
+
+    >>> round(two_proportion_test(10, 100, 25, 100), 4)
+    0.0052
+    """
+    _check_counts(k1, n1)
+    _check_counts(k2, n2)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    pooled = (k1 + k2) / (n1 + n2)
+    var = pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2)
+    if var <= 0.0:
+        return 1.0
+    return _normal_two_sided((k1 / n1 - k2 / n2) / math.sqrt(var))
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test of the 2x2 table ``[[k1, n1-k1], [k2,
+    n2-k2]]``: the hypergeometric probability of every table with these margins no more
+    likely than the observed one (``scipy.stats.fisher_exact``, its relative tolerance
+    1e-7 included).
+
+    >>> round(fisher_exact(1, 1, 3, 61), 4)
+    0.0645
+    """
+    _check_counts(k1, n1)
+    _check_counts(k2, n2)
+    total, successes = n1 + n2, k1 + k2
+    if n1 == 0 or n2 == 0 or successes in (0, total):
+        return 1.0
+    denominator = math.comb(total, n1)
+
+    def pmf(x: int) -> float:
+        return math.comb(successes, x) * math.comb(total - successes, n1 - x) / denominator
+
+    lo, hi = max(0, n1 - (total - successes)), min(n1, successes)
+    observed = pmf(k1) * (1.0 + 1e-7)
+    return min(1.0, sum(p for p in map(pmf, range(lo, hi + 1)) if p <= observed))
+
+
+def proportion_test(k1: int, n1: int, k2: int, n2: int) -> tuple[float, str]:
+    """``(p, method)``: :func:`fisher_exact` (``"fisher"``) when an expected cell count of
+    the 2x2 table is under :data:`MIN_EXPECTED_COUNT`, else :func:`two_proportion_test`
+    (``"z"``)."""
+    _check_counts(k1, n1)
+    _check_counts(k2, n2)
+    total, successes = n1 + n2, k1 + k2
+    if total == 0:
+        return (1.0, "fisher")
+    expected = [n * s / total for n in (n1, n2) for s in (successes, total - successes)]
+    if min(expected) < MIN_EXPECTED_COUNT:
+        return (fisher_exact(k1, n1, k2, n2), "fisher")
+    return (two_proportion_test(k1, n1, k2, n2), "z")
+
+
+def newcombe_difference_interval(
+    k1: int, n1: int, k2: int, n2: int, confidence: float = DEFAULT_CONFIDENCE
+) -> tuple[float, float]:
+    """The interval of ``k2/n2 - k1/n1`` by Newcombe's hybrid score method (Newcombe 1998,
+    method 10: the two Wilson intervals combined; ``statsmodels``
+    ``confint_proportions_2indep(..., method="newcomb")`` with the samples swapped). NaN
+    when either sample is empty.
+
+    Newcombe's own example, 56/70 against 48/80 (difference 0.2, interval 0.0524 to 0.3339):
+
+    >>> tuple(round(x, 4) for x in newcombe_difference_interval(48, 80, 56, 70))
+    (0.0524, 0.3339)
+    """
+    if n1 == 0 or n2 == 0:
+        return (math.nan, math.nan)
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson_interval(k1, n1, confidence)
+    l2, u2 = wilson_interval(k2, n2, confidence)
+    d = p2 - p1
+    return (
+        d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),
+        d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2),
+    )
+
+
+# --------------------------------------------------------------------------- two samples
+
+_EXACT_MWU_MAX = 8
+"""Mann–Whitney U is exact (its permutation distribution) when the smaller sample has at
+most this many values and no value is tied, as ``scipy.stats.mannwhitneyu`` does by
+default; otherwise the normal approximation with tie and continuity corrections."""
+
+
+def _u_counts(m: int, n: int) -> list[int]:
+    """How many orderings of ``m`` x's among ``n`` y's give each U = 0 .. m*n: the
+    coefficients of the Gaussian binomial ``[m+n choose m]_q`` (exact integers)."""
+    poly = [1]
+    for i in range(1, m + 1):
+        times = [0] * (len(poly) + n + i)  # poly * (1 - q^(n+i))
+        for k, c in enumerate(poly):
+            times[k] += c
+            times[k + n + i] -= c
+        quotient = [0] * (len(times) - i)  # / (1 - q^i): q[k] = p[k] + q[k-i]
+        for k in range(len(quotient)):
+            quotient[k] = times[k] + (quotient[k - i] if k >= i else 0)
+        poly = quotient
+    return poly[: m * n + 1]
+
+
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Average ranks (1-based) and the sizes of the groups of tied values."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    sizes = np.diff(np.r_[starts, len(values)])
+    average = starts + (sizes + 1) / 2.0  # 1-based mean rank of each group
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat(average, sizes)
+    return ranks, sizes
+
+
+def mann_whitney_u(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
+) -> tuple[float, float]:
+    """``(U, p)``: the Mann–Whitney U statistic of ``x`` (how many (x, y) pairs have x > y,
+    ties counting half) and its two-sided p-value, NaN left out (``scipy.stats.mannwhitneyu``
+    with its defaults: exact for a small sample without ties, else the normal approximation
+    with tie and continuity corrections). ``(nan, 1.0)`` when either sample is empty.
+
+    >>> mann_whitney_u([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    (0.0, 0.1)
+    """
+    xs, ys = _clean(x), _clean(y)
+    n1, n2 = len(xs), len(ys)
+    if n1 == 0 or n2 == 0:
+        return (math.nan, 1.0)
+    ranks, ties = _ranks(np.concatenate([xs, ys]))
+    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
+    u2 = n1 * n2 - u1
+    big = max(u1, u2)
+    if min(n1, n2) <= _EXACT_MWU_MAX and bool((ties == 1).all()):
+        counts = _u_counts(min(n1, n2), max(n1, n2))
+        tail = sum(counts[int(round(big)) :])
+        return (u1, min(1.0, 2.0 * tail / sum(counts)))
+    n = n1 + n2
+    tie_term = float((ties**3 - ties).sum()) / (n * (n - 1))
+    sd = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - tie_term))
+    if sd == 0.0:
+        return (u1, 1.0)  # every value equal: nothing to tell them apart
+    z = (big - n1 * n2 / 2.0 - 0.5) / sd
+    return (u1, min(1.0, 2.0 * (1.0 - NormalDist().cdf(z))))
+
+
+# --------------------------------------------------------------------------- many tests
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error rate; ``statsmodels``
+    ``multipletests(method="holm")``), in the order given; NaN stays NaN and is not
+    counted.
+
+    >>> [round(p, 6) for p in holm([0.01, 0.04, 0.03])]
+    [0.03, 0.06, 0.06]
+    """
+    return _adjust(pvalues, step_down=True)
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (false discovery rate; ``statsmodels``
+    ``multipletests(method="fdr_bh")``), in the order given; NaN stays NaN.
+
+    >>> [round(p, 6) for p in benjamini_hochberg([0.01, 0.04, 0.03])]
+    [0.03, 0.04, 0.04]
+    """
+    return _adjust(pvalues, step_down=False)
+
+
+def _adjust(pvalues: Sequence[float], *, step_down: bool) -> list[float]:
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(len(p), math.nan)
+    known = np.flatnonzero(~np.isnan(p))
+    m = len(known)
+    if m == 0:
+        return out.tolist()
+    order = known[np.argsort(p[known], kind="mergesort")]
+    ranked = p[order]
+    if step_down:  # Holm: (m - i) p_(i), running max from the smallest
+        adjusted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * ranked))
+    else:  # BH: m / (i + 1) p_(i), running min from the largest
+        scaled = np.minimum(1.0, m / np.arange(1, m + 1) * ranked)
+        adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    out[order] = adjusted
+    return [float(v) for v in out]

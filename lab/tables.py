@@ -8,6 +8,9 @@ meaning of each and its OpenTelemetry GenAI equivalent where one exists.
 - :func:`by_backend` – one row per serving backend.
 - :func:`classifiers` – error classifier counts.
 - :func:`attempts` – one row per degradation attempt (HTTP exchange).
+- :func:`latency` – per serving backend, quantiles of every timing figure with bootstrap
+  intervals.
+- :func:`gaps` – one row per gap between consecutive reads that carried visible text.
 
 What each takes: :func:`streams`, :func:`by_backend`, :func:`classifiers` and
 :func:`backend_labels` take the results (a ``list`` of ``StreamResult`` or the
@@ -23,10 +26,18 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from lab.latency import (
+    DEFAULT_STALL_S,
+    TIMING_COLUMNS,
+    backend_latency,
+    content_gaps,
+    timing_row,
+)
 from lab.result import StreamResult
-from lab.stats import DEFAULT_CONFIDENCE, wilson_interval
+from lab.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, DEFAULT_CONFIDENCE, wilson_interval
 
 __all__ = [
+    "GAP_COLUMNS",
     "LEAK_GUARDS",
     "MIN_STREAMS_TO_COMPARE",
     "STREAM_COLUMNS",
@@ -35,6 +46,8 @@ __all__ = [
     "backend_verdicts",
     "by_backend",
     "classifiers",
+    "gaps",
+    "latency",
     "leaks",
     "streams",
     "unserved",
@@ -71,6 +84,7 @@ STREAM_COLUMNS = [
     "cached_tokens",
     "cost",
     "tokens_per_s",
+    *TIMING_COLUMNS,
     "outcome",
     "anomalies",
     "divergence",
@@ -79,7 +93,12 @@ STREAM_COLUMNS = [
     "response_id",
     "response_model",
     "unhandled_shapes",
+    "started_at",
+    "capture_id",
 ]
+
+
+_NOT_IN_STREAMS = {"leaks": "guard events", "gaps": "per-read gaps"}
 
 
 def _need_results(results: object, fn: str) -> Iterable[StreamResult]:
@@ -91,7 +110,7 @@ def _need_results(results: object, fn: str) -> Iterable[StreamResult]:
         raise TypeError(
             f"tables.{fn}() needs the replay results (a list of StreamResult, e.g. "
             f"replay(...)), not a table: the streams table holds no "
-            f"{'guard events' if fn == 'leaks' else 'per-attempt rows'}"
+            f"{_NOT_IN_STREAMS.get(fn, 'per-attempt rows')}"
         )
     if isinstance(results, (str, bytes)) or not isinstance(results, Iterable):
         raise TypeError(
@@ -172,8 +191,14 @@ def _call_first(r: StreamResult, first: int | None) -> bool:
     return not (chunk.content or chunk.thoughts)
 
 
-def streams(results: Iterable[StreamResult] | pd.DataFrame) -> pd.DataFrame:
+def streams(
+    results: Iterable[StreamResult] | pd.DataFrame, *, stall_s: float = DEFAULT_STALL_S
+) -> pd.DataFrame:
     """One row per logical request (columns: :data:`STREAM_COLUMNS`).
+
+    The timing columns (:data:`lab.latency.TIMING_COLUMNS`) come from the recorded reads
+    (:func:`lab.latency.stream_timing`); a gap between content reads over ``stall_s``
+    seconds (``LabConfig.stall_s``) counts as a stall.
 
     Given the streams table itself (a DataFrame with these columns), returns it unchanged.
     """
@@ -226,6 +251,7 @@ def streams(results: Iterable[StreamResult] | pd.DataFrame) -> pd.DataFrame:
                 # a priced model's cost over no usage at all is 0.0: no usage, no cost known
                 "cost": r.cost if usage is not None else None,
                 "tokens_per_s": tps,
+                **timing_row(r, stall_s=stall_s),
                 "outcome": r.outcome,
                 "anomalies": ",".join(_anomalies(r)),
                 "divergence": "; ".join(r.divergence),
@@ -234,14 +260,43 @@ def streams(results: Iterable[StreamResult] | pd.DataFrame) -> pd.DataFrame:
                 "response_id": _fact_text(r, "response_id"),
                 "response_model": _fact_text(r, "response_model"),
                 "unhandled_shapes": _shapes_text(r),
+                "started_at": r.started_at,
+                "capture_id": r.capture_id,
             }
         )
     df = pd.DataFrame(rows, columns=STREAM_COLUMNS)
-    for col in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
+    for col in _NULLABLE_INT_COLUMNS:
         df[col] = df[col].astype("Int64")
-    for col in ("ttft_ms", "duration_ms", "cost", "tokens_per_s"):
+    for col in _FLOAT_COLUMNS:
         df[col] = df[col].astype("float64")
+    df["timed"] = df["timed"].astype(bool)
+    df["content_reads"] = df["content_reads"].astype("int64")
+    df["started_at"] = pd.to_datetime(df["started_at"], utc=True).astype("datetime64[us, UTC]")
     return df
+
+
+_NULLABLE_INT_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "stalls",
+    "first_chunk_chars",
+)
+_FLOAT_COLUMNS = (
+    "ttft_ms",
+    "duration_ms",
+    "cost",
+    "tokens_per_s",
+    "ttfb_ms",
+    "ttft_content_ms",
+    "ttft_reasoning_ms",
+    "gap_p50_ms",
+    "gap_p90_ms",
+    "gap_p99_ms",
+    "gap_max_ms",
+    "stall_ms",
+)
 
 
 LEAK_COLUMNS = [
@@ -569,4 +624,61 @@ def attempts(results: Iterable[StreamResult]) -> pd.DataFrame:
             )
     df = pd.DataFrame(rows, columns=ATTEMPT_COLUMNS)
     df["status"] = df["status"].astype("Int64")
+    return df
+
+
+def latency(
+    stream_table: pd.DataFrame | Iterable[StreamResult],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> pd.DataFrame:
+    """Per serving backend and timing figure: the p50, p90 and p99 over its streams, each
+    with a percentile-bootstrap interval at ``confidence`` (``n_boot`` resamples, fixed
+    ``seed``: the same table every run), and the mean.
+
+    One row per (backend, metric) for every metric of :data:`lab.latency.LATENCY_METRICS`
+    (``ttfb_ms``, ``ttft_ms``, ``ttft_content_ms``, ``gap_p99_ms``, ``stalls``,
+    ``first_chunk_chars``, ``tokens_per_s``, ...); columns :data:`lab.latency.LATENCY_COLUMNS`.
+    ``n`` is how many of the backend's ``streams`` have the figure (a stream with no
+    reasoning has no ``ttft_reasoning_ms``). Streams without per-read timing (imported from
+    a cassette or a HAR: ``timed`` False) are left out of every figure and counted in
+    ``untimed``; ``table.attrs["notes"]`` says so in a sentence.
+
+    Takes the streams table (filter it first to narrow the view) or the results.
+    """
+    df = _stream_table(stream_table, "latency").copy()
+    df["serving_provider"] = backend_labels(df)
+    return backend_latency(df, confidence=confidence, n_boot=n_boot, seed=seed)
+
+
+GAP_COLUMNS = ["stream_id", "serving_provider", "attempt", "read_seq", "t_ms", "gap_ms", "stall"]
+
+
+def gaps(results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S) -> pd.DataFrame:
+    """One row per gap between consecutive reads that carried visible text (the gaps the
+    ``gap_*`` columns of :func:`streams` summarize): the read that ended it, its arrival
+    ``t_ms``, ``gap_ms`` and ``stall`` (longer than ``stall_s``). Streams without per-read
+    timing have no rows.
+
+    Needs the results (the streams table holds each stream's quantiles, not its gaps).
+    """
+    rows = []
+    limit_ms = stall_s * 1000.0
+    for r in _need_results(results, "gaps"):
+        for attempt, read_seq, t_ns, gap_ns in content_gaps(r):
+            rows.append(
+                {
+                    "stream_id": r.stream_id,
+                    "serving_provider": r.serving_provider,
+                    "attempt": attempt,
+                    "read_seq": read_seq,
+                    "t_ms": t_ns / 1e6,
+                    "gap_ms": gap_ns / 1e6,
+                    "stall": gap_ns / 1e6 > limit_ms,
+                }
+            )
+    df = pd.DataFrame(rows, columns=GAP_COLUMNS)
+    df["stall"] = df["stall"].astype(bool)
     return df

@@ -65,7 +65,10 @@ def test_figures_render_to_png_under_a_non_agg_backend(tmp_path):
     )
     code = code.replace("sys.argv[1]", repr(str(tmp_path)))
     out = _run(f"import os; os.chdir({str(ROOT)!r})\n" + code)
-    assert out == "['classifiers', 'leaks_by_backend', 'timeline', 'ttft_by_backend'] svg"
+    assert out == (
+        "['classifiers', 'gaps', 'leaks_by_backend', 'timeline', 'ttft_by_backend', "
+        "'ttft_ecdf'] svg"
+    )
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
-    assert len(pngs) == 4
+    assert len(pngs) == 6
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in tmp_path.glob("*.png"))

@@ -60,3 +60,124 @@ def test_wilson_interval_refuses_impossible_counts(successes, n):
 def test_z_value_refuses_a_confidence_outside_zero_one():
     with pytest.raises(ValueError, match="confidence must be between 0 and 1"):
         z_value(95)
+
+
+# ----------------------------------------------------------------------------------------
+# The tests and intervals of lab.compare, checked against scipy.stats and statsmodels on
+# fixed data (neither is a run-time dependency of the lab).
+
+LATENCY_A = [812.0, 640.5, 955.0, 701.25, 1203.0, 688.0, 740.0, 933.5, 1500.0, 615.0, 702.0]
+LATENCY_B = [1012.0, 870.0, 1490.0, 901.0, 1333.0, 1120.5, 990.0, 1720.0, 1005.0]
+TIED_A = [1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 7.0]
+TIED_B = [2.0, 3.0, 4.0, 4.0, 5.0, 7.0, 7.0, 9.0]
+
+
+@pytest.mark.parametrize(
+    ("x", "y"),
+    [
+        ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]),  # exact, complete separation
+        ([3.1, 0.2, 5.5, 1.4], [2.2, 6.0, 4.1, 7.3, 0.9]),  # exact, interleaved
+        (LATENCY_A[:8], LATENCY_B),  # exact at the largest small sample (8)
+        (LATENCY_A, LATENCY_B),  # normal approximation (both over 8)
+        (TIED_A, TIED_B),  # ties: normal approximation with tie correction
+        (LATENCY_A * 5, LATENCY_B * 4),  # ties from repetition, larger samples
+    ],
+)
+def test_mann_whitney_u_matches_scipy(x, y):
+    from scipy.stats import mannwhitneyu
+
+    from lab.stats import mann_whitney_u
+
+    expected = mannwhitneyu(x, y)
+    u, p = mann_whitney_u(x, y)
+    assert u == float(expected.statistic)
+    assert p == pytest.approx(float(expected.pvalue), rel=1e-9, abs=1e-15)
+
+
+def test_mann_whitney_u_of_an_empty_sample_or_all_ties_is_no_evidence():
+    from lab.stats import mann_whitney_u
+
+    assert mann_whitney_u([], [1.0])[1] == 1.0
+    assert mann_whitney_u([2.0] * 10, [2.0] * 12) == (60.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("k1", "n1", "k2", "n2"),
+    [(1, 1, 3, 61), (2, 50, 20, 49), (0, 10, 5, 10), (7, 12, 2, 15), (3, 40, 3, 40), (0, 5, 0, 9)],
+)
+def test_fisher_exact_matches_scipy(k1, n1, k2, n2):
+    from scipy.stats import fisher_exact as scipy_fisher
+
+    from lab.stats import fisher_exact
+
+    expected = scipy_fisher([[k1, n1 - k1], [k2, n2 - k2]]).pvalue
+    assert fisher_exact(k1, n1, k2, n2) == pytest.approx(float(expected), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("k1", "n1", "k2", "n2"), [(10, 100, 25, 100), (1, 50, 20, 49), (30, 60, 33, 60)]
+)
+def test_two_proportion_test_and_difference_interval_match_statsmodels(k1, n1, k2, n2):
+    from statsmodels.stats.proportion import confint_proportions_2indep, proportions_ztest
+
+    from lab.stats import newcombe_difference_interval, two_proportion_test
+
+    assert two_proportion_test(k1, n1, k2, n2) == pytest.approx(
+        float(proportions_ztest([k1, k2], [n1, n2])[1]), rel=1e-9
+    )
+    low, high = confint_proportions_2indep(k2, n2, k1, n1, method="newcomb")
+    assert newcombe_difference_interval(k1, n1, k2, n2) == pytest.approx(
+        (float(low), float(high)), rel=1e-9
+    )
+
+
+def test_proportion_test_uses_fisher_when_an_expected_count_is_small():
+    from lab.stats import fisher_exact, proportion_test, two_proportion_test
+
+    assert proportion_test(1, 50, 20, 49) == (two_proportion_test(1, 50, 20, 49), "z")
+    assert proportion_test(0, 10, 5, 10) == (fisher_exact(0, 10, 5, 10), "fisher")
+
+
+def test_holm_and_benjamini_hochberg_match_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    from lab.stats import benjamini_hochberg, holm
+
+    p = [0.0004, 0.31, 0.012, 0.049, 0.9, 0.0031, 0.2, 0.049, 0.6]
+    assert holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]), rel=1e-12)
+    bh = list(multipletests(p, method="fdr_bh")[1])
+    assert benjamini_hochberg(p) == pytest.approx(bh, rel=1e-12)
+    with_nan = holm([0.01, math.nan, 0.04])
+    assert with_nan[0] == pytest.approx(0.02) and math.isnan(with_nan[1])
+    assert with_nan[2] == pytest.approx(0.04)
+
+
+def test_bootstrap_quantile_interval_matches_scipy_percentile_bootstrap():
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from lab.stats import bootstrap_quantile_interval
+
+    x = np.array(LATENCY_A + LATENCY_B)
+    for q in (0.5, 0.9):
+        expected = bootstrap(
+            (x,),
+            lambda s, axis, q=q: np.quantile(s, q, axis=axis),
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(0),
+            vectorized=True,
+        ).confidence_interval
+        assert bootstrap_quantile_interval(x, q) == (float(expected.low), float(expected.high))
+
+
+def test_bootstrap_intervals_are_the_same_run_after_run_and_nan_without_spread():
+    from lab.stats import bootstrap_difference_interval, bootstrap_quantile_interval
+
+    assert bootstrap_quantile_interval(LATENCY_A, 0.5) == bootstrap_quantile_interval(
+        LATENCY_A, 0.5
+    )
+    assert all(math.isnan(v) for v in bootstrap_quantile_interval([3.0], 0.5))
+    low, high = bootstrap_difference_interval(LATENCY_A, LATENCY_B)
+    assert 0 < low < high  # B is slower: its median minus A's is above 0
+    assert (low, high) == bootstrap_difference_interval(LATENCY_A, LATENCY_B)

@@ -358,14 +358,27 @@ def test_replayed_think_leak_shows_up_in_streams_leaks_and_by_backend():
 
 def test_write_all_saves_every_standard_figure(results, tmp_path: Path):
     written = plots.write_all(results, tmp_path)
-    assert sorted(written) == ["classifiers", "leaks_by_backend", "timeline", "ttft_by_backend"]
+    assert sorted(written) == [
+        "classifiers",
+        "gaps",
+        "leaks_by_backend",
+        "timeline",
+        "ttft_by_backend",
+        "ttft_ecdf",
+    ]
     for path in written.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plots_handle_empty_tables(tmp_path: Path):
     written = plots.write_all([], tmp_path)
-    assert sorted(written) == ["classifiers", "leaks_by_backend", "ttft_by_backend"]
+    assert sorted(written) == [
+        "classifiers",
+        "gaps",
+        "leaks_by_backend",
+        "ttft_by_backend",
+        "ttft_ecdf",
+    ]
 
 
 def test_stream_timeline_marks_guard_events(results):
@@ -433,6 +446,8 @@ def _documented(section: str) -> set[str]:
         ("streams", tables.STREAM_COLUMNS),
         ("leaks", tables.LEAK_COLUMNS),
         ("attempts", tables.ATTEMPT_COLUMNS),
+        ("latency", tables.latency([]).columns.tolist()),
+        ("gaps", tables.GAP_COLUMNS),
     ],
 )
 def test_docs_describe_every_column(section, columns):

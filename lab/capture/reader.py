@@ -789,6 +789,7 @@ class _Rows:
             t_end_ns=r["t_end_ns"],
             capture_id=r["capture_id"],
             exchange=r["exchange"],
+            started_at=r["started_at"],
         )
 
 
@@ -815,6 +816,7 @@ _EXCHANGE_COLUMNS = (
     "t_end_ns",
     "capture_id",
     "exchange",
+    "started_at",
 )
 
 

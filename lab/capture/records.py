@@ -6,6 +6,7 @@ Kept free of pyarrow/pandas so the replay transport imports fast.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 __all__ = ["RecordedExchange", "RecordedRequest"]
@@ -38,6 +39,8 @@ class RecordedExchange:
     t_end_ns: int | None = None
     capture_id: str | None = None
     exchange: int | None = None
+    started_at: datetime | None = None
+    """Wall clock (UTC) when the request was sent (``streams.started_at``)."""
 
     @property
     def body(self) -> bytes:

@@ -1,0 +1,320 @@
+"""Latency of one stream from its recorded reads (pure: a result in, numbers out).
+
+A capture keeps every network read with its monotonic arrival offset (``chunks.t_ns``, ns
+after the request was sent), and a replayed :class:`~lab.result.StreamResult` keeps them per
+attempt (``read_t_ns``) with, for every processed chunk, the read that completed its SSE
+event (``origins``). That is enough to answer what a tracer's single "time to first token"
+cannot: when the first byte came, when the first *visible* token came (a reasoning model
+spends seconds on reasoning first), how evenly the answer arrived, whether it stalled, and
+whether the first chunk bundled many tokens (langfuse#3046, litellm#7636, aiperf#1279: a
+first chunk holding a whole sentence makes TTFT look fine and hides a slow start).
+
+:func:`stream_timing` walks a result's chunks once, in order (linear in the chunks, no
+copy of the reads), and returns a :class:`StreamTiming`:
+
+- ``ttfb_ms`` – the first read (first body byte) of the final attempt;
+- ``ttft_content_ms`` / ``ttft_reasoning_ms`` – the read that completed the first chunk
+  with visible text / with reasoning (``ttft_ms`` of the streams table is the first of
+  text, reasoning or a tool call);
+- ``gap_p50_ms`` … ``gap_max_ms`` – gaps between consecutive *content reads* (distinct
+  reads that completed a chunk with visible text), quantiles by linear interpolation
+  (numpy's default, Hyndman & Fan type 7);
+- ``stalls`` / ``stall_ms`` – how many of those gaps exceed ``stall_s``
+  (``LabConfig.stall_s``, 2 s) and their summed length;
+- ``first_chunk_chars`` – characters of visible text the first content read delivered.
+
+All times are ms after the request of their attempt was sent, like ``ttft_ms``.
+
+**Streams without timing.** An exchange imported from a cassette (``meta.timing ==
+"none"``) or a HAR (``"headers"``: only the headers' time is real) has no per-read offsets;
+replay gives its attempts an empty ``read_t_ns``. Such a stream is ``timed=False`` and
+every timing figure is None, so it is left out of every quantile instead of counting as
+0 ms; :func:`lab.tables.latency` counts those streams per backend (``untimed``) and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from lab.config import LabConfig
+from lab.result import StreamResult, counted_thoughts
+
+__all__ = [
+    "DEFAULT_STALL_S",
+    "LATENCY_COLUMNS",
+    "LATENCY_METRICS",
+    "LATENCY_QUANTILES",
+    "TIMING_COLUMNS",
+    "StreamTiming",
+    "backend_latency",
+    "content_gaps",
+    "quantile",
+    "stream_timing",
+    "timing_row",
+]
+
+DEFAULT_STALL_S: float = LabConfig.model_fields["stall_s"].default
+"""The default of ``LabConfig.stall_s``: a gap between content reads longer than this is a
+stall."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTiming:
+    """The timing figures of one stream (None where the stream has no such moment)."""
+
+    timed: bool
+    """False when the stream's final attempt has reads but no per-read offsets (imported
+    without timing); every figure below is then None."""
+    ttfb_ms: float | None = None
+    """First read of the final attempt (the first body byte)."""
+    ttft_content_ms: float | None = None
+    """The read that completed the first chunk with visible text."""
+    ttft_reasoning_ms: float | None = None
+    """The read that completed the first chunk with reasoning."""
+    gap_p50_ms: float | None = None
+    """Median gap between consecutive content reads."""
+    gap_p90_ms: float | None = None
+    gap_p99_ms: float | None = None
+    gap_max_ms: float | None = None
+    content_reads: int = 0
+    """Distinct reads that completed a chunk with visible text (gaps = content_reads - 1)."""
+    stalls: int | None = None
+    """Gaps between content reads longer than ``stall_s``; None when untimed."""
+    stall_ms: float | None = None
+    """The summed length of those gaps."""
+    first_chunk_chars: int | None = None
+    """Characters of visible text in the first content read."""
+
+
+TIMING_COLUMNS = [f.name for f in fields(StreamTiming)]
+"""The columns :func:`stream_timing` adds to :func:`lab.tables.streams`, in order."""
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ascending ``sorted_values`` by linear interpolation (numpy's
+    default method, Hyndman & Fan type 7).
+
+    >>> quantile([10.0, 20.0, 40.0], 0.5), quantile([10.0, 20.0, 40.0], 0.9)
+    (20.0, 36.0)
+    """
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("quantile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be between 0 and 1, got {q!r}")
+    h = (n - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, n - 1)
+    low = sorted_values[lo]
+    return low + (h - lo) * (sorted_values[hi] - low)
+
+
+def _final_times(result: StreamResult) -> tuple[list[int], bool]:
+    """The read offsets of the final attempt and whether the stream is timed."""
+    if not result.attempts:
+        return [], True
+    final = result.attempts[-1]
+    times = result.read_t_ns.get(final.attempt) or []
+    return times, bool(times) or final.n_reads == 0
+
+
+class _Scan:
+    """What one pass over a result's chunks found (see :func:`_scan`)."""
+
+    __slots__ = ("content_reads", "first_chars", "first_content_t", "first_reasoning_t", "gaps")
+
+    def __init__(self) -> None:
+        self.first_content_t: int | None = None
+        self.first_reasoning_t: int | None = None
+        self.first_chars = 0
+        self.content_reads = 0
+        self.gaps: list[tuple[int, int, int, int]] = []
+
+
+def _scan(result: StreamResult) -> _Scan:
+    """One pass over the chunks of ``result``: the first content and reasoning reads, the
+    characters of the first content read, and every gap between consecutive content reads
+    of one attempt (``(attempt, read_seq, t_ns, gap_ns)``). A chunk no read completed (an
+    error before any event) has no time and is passed over."""
+    scan = _Scan()
+    first_content: tuple[int, int] | None = None
+    previous: tuple[int, int] | None = None
+    previous_t = 0
+    read_t_ns = result.read_t_ns
+    for chunk, origin in zip(result.chunks, result.origins, strict=False):
+        content = chunk.content
+        if not content and (scan.first_reasoning_t is not None or not chunk.thoughts):
+            continue
+        attempt, read_seq = origin.attempt, origin.read_seq
+        times = read_t_ns.get(attempt)
+        if read_seq < 0 or not times or read_seq >= len(times):
+            continue
+        t = times[read_seq]
+        if scan.first_reasoning_t is None and counted_thoughts(chunk):
+            scan.first_reasoning_t = t
+        if not content:
+            continue
+        key = (attempt, read_seq)
+        if first_content is None:
+            first_content, scan.first_content_t = key, t
+        if key == first_content:
+            scan.first_chars += len(content)
+        if key != previous:
+            scan.content_reads += 1
+            if previous is not None and previous[0] == attempt:
+                scan.gaps.append((attempt, read_seq, t, t - previous_t))
+            previous, previous_t = key, t
+    return scan
+
+
+def content_gaps(result: StreamResult) -> list[tuple[int, int, int, int]]:
+    """``(attempt, read_seq, t_ns, gap_ns)`` for every content read after the first of its
+    attempt, the gap measured from the previous content read of that attempt (the gaps
+    :func:`stream_timing` summarizes). Empty when the stream is untimed."""
+    return _scan(result).gaps if _final_times(result)[1] else []
+
+
+def stream_timing(result: StreamResult, *, stall_s: float = DEFAULT_STALL_S) -> StreamTiming:
+    """The timing figures of ``result`` (see the module docstring), one pass over its chunks.
+
+    >>> from lab.replay import replay_sse
+    >>> r = replay_sse("openai", [b'data: {"choices":[{"delta":{"content":"Hi"}}]}\\n\\n'])
+    >>> stream_timing(r).first_chunk_chars
+    2
+    """
+    if stall_s <= 0:
+        raise ValueError(f"stall_s must be > 0, got {stall_s!r}")
+    final_times, timed = _final_times(result)
+    if not timed:
+        return StreamTiming(timed=False)
+    scan = _scan(result)
+    gaps = sorted(g for _, _, _, g in scan.gaps)
+    limit_ns = stall_s * 1e9
+    stalled = [g for g in gaps if g > limit_ns]
+    return StreamTiming(
+        timed=True,
+        ttfb_ms=_ms(final_times[0]) if final_times else None,
+        ttft_content_ms=_ms(scan.first_content_t),
+        ttft_reasoning_ms=_ms(scan.first_reasoning_t),
+        gap_p50_ms=_ms(quantile(gaps, 0.5)) if gaps else None,
+        gap_p90_ms=_ms(quantile(gaps, 0.9)) if gaps else None,
+        gap_p99_ms=_ms(quantile(gaps, 0.99)) if gaps else None,
+        gap_max_ms=_ms(gaps[-1]) if gaps else None,
+        content_reads=scan.content_reads,
+        stalls=len(stalled),
+        stall_ms=_ms(sum(stalled)) if stalled else 0.0,
+        first_chunk_chars=scan.first_chars if scan.first_content_t is not None else None,
+    )
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def timing_row(result: StreamResult, *, stall_s: float = DEFAULT_STALL_S) -> dict[str, Any]:
+    """:func:`stream_timing` as a dict keyed by :data:`TIMING_COLUMNS`."""
+    return dict(zip(TIMING_COLUMNS, astuple(stream_timing(result, stall_s=stall_s)), strict=True))
+
+
+# --------------------------------------------------------------------------- per backend
+
+LATENCY_METRICS = (
+    "ttfb_ms",
+    "ttft_ms",
+    "ttft_content_ms",
+    "ttft_reasoning_ms",
+    "gap_p50_ms",
+    "gap_p99_ms",
+    "gap_max_ms",
+    "stalls",
+    "stall_ms",
+    "first_chunk_chars",
+    "tokens_per_s",
+)
+"""The per-stream figures :func:`lab.tables.latency` summarizes per backend, in row order."""
+
+LATENCY_QUANTILES = (0.5, 0.9, 0.99)
+"""The quantiles of each figure per backend (columns ``p50``, ``p90``, ``p99``)."""
+
+LATENCY_COLUMNS = [
+    "serving_provider",
+    "metric",
+    "streams",
+    "untimed",
+    "n",
+    "p50",
+    "p50_ci_low",
+    "p50_ci_high",
+    "p90",
+    "p90_ci_low",
+    "p90_ci_high",
+    "p99",
+    "p99_ci_low",
+    "p99_ci_high",
+    "mean",
+]
+
+
+def backend_latency(
+    frame: Any,
+    *,
+    confidence: float,
+    n_boot: int,
+    seed: int,
+) -> Any:
+    """The per-backend latency table of a streams table whose ``serving_provider`` column
+    already holds the backend labels (:func:`lab.tables.latency` makes it)."""
+    import pandas as pd
+
+    from lab.stats import bootstrap_quantile_intervals
+
+    rows = []
+    timed = frame["timed"].astype(bool) if "timed" in frame else pd.Series(True, frame.index)
+    for backend, group in frame.groupby("serving_provider", sort=True):
+        on = timed.loc[group.index]
+        untimed = int((~on).sum())
+        for metric in LATENCY_METRICS:
+            values = pd.to_numeric(group.loc[on, metric], errors="coerce").dropna()
+            values = values.to_numpy(dtype=float)
+            row: dict[str, Any] = {
+                "serving_provider": backend,
+                "metric": metric,
+                "streams": len(group),
+                "untimed": untimed,
+                "n": len(values),
+            }
+            ci = bootstrap_quantile_intervals(
+                values, LATENCY_QUANTILES, confidence, n_boot=n_boot, seed=seed
+            )
+            for q, (low, high) in zip(LATENCY_QUANTILES, ci, strict=True):
+                name = f"p{round(q * 100)}"
+                row[name] = float(np.quantile(values, q)) if len(values) else math.nan
+                row[f"{name}_ci_low"], row[f"{name}_ci_high"] = low, high
+            row["mean"] = float(values.mean()) if len(values) else math.nan
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=LATENCY_COLUMNS)
+    for col in ("streams", "untimed", "n"):
+        out[col] = out[col].astype("int64")
+    untimed_total = int((~timed).sum())
+    out.attrs["untimed"] = untimed_total
+    out.attrs["notes"] = _untimed_notes(frame, timed)
+    return out
+
+
+def _untimed_notes(frame: Any, timed: Any) -> list[str]:
+    """One sentence naming the streams left out of every timing figure, if any."""
+    left = frame.loc[~timed, "serving_provider"]
+    if left.empty:
+        return []
+    counts = left.value_counts().sort_index()
+    per = ", ".join(f"{b}: {n}" for b, n in counts.items())
+    n = int(counts.sum())
+    return [
+        f"{n} stream{'s' if n != 1 else ''} without per-read timing (imported from a "
+        f"cassette or a HAR) left out of every timing figure ({per})."
+    ]

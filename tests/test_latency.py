@@ -1,0 +1,277 @@
+"""Every timing figure of a stream, exactly, from captures with known read offsets."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lab import tables
+from lab.latency import TIMING_COLUMNS, StreamTiming, content_gaps, quantile, stream_timing
+from lab.replay import replay
+from tests.latency_captures import (
+    CAPTURE_ID,
+    DONE,
+    MS,
+    STARTED,
+    content,
+    exchange_row,
+    reasoning,
+    write_capture,
+)
+
+# reasoning at 100 and 150 ms; two content events in one read at 400 ms (11 characters:
+# the bundled first chunk); "!" at 450 ms; " Bye" at 2950 ms (a 2.5 s gap: a stall)
+STALLED_READS = [
+    reasoning("think"),
+    reasoning(" more"),
+    content("Hello") + content(" world"),
+    content("!"),
+    content(" Bye"),
+    DONE,
+]
+STALLED_TIMES = [100 * MS, 150 * MS, 400 * MS, 450 * MS, 2950 * MS, 3000 * MS]
+
+
+def _replay_one(tmp_path, reads, times, **row):
+    write_capture(tmp_path, [(exchange_row("s", reads, **row), reads, times)])
+    (result,) = replay(tmp_path)
+    assert result.error is None, result.error
+    return result
+
+
+def test_every_figure_of_a_stream_with_reasoning_a_bundled_first_chunk_and_a_stall(tmp_path):
+    result = _replay_one(tmp_path, STALLED_READS, STALLED_TIMES)
+    assert result.text == "Hello world! Bye"
+    assert stream_timing(result) == StreamTiming(
+        timed=True,
+        ttfb_ms=100.0,
+        ttft_content_ms=400.0,
+        ttft_reasoning_ms=100.0,
+        gap_p50_ms=1275.0,  # gaps 50 and 2500 ms
+        gap_p90_ms=2255.0,
+        gap_p99_ms=2475.5,
+        gap_max_ms=2500.0,
+        content_reads=3,
+        stalls=1,
+        stall_ms=2500.0,
+        first_chunk_chars=11,
+    )
+    assert content_gaps(result) == [(0, 3, 450 * MS, 50 * MS), (0, 4, 2950 * MS, 2500 * MS)]
+
+
+def test_gap_quantiles_are_numpys_linear_quantiles():
+    values = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    ordered = sorted(values)
+    for q in (0.0, 0.1, 0.5, 0.9, 0.99, 1.0):
+        assert quantile(ordered, q) == float(np.quantile(values, q))
+
+
+def test_the_stall_threshold_is_the_stall_s_given(tmp_path):
+    result = _replay_one(tmp_path, STALLED_READS, STALLED_TIMES)
+    assert stream_timing(result, stall_s=2.5).stalls == 0  # 2.5 s is not over 2.5 s
+    assert stream_timing(result, stall_s=0.04).stalls == 2
+    assert stream_timing(result, stall_s=0.04).stall_ms == 2550.0
+    with pytest.raises(ValueError, match="stall_s must be > 0"):
+        stream_timing(result, stall_s=0)
+
+
+def test_an_event_split_across_reads_is_timed_by_the_read_that_completed_it(tmp_path):
+    event = content("late")
+    reads = [event[:10], event[10:], content("er"), DONE]
+    times = [200 * MS, 700 * MS, 900 * MS, 950 * MS]
+    timing = stream_timing(_replay_one(tmp_path, reads, times))
+    assert (timing.ttfb_ms, timing.ttft_content_ms, timing.first_chunk_chars) == (200.0, 700.0, 4)
+    assert (timing.gap_p50_ms, timing.gap_max_ms, timing.content_reads) == (200.0, 200.0, 2)
+    assert timing.ttft_reasoning_ms is None and timing.stalls == 0 and timing.stall_ms == 0.0
+
+
+def test_a_stream_with_one_content_read_has_no_gaps(tmp_path):
+    reads = [content("all at once"), DONE]
+    timing = stream_timing(_replay_one(tmp_path, reads, [300 * MS, 310 * MS]))
+    assert timing == StreamTiming(
+        timed=True,
+        ttfb_ms=300.0,
+        ttft_content_ms=300.0,
+        content_reads=1,
+        stalls=0,
+        stall_ms=0.0,
+        first_chunk_chars=11,
+    )
+
+
+@pytest.mark.parametrize("timing", ["none", "headers"])
+def test_an_imported_exchange_without_read_timing_has_no_timing_figures(tmp_path, timing):
+    reads = [b"".join(STALLED_READS)]  # an imported body is one read
+    result = _replay_one(tmp_path, reads, [0], timing=timing)
+    assert result.text == "Hello world! Bye"
+    assert stream_timing(result) == StreamTiming(timed=False)
+    assert content_gaps(result) == []
+    row = tables.streams([result]).iloc[0]
+    assert not row["timed"]
+    for col in TIMING_COLUMNS[1:]:
+        if col == "content_reads":
+            assert row[col] == 0
+        else:
+            assert pd.isna(row[col]), col
+    assert math.isnan(row["ttft_ms"])
+
+
+def test_the_streams_table_carries_timing_start_time_and_capture_id(tmp_path):
+    write_capture(
+        tmp_path,
+        [
+            (exchange_row("a", STALLED_READS, k=0), STALLED_READS, STALLED_TIMES),
+            (
+                exchange_row("b", [b"".join(STALLED_READS)], k=1, timing="none"),
+                [b"".join(STALLED_READS)],
+                [0],
+            ),
+        ],
+    )
+    st = tables.streams(replay(tmp_path))
+    assert list(st.columns) == tables.STREAM_COLUMNS
+    a = st.set_index("stream_id").loc["a"]
+    assert a["started_at"] == pd.Timestamp(STARTED)
+    assert str(st["started_at"].dtype) == "datetime64[us, UTC]"
+    assert a["capture_id"] == CAPTURE_ID
+    assert a[TIMING_COLUMNS].tolist() == [
+        True,
+        100.0,
+        400.0,
+        100.0,
+        1275.0,
+        2255.0,
+        2475.5,
+        2500.0,
+        3,
+        1,
+        2500.0,
+        11,
+    ]
+    assert a["ttft_ms"] == 100.0 and a["duration_ms"] == 3000.0
+    assert st["timed"].tolist() == [True, False]
+    assert tables.streams(replay(tmp_path), stall_s=3.0)["stalls"].tolist()[0] == 0
+
+
+def test_replay_out_writes_the_timing_columns_with_their_types(tmp_path):
+    write_capture(
+        tmp_path / "cap", [(exchange_row("a", STALLED_READS), STALLED_READS, STALLED_TIMES)]
+    )
+    written = replay(tmp_path / "cap", out=tmp_path / "out")
+    st = written.read("streams")
+    direct = tables.streams(replay(tmp_path / "cap"))
+    pd.testing.assert_frame_equal(
+        st[["stream_id", *TIMING_COLUMNS, "started_at", "capture_id"]],
+        direct[["stream_id", *TIMING_COLUMNS, "started_at", "capture_id"]],
+        check_dtype=False,
+    )
+    assert str(st["started_at"].dtype) == "datetime64[us, UTC]"
+
+
+def _two_backends(tmp_path):
+    """Backend "openai (direct)" with three timed streams and one imported without timing."""
+    exchanges = []
+    for k, first in enumerate((100, 300, 200)):
+        reads = [content("ab"), content("c"), DONE]
+        times = [first * MS, (first + 40) * MS, (first + 41) * MS]
+        exchanges.append((exchange_row(f"t{k}", reads, k=k), reads, times))
+    body = [content("imported"), DONE]
+    exchanges.append(
+        (exchange_row("u", [b"".join(body)], k=3, timing="none"), [b"".join(body)], [0])
+    )
+    write_capture(tmp_path, exchanges)
+    return replay(tmp_path)
+
+
+def test_latency_table_gives_quantiles_with_bootstrap_intervals_and_counts_untimed(tmp_path):
+    from lab.latency import LATENCY_COLUMNS, LATENCY_METRICS
+    from lab.stats import bootstrap_quantile_intervals
+
+    results = _two_backends(tmp_path)
+    lt = tables.latency(results)
+    assert list(lt.columns) == LATENCY_COLUMNS
+    assert lt["metric"].tolist() == list(LATENCY_METRICS)
+    ttfb = lt.set_index("metric").loc["ttfb_ms"]
+    assert ttfb["serving_provider"] == "openai (direct)"
+    assert (ttfb["streams"], ttfb["untimed"], ttfb["n"]) == (4, 1, 3)
+    assert (ttfb["p50"], ttfb["p90"], ttfb["mean"]) == (200.0, 280.0, 200.0)
+    (p50, p90, p99) = bootstrap_quantile_intervals([100.0, 300.0, 200.0], [0.5, 0.9, 0.99])
+    assert (ttfb["p50_ci_low"], ttfb["p50_ci_high"]) == p50
+    assert (ttfb["p99_ci_low"], ttfb["p99_ci_high"]) == p99
+    gap = lt.set_index("metric").loc["gap_max_ms"]
+    assert (gap["n"], gap["p50"], gap["p50_ci_low"], gap["p50_ci_high"]) == (3, 40.0, 40.0, 40.0)
+    chars = lt.set_index("metric").loc["first_chunk_chars"]
+    assert (chars["n"], chars["p50"]) == (3, 2.0)
+    assert lt.set_index("metric").loc["ttft_reasoning_ms", "n"] == 0
+    assert lt.attrs["untimed"] == 1
+    assert lt.attrs["notes"] == [
+        "1 stream without per-read timing (imported from a cassette or a HAR) left out of "
+        "every timing figure (openai (direct): 1)."
+    ]
+    # the streams table gives the same table as the results
+    pd.testing.assert_frame_equal(tables.latency(tables.streams(results)), lt)
+
+
+def test_gaps_table_has_one_row_per_gap_between_content_reads(tmp_path):
+    write_capture(tmp_path, [(exchange_row("s", STALLED_READS), STALLED_READS, STALLED_TIMES)])
+    g = tables.gaps(replay(tmp_path))
+    assert g.to_dict("records") == [
+        {
+            "stream_id": "s",
+            "serving_provider": None,
+            "attempt": 0,
+            "read_seq": 3,
+            "t_ms": 450.0,
+            "gap_ms": 50.0,
+            "stall": False,
+        },
+        {
+            "stream_id": "s",
+            "serving_provider": None,
+            "attempt": 0,
+            "read_seq": 4,
+            "t_ms": 2950.0,
+            "gap_ms": 2500.0,
+            "stall": True,
+        },
+    ]
+    with pytest.raises(TypeError, match="per-read gaps"):
+        tables.gaps(tables.streams(replay(tmp_path)))
+
+
+def test_replay_out_writes_the_gaps_table_and_uses_the_configs_stall_s(tmp_path):
+    from lab.config import LabConfig
+
+    write_capture(
+        tmp_path / "cap", [(exchange_row("s", STALLED_READS), STALLED_READS, STALLED_TIMES)]
+    )
+    written = replay(tmp_path / "cap", out=tmp_path / "out", config=LabConfig(stall_s=3.0))
+    assert written.read("gaps")["gap_ms"].tolist() == [50.0, 2500.0]
+    assert written.read("gaps")["stall"].tolist() == [False, False]
+    assert written.read("streams")["stalls"].tolist() == [0]
+
+
+def test_ttft_ecdf_draws_one_step_line_per_backend_of_its_timed_streams(tmp_path):
+    from lab import plots
+
+    st = tables.streams(_two_backends(tmp_path))
+    ax = plots.ttft_ecdf(st).axes[0]
+    (line,) = ax.lines
+    assert line.get_label() == "openai (direct) (3)"  # the untimed stream is not drawn
+    assert line.get_xdata().tolist() == [100.0, 200.0, 300.0]
+    assert line.get_ydata().tolist() == [1 / 3, 2 / 3, 1.0]
+
+
+def test_gap_histogram_gives_each_backend_the_shares_of_its_own_gaps(tmp_path):
+    from lab import plots
+
+    write_capture(tmp_path, [(exchange_row("s", STALLED_READS), STALLED_READS, STALLED_TIMES)])
+    ax = plots.gap_histogram(tables.gaps(replay(tmp_path)), stall_s=2.0).axes[0]
+    (patch,) = ax.patches
+    assert patch.get_label() == "(direct) (2 gaps)"
+    assert [line.get_xdata()[0] for line in ax.lines] == [2000.0]
+    empty = plots.gap_histogram(tables.gaps([])).axes[0]
+    assert empty.texts[0].get_text().startswith("no gaps")
