@@ -6,7 +6,8 @@ The names most sessions need are here; each lives in its own module::
     lab.replay(path)        captures -> full stack -> Results, a list of StreamResult
                             that shows as the summary table (lab.replay, lab.result)
     lab.replay_sse(p, body) one response body -> StreamResult (lab.replay)
-    lab.compare(cap, a, b)  A/B replay under two configs (lab.replay)
+    lab.compare(a, b)       what changed between two runs, with tests (lab.changes);
+    lab.compare(cap, a, b)  three arguments: A/B replay under two configs (lab.replay)
     lab.run_stream(...)     the one code path live and replay share (lab.stream)
     lab.LabConfig           every tunable heuristic (lab.config)
     lab.open_capture(path)  the raw capture tables (lab.capture.open)
@@ -28,11 +29,12 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from lab.capture import open as open_capture
+    from lab.changes import compare
     from lab.clients import async_recording_client, recording_client
     from lab.config import LabConfig
     from lab.guards import SpillGuardConfig
     from lab.recorder import Recorder
-    from lab.replay import compare, replay, replay_sse
+    from lab.replay import replay, replay_sse
     from lab.result import Results, StreamResult
     from lab.sqlviews import sql
     from lab.stream import run_stream
@@ -60,7 +62,7 @@ _HOME = {
     "SpillGuardConfig": ("lab.guards", "SpillGuardConfig"),
     "StreamResult": ("lab.result", "StreamResult"),
     "async_recording_client": ("lab.clients", "async_recording_client"),
-    "compare": ("lab.replay", "compare"),
+    "compare": ("lab.changes", "compare"),
     "open_capture": ("lab.capture", "open"),
     "recording_client": ("lab.clients", "recording_client"),
     "replay": ("lab.replay", "replay"),

@@ -33,6 +33,7 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "DEFAULT_CONFIDENCE",
     "MIN_EXPECTED_COUNT",
+    "average_ranks",
     "benjamini_hochberg",
     "bootstrap_difference_interval",
     "bootstrap_quantile_interval",
@@ -306,6 +307,16 @@ def _u_counts(m: int, n: int) -> list[int]:
     return poly[: m * n + 1]
 
 
+def average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The 1-based ranks of ``values``, ties given the mean of their ranks
+    (``scipy.stats.rankdata``).
+
+    >>> average_ranks([10.0, 30.0, 20.0, 20.0]).tolist()
+    [1.0, 4.0, 2.5, 2.5]
+    """
+    return _ranks(np.asarray(values, dtype=float))[0]
+
+
 def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Average ranks (1-based) and the sizes of the groups of tied values."""
     order = np.argsort(values, kind="mergesort")
@@ -347,7 +358,7 @@ def mann_whitney_u(
     if sd == 0.0:
         return (u1, 1.0)  # every value equal: nothing to tell them apart
     z = (big - n1 * n2 / 2.0 - 0.5) / sd
-    return (u1, min(1.0, 2.0 * (1.0 - NormalDist().cdf(z))))
+    return (u1, min(1.0, math.erfc(z / math.sqrt(2.0))))
 
 
 # --------------------------------------------------------------------------- many tests

@@ -11,6 +11,7 @@ meaning of each and its OpenTelemetry GenAI equivalent where one exists.
 - :func:`latency` – per serving backend, quantiles of every timing figure with bootstrap
   intervals.
 - :func:`gaps` – one row per gap between consecutive reads that carried visible text.
+- :func:`trends` – per backend, verdict and period of one long run, with change points.
 
 What each takes: :func:`streams`, :func:`by_backend`, :func:`classifiers` and
 :func:`backend_labels` take the results (a ``list`` of ``StreamResult`` or the
@@ -35,6 +36,7 @@ from lab.latency import (
 )
 from lab.result import StreamResult
 from lab.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, DEFAULT_CONFIDENCE, wilson_interval
+from lab.trends import CUSUM_PERMUTATIONS, trend_table
 
 __all__ = [
     "GAP_COLUMNS",
@@ -50,6 +52,7 @@ __all__ = [
     "latency",
     "leaks",
     "streams",
+    "trends",
     "unserved",
 ]
 
@@ -682,3 +685,28 @@ def gaps(results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S) -
     df = pd.DataFrame(rows, columns=GAP_COLUMNS)
     df["stall"] = df["stall"].astype(bool)
     return df
+
+
+def trends(
+    stream_table: pd.DataFrame | Iterable[StreamResult],
+    every: str = "1D",
+    *,
+    alpha: float = 0.05,
+    confidence: float = DEFAULT_CONFIDENCE,
+    permutations: int = CUSUM_PERMUTATIONS,
+    seed: int = BOOTSTRAP_SEED,
+) -> pd.DataFrame:
+    """Per serving backend, verdict (leak, error and stall rates; TTFB, TTFT, p99 gap,
+    tokens/s) and period of ``every`` (a pandas frequency: ``"1D"``, ``"6h"``, ``"7D"``) of
+    ``started_at``: the streams, the rate with its Wilson interval or the median with its
+    bootstrap interval, and the series' change point by a permutation CUSUM test
+    (``change_point`` True on the period it starts in when ``change_p < alpha``; the method
+    is in :mod:`lab.trends`). Streams without ``started_at`` are left out.
+
+    Takes the streams table or the results.
+    """
+    df = _stream_table(stream_table, "trends").copy()
+    df["serving_provider"] = backend_labels(df)
+    return trend_table(
+        df, every, alpha=alpha, confidence=confidence, permutations=permutations, seed=seed
+    )
