@@ -10,6 +10,7 @@ The names most sessions need are here; each lives in its own module::
     lab.compare(cap, a, b)  three arguments: A/B replay under two configs (lab.replay)
     lab.run_stream(...)     the one code path live and replay share (lab.stream)
     lab.LabConfig           every tunable heuristic (lab.config)
+    lab.LabError            the root of every exception the lab raises (lab.exceptions)
     lab.open_capture(path)  the raw capture tables (lab.capture.open)
     lab.sql(query, ...)     DuckDB over captures and result tables (lab.sqlviews, [sql])
     lab.recording_client(out, provider=P)        an httpx.Client that records (lab.clients),
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from lab.changes import compare
     from lab.clients import async_recording_client, recording_client
     from lab.config import LabConfig
+    from lab.exceptions import LabError
     from lab.guards import SpillGuardConfig
     from lab.recorder import Recorder
     from lab.replay import replay, replay_sse
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LabConfig",
+    "LabError",
     "Recorder",
     "Results",
     "SpillGuardConfig",
@@ -57,6 +60,7 @@ __all__ = [
 
 _HOME = {
     "LabConfig": ("lab.config", "LabConfig"),
+    "LabError": ("lab.exceptions", "LabError"),
     "Recorder": ("lab.recorder", "Recorder"),
     "Results": ("lab.result", "Results"),
     "SpillGuardConfig": ("lab.guards", "SpillGuardConfig"),

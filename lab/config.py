@@ -17,12 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lab.exceptions import LabError
 from lab.guards.spill import SpillGuardConfig
 
 __all__ = ["ConfigError", "LabConfig"]
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, LabError):
     """A config file or value could not be used; the message says which and why."""
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 from lab.capture.records import RecordedExchange, RecordedRequest
 from lab.config import LabConfig
+from lab.exceptions import LabError
 from lab.http.sse import SSEDecoder
 from lab.result import StreamResult
 
@@ -81,7 +82,7 @@ FIXTURE_FORMAT = 1
 Predicate = Callable[[StreamResult], bool]
 
 
-class FixtureError(ValueError):
+class FixtureError(ValueError, LabError):
     """Bad input for a fixture operation; the message is one line saying what was wrong."""
 
 
@@ -693,7 +694,7 @@ def ddmin(
     capped = False
     indices = list(range(len(items)))
 
-    class _Cap(Exception):
+    class _Cap(LabError):
         pass
 
     def run(subset: list[int]) -> bool:

@@ -40,13 +40,15 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from lab.exceptions import LabError
+
 __all__ = ["ImportReport", "export_vcr", "import_har", "import_vcr"]
 
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
 _DECODED_BODY = _FRAMING | {"content-encoding"}
 
 
-class InterchangeError(ValueError):
+class InterchangeError(ValueError, LabError):
     """A file that is not the format it was given as (one line saying what is wrong)."""
 
 

@@ -70,6 +70,7 @@ from urllib.parse import unquote
 import httpx
 
 from lab.config import LabConfig
+from lab.exceptions import LabError
 from lab.http.limits import deadline, expired
 
 __all__ = ["ProxyApp", "ProxyConfig", "ProxyExchange", "ProxyServer", "serve"]
@@ -844,11 +845,11 @@ async def _read_upstream(reads: Any, state: _Exchange, queue: asyncio.Queue) -> 
         await queue.put(_EOF)
 
 
-class _UpstreamCut(Exception):
+class _UpstreamCut(LabError):
     """The upstream stream broke after the response started: the client's stream is cut."""
 
 
-class _Refused(Exception):
+class _Refused(LabError):
     """A request the proxy answers itself with a 4xx (or 503), before the upstream."""
 
     def __init__(self, status: int, message: str, kind: str = "lab_proxy_bad_request") -> None:
@@ -858,11 +859,11 @@ class _Refused(Exception):
         self.kind = kind
 
 
-class _ClientGone(Exception):
+class _ClientGone(LabError):
     """The client left before its request was whole."""
 
 
-class _AtLimit(Exception):
+class _AtLimit(LabError):
     """The response went past the byte limit: what was sent ends exactly at it."""
 
     def __init__(self, message: str) -> None:

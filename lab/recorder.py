@@ -21,6 +21,7 @@ import httpx
 
 from lab.capture.errors import CaptureWriteError
 from lab.config import LabConfig
+from lab.exceptions import LabError
 from lab.providers import get_adapter
 from lab.result import StreamResult
 from lab.stream import new_stream_id, run_stream
@@ -32,7 +33,7 @@ DEFAULT_OUT = "recordings"
 never ``captures/``, which holds the bundled sample the notebooks read."""
 
 
-class NoAPIKeyError(ValueError):
+class NoAPIKeyError(ValueError, LabError):
     """``Recorder.record`` was asked to call a provider's public API without a key."""
 
 

@@ -55,6 +55,8 @@ from typing import Any
 import httpx
 import pandas as pd
 
+from lab.exceptions import LabError
+
 __all__ = [
     "MAX_RETRY_AFTER_S",
     "MAX_THROTTLE_RETRIES",
@@ -80,7 +82,7 @@ MAX_THROTTLE_RETRIES = 5
 _BACKOFF_S = 1.0  # first pause after a 429 without Retry-After; doubled each time
 
 
-class SweepError(ValueError):
+class SweepError(ValueError, LabError):
     """Bad sweep input (prompts file, targets, endpoints answer): one line saying what."""
 
 

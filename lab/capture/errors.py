@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.exceptions import LabError
+
 __all__ = ["CaptureError", "CaptureWarning", "CaptureWriteError"]
 
 
-class CaptureError(Exception):
+class CaptureError(LabError):
     """A capture could not be read or written; the message names the file and the problem."""
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from lab.exceptions import LabError
 from lab.result import LIMIT_END_REASONS  # re-exported here: the one definition is there
 
 __all__ = [
@@ -55,7 +56,7 @@ def error_body_limit_message(max_bytes: int | None) -> str:
     )
 
 
-class LimitExceeded(httpx.TransportError):
+class LimitExceeded(httpx.TransportError, LabError):
     """An exchange went past a limit of ``LabConfig`` (``end_reason`` says which).
 
     Raised by replay after the last recorded read of an exchange the limit ended live; the

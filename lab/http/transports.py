@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from lab.capture.records import RecordedExchange
+from lab.exceptions import LabError
 from lab.http.limits import (
     LIMIT_END_REASONS,
     LimitExceeded,
@@ -250,15 +251,15 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
 # -- replay --------------------------------------------------------------------------------
 
 
-class ReplayExhausted(httpx.TransportError):
+class ReplayExhausted(httpx.TransportError, LabError):
     """The client asked for more exchanges than were recorded."""
 
 
-class ReplayMismatch(httpx.TransportError):
+class ReplayMismatch(httpx.TransportError, LabError):
     """``strict=True``: the request body differs from the recorded one."""
 
 
-class RecordingCut(httpx.TransportError):
+class RecordingCut(httpx.TransportError, LabError):
     """The recording ends before the exchange did, on the recorder's side.
 
     Raised by replay after the last recorded read of an exchange whose ``end_reason`` is in
