@@ -7,7 +7,8 @@ detector is a small pure function over a :class:`~lab.result.StreamResult` retur
 :data:`DETECTORS` registers them in display order, :func:`detect` lists the names that fired
 and :func:`explain` gives one line per name.
 
-Detectors and the real-world bug each one catches (``reference/wire-formats.md`` §5):
+Detectors and the real-world bug each one catches
+(docs/reference.md, "1.6 Failures seen in the wild"):
 
 - ``tool_markup_in_content`` – a tool call written as text into the answer: MiniMax
   ``<minimax:tool_call>`` via OpenRouter (earendil-works/pi #368), GLM/Qwen/Hermes

@@ -79,9 +79,9 @@ class LabConfig(BaseModel):
     ``error`` says the body was cut, so a huge or inflating error body costs neither memory
     nor minutes of error classification."""
     repair_cut_number_prefixes: bool = False
-    """Lab addition, off as in the reference (§9.1 calls ``{"n": 12.`` malformed and refuses
-    it): tool arguments cut inside a number (``12.``, ``1e+``) are repaired by dropping that
-    entry, like a cut string."""
+    """Lab addition, off as in the reference (docs/reference.md, "7.9 JSON repair" calls
+    ``{"n": 12.`` malformed and refuses it): tool arguments cut inside a number (``12.``,
+    ``1e+``) are repaired by dropping that entry, like a cut string."""
     body_error_codes: bool = False
     """Lab addition, off as in the reference (which reads an OpenAI-compatible HTTP error's
     message only): let the body's ``error.code`` decide too, so OpenAI's 404
@@ -141,18 +141,20 @@ class LabConfig(BaseModel):
     chunk. The reference pipeline reports such a turn as an empty response further up; the
     lab says it on the stream so tables and classifiers see it."""
     assemble_function_calls: bool = False
-    """Lab addition, off as in the reference (§11.2 builds the first ``functionCall`` of each
-    Gemini chunk as one whole call): build function calls as Gemini streams them: every
-    ``functionCall`` part of a chunk, and a call whose arguments arrive as ``partialArgs``
-    over several chunks (``willContinue``; nested objects and arrays; no arguments at all)
-    assembled into one call. Under the default the anomaly ``tool_calls_dropped`` names a
-    stream where the reference rule dropped calls or built argument fragments as calls."""
+    """Lab addition, off as in the reference (docs/reference.md, "5.2 Gemini process_chunk"
+    builds the first ``functionCall`` of each Gemini chunk as one whole call): build function
+    calls as Gemini streams them: every ``functionCall`` part of a chunk, and a call whose
+    arguments arrive as ``partialArgs`` over several chunks (``willContinue``; nested objects
+    and arrays; no arguments at all) assembled into one call. Under the default the anomaly
+    ``tool_calls_dropped`` names a stream where the reference rule dropped calls or built
+    argument fragments as calls."""
     final_usage_only: bool = False
-    """Lab addition, off as in the reference (§11.2 attaches the running usage to every
-    chunk): a Gemini or Anthropic stream cut before the provider's final usage report (the
-    chunk with ``finishReason``; ``message_delta``) reports no usage, since its counts so
-    far understate what was generated; they stay in ``facts["provisional_usage"]``, and
-    the anomaly ``usage_not_final`` names such a stream under either setting."""
+    """Lab addition, off as in the reference (docs/reference.md, "5.2 Gemini process_chunk"
+    attaches the running usage to every chunk): a Gemini or Anthropic stream cut before the
+    provider's final usage report (the chunk with ``finishReason``; ``message_delta``) reports
+    no usage, since its counts so far understate what was generated; they stay in
+    ``facts["provisional_usage"]``, and the anomaly ``usage_not_final`` names such a stream
+    under either setting."""
 
     @classmethod
     def coerce(cls, value: Any) -> LabConfig:

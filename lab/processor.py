@@ -1,7 +1,7 @@
 """The processor: one model call (a *step*) of normalized chunks -> parts, usage, an outcome.
 
-This is the seed's ``Processor`` (``seeds/processor-and-llm-adapter``) reproducing opencode's
-session processor (``reference/processor-reference.md`` §3–§5) over this lab's
+It reproduces a coding agent's session processor
+(docs/reference.md, "9. The session processor") over this lab's
 :class:`~lab.model.ProcessedChunk` stream instead of AI-SDK events. It does no I/O and reads
 no clock; the only file access in this module is :func:`load_model_table`, which reads the
 editable price/limit table ``lab/data/models.json``.
@@ -38,10 +38,11 @@ How chunks become parts:
 - ``metadata["usage"]`` (a :class:`~lab.model.Usage`; the last one of the step wins) and
   ``metadata["finish_reason"]`` (or ``finishReason``; the last one wins; ``"unknown"`` when
   the step reported none, AI SDK 5's default) are read from any chunk of the step.
-- A ``done`` chunk does not end the step; the end of the iterable does (§3, finish-step when
-  the step's stream closes), so the usage chunk an OpenAI-format stream sends after its
-  finish chunk is settled with the step. An ``error`` chunk ends it; of the chunks after it,
-  only their usage is read (billed tokens are never dropped).
+- A ``done`` chunk does not end the step; the end of the iterable does (the step finishes
+  when its stream closes: docs/reference.md, "9.1 Stream events"), so the usage chunk an
+  OpenAI-format stream sends after its finish chunk is settled with the step. An ``error``
+  chunk ends it; of the chunks after it, only their usage is read (billed tokens are never
+  dropped).
 
 A text or reasoning part's ``text`` is filled in when the part closes (deltas are buffered
 meanwhile); every part is closed before ``process()`` returns.
@@ -49,37 +50,37 @@ meanwhile); every part is closed before ``process()`` returns.
 Times: parts carry ``start``/``end`` as the ordinal of the chunk (counted over the whole
 message, starting at 1) at which they opened/closed; ``end`` is None while open.
 
-Usage and cost (§4.1, §4.3): ``Usage`` holds the provider's inclusive numbers, the processor's
-buckets are non-overlapping: ``input = input_tokens - cache_read - cache_write``,
-``output = output_tokens - reasoning``, each clamped at 0. Cost is computed in Decimal per
-million tokens with reasoning billed at the output price and cache reads/writes at their own
-prices (``Price.over_200k`` when input + cache_read > 200_000); a provider-reported
-``Usage.cost`` is authoritative (a reported 0 is kept; a non-finite one counts as not
-reported). Unknown model (no price) and no reported cost -> the step costs 0, as in the
-reference (a missing price counts as 0); ``message.cost_known`` stays False so tables can still
-say the cost is unknown. ``message.tokens`` are the last settled step's, ``message.cost`` the
-sum over steps.
+Usage and cost (docs/reference.md, "9.5 Usage buckets" and "9.6 Cost"): ``Usage`` holds the
+provider's inclusive numbers, the processor's buckets are non-overlapping: ``input =
+input_tokens - cache_read - cache_write``, ``output = output_tokens - reasoning``, each
+clamped at 0. Cost is computed in Decimal per million tokens with reasoning billed at the
+output price and cache reads/writes at their own prices (``Price.over_200k`` when input +
+cache_read > 200_000); a provider-reported ``Usage.cost`` is authoritative (a reported 0 is
+kept; a non-finite one counts as not reported). Unknown model (no price) and no reported
+cost -> the step costs 0, as in the reference (a missing price counts as 0);
+``message.cost_known`` stays False so tables can still say the cost is unknown.
+``message.tokens`` are the last settled step's, ``message.cost`` the sum over steps.
 
-Overflow (§5.2) is checked at finish-step: ``count = total or input+output+cache_read+
-cache_write``; ``usable = input_limit - reserved`` if ``input_limit`` else
-``context_limit - max_output``; overflow iff ``count >= usable``. No model, a context limit of
-0 or ``auto_compact=False`` -> never.
+Overflow (docs/reference.md, "9.8 Overflow") is checked at finish-step: ``count = total or
+input+output+cache_read+cache_write``; ``usable = input_limit - reserved`` if
+``input_limit`` else ``context_limit - max_output``; overflow iff ``count >= usable``. No
+model, a context limit of 0 or ``auto_compact=False`` -> never.
 
-Context-length errors: an error chunk is one when it matches reference §7's overflow test
-(opencode's message patterns, status 413, code ``context_length_exceeded``) or when
-``lab.errors.classify_error`` (imported lazily, if that module exists) says
-``context_length``.
+Context-length errors: an error chunk is one when it matches the processor's overflow test
+(docs/reference.md, "9.9 Overflow errors": message patterns, status 413, code
+``context_length_exceeded``) or when ``lab.errors.classify_error`` says ``context_length``.
 
-Doom loop (§3.3, widened as DESIGN.md requires): after a tool part goes ``running``, the last
-three parts of the *message* other than step boundaries and reasoning are examined; if they
-are three non-pending tool parts with the same tool name and equal arguments (compared as
-canonical JSON values, so key order is ignored) it is a doom loop. Because step-start and
-step-finish parts are skipped, repeats across steps count (the reference only looks inside
-one step); a text part between the calls breaks the streak. Reasoning parts are skipped too
-(the reference counts them as breakers): a reasoning model thinks before every call, so
-otherwise no cross-step repeat could ever be seen. The lab has no user to ask, so a
-doom loop is treated as denied: ``message.doom_loop = True`` and the step returns ``"stop"``
-after it has been consumed to its end (so its usage and cost are still settled).
+Doom loop (docs/reference.md, "9.3 The doom loop", widened as DESIGN.md requires): after a
+tool part goes ``running``, the last three parts of the *message* other than step boundaries
+and reasoning are examined; if they are three non-pending tool parts with the same tool name
+and equal arguments (compared as canonical JSON values, so key order is ignored) it is a
+doom loop. Because step-start and step-finish parts are skipped, repeats across steps count
+(the reference only looks inside one step); a text part between the calls breaks the streak.
+Reasoning parts are skipped too (the reference counts them as breakers): a reasoning model
+thinks before every call, so otherwise no cross-step repeat could ever be seen. The lab has
+no user to ask, so a doom loop is treated as denied: ``message.doom_loop = True`` and the
+step returns ``"stop"`` after it has been consumed to its end (so its usage and cost are
+still settled).
 """
 
 from __future__ import annotations
@@ -336,7 +337,7 @@ def _safe(value: float | int | None) -> int:
 
 
 def normalize_usage(usage: Usage | None) -> tuple[dict[str, int], int | None]:
-    """The processor's non-overlapping token buckets from inclusive provider usage (§4.1)."""
+    """The processor's non-overlapping token buckets from inclusive provider usage."""
     if usage is None:
         return _zero_tokens(), None
     cache_read = _safe(usage.cache_read_tokens)
@@ -381,7 +382,7 @@ def step_cost(
 
 
 def max_output_tokens(model: ModelInfo, cap: int = OUTPUT_TOKEN_MAX) -> int:
-    """min(model output limit, cap), or the cap when that minimum is 0 (§5.1)."""
+    """min(model output limit, cap), or the cap when that minimum is 0."""
     return min(model.output_limit, cap) or cap
 
 
@@ -391,7 +392,7 @@ def is_overflow(
     model: ModelInfo | None,
     config: ProcessorConfig | None = None,
 ) -> bool:
-    """§5.2: does a step with these tokens fill the model's usable window?"""
+    """Does a step with these tokens fill the model's usable window?"""
     config = config or _DEFAULT_CONFIG
     if not config.auto_compact or model is None or model.context_limit == 0:
         return False
@@ -413,7 +414,7 @@ _DEFAULT_CONFIG = ProcessorConfig()
 
 # ----------------------------------------------------------------- context-length detection
 
-# The OVERFLOW patterns of reference §7 (opencode's parseAPICallError).
+# The processor's overflow phrasings (docs/reference.md, "9.9 Overflow errors").
 _OVERFLOW_RE = re.compile(
     "|".join(
         (
@@ -447,18 +448,16 @@ def _local_is_context_overflow(error: ProviderError) -> bool:
 
 
 def _is_context_overflow(error: ProviderError) -> bool:
-    """The reference processor's overflow test (§7 patterns, status 413, code
-    ``context_length_exceeded``) OR ``lab.errors.classify_error`` saying ``context_length``
-    when that module exists. Both, because they are different reference rules: §7's list is
-    opencode's (it has Anthropic's "prompt is too long", which the bot classifier lacks) and
-    the classifier's may match messages §7 does not; a replay must never call an error
-    context-length in its tables while the processor stops on it."""
+    """The processor's overflow test (its phrasings, status 413, code
+    ``context_length_exceeded``) OR ``lab.errors.classify_error`` saying ``context_length``.
+    Both, because they are different reference rules: the processor's list has Anthropic's
+    "prompt is too long", which the pipeline's classifier lacks, and the classifier may match
+    messages the list does not; a replay must never call an error context-length in its
+    tables while the processor stops on it."""
     if _local_is_context_overflow(error):
         return True
-    try:
-        from lab.errors import classify_error
-    except ImportError:
-        return False
+    from lab.errors import classify_error
+
     return classify_error(error) == "context_length"
 
 
@@ -475,10 +474,10 @@ def _canonical_args(args: Any) -> str:
 def _trailing_usage(iterator: Any, usage: Usage | None) -> Usage | None:
     """The usage reported after an error chunk, in the rest of the step's stream.
 
-    Nothing else after the error counts (the step halts there), but billed tokens are
-    never dropped: OpenRouter's mid-stream 502 comes as an error chunk, a
-    ``finish_reason: "error"`` chunk, then the usage (reference wire-formats, "Mid-stream
-    errors"). A stream that raises while it is drained keeps what was found so far.
+    Nothing else after the error counts (the step halts there), but billed tokens are never
+    dropped: OpenRouter's mid-stream 502 comes as an error chunk, a ``finish_reason:
+    "error"`` chunk, then the usage (docs/reference.md, "1.2 OpenRouter"). A stream that
+    raises while it is drained keeps what was found so far.
     """
     try:
         for chunk in iterator:
@@ -549,7 +548,7 @@ class Processor:
                 chunk = next(iterator)
             except StopIteration:
                 break
-            except Exception as exc:  # a stream that throws is an error, like §2.2 (6)
+            except Exception as exc:  # a stream that throws takes the error path, as upstream
                 error = ProviderError(
                     type="unknown",
                     message=f"{type(exc).__name__}: {exc}",
@@ -589,8 +588,8 @@ class Processor:
                 break
             # a "done" chunk does not end the step: the step's stream does. The usage of an
             # OpenAI-format stream arrives in a chunk of its own after the finish chunk
-            # (stream_options.include_usage), and it is this step's usage (reference §3.4:
-            # finish-step is emitted when the step's stream closes).
+            # (stream_options.include_usage), and it is this step's usage (the step finishes
+            # when its stream closes).
 
         needs_compaction = False
         if error is None:

@@ -1,10 +1,11 @@
 """Anomaly detectors over real-shaped streams: each replayed through the whole stack.
 
-Every SSE body below is built the way the provider sends it (``reference/wire-formats.md``):
-OpenRouter keepalive comments, the full chunk envelope with ``provider`` and ``role`` on every
-delta, ``reasoning`` and ``reasoning_details`` side by side, a finish chunk, a usage chunk with
-``finish_reason: null``, then ``[DONE]``. Each detector has a stream that fires it and a clean
-stream that does not; assertions are the exact list :func:`lab.anomalies.detect` returns.
+Every SSE body below is built the way the provider sends it
+(docs/reference.md, "1.2 OpenRouter"): keepalive comments, the full chunk envelope with
+``provider`` and ``role`` on every delta, ``reasoning`` and ``reasoning_details`` side by side,
+a finish chunk, a usage chunk with ``finish_reason: null``, then ``[DONE]``. Each detector has a
+stream that fires it and a clean stream that does not; assertions are the exact list
+:func:`lab.anomalies.detect` returns.
 """
 
 from __future__ import annotations
@@ -374,7 +375,7 @@ def test_short_or_blank_deltas_repeated_are_not_duplicates():
         content("print(x)\n```"),
         ending(),
     )
-    # Not duplicated deltas. But the reference dedup (§7.1) drops the second 8-space indent
+    # Not duplicated deltas. But the reference dedup drops the second 8-space indent
     # of the answer, and dedup_dropped_repeat says so (issue 18).
     assert detect(r) == ["dedup_dropped_repeat"]
     assert r.text == "```python\nfor x in xs:\n        print(x)\n```"  # one indent, not two

@@ -161,7 +161,7 @@ def test_record_says_when_the_stream_failed(tmp_path, capsys):
         ]
     )
     assert code == 1  # recorded, but nothing got an answer: a script must be able to tell
-    err = capsys.readouterr().err  # the reference mapping: no code, so "unknown" (§2.9)
+    err = capsys.readouterr().err  # the reference mapping: no code, so "unknown"
     assert "stream error (unknown): OpenRouter API error (unknown): ConnectError: " in err
     (row,) = lab.capture.open(tmp_path).streams.itertuples()
     assert row.end_reason == "read_error" and "ConnectError" in row.error

@@ -143,8 +143,9 @@ def _mock_run(provider: str, body: dict, responses: list):
 
 
 def test_a_gemini_failure_is_its_error_chunk_not_a_degradation_ladder():
-    """Reference §11: Gemini errors go to createProviderErrorChunk; seed 02 gives the
-    degradation queue to OpenRouter and the OpenAI-compatible adapters only."""
+    """Gemini has no degradation ladder: every error becomes its error chunk
+    (docs/reference.md, "5.3 Gemini errors"); only OpenRouter and the OpenAI-compatible
+    adapters degrade."""
     import httpx
 
     body = {

@@ -1,5 +1,5 @@
-"""The parameter-degradation ladder (reference §4): static rungs, classification, targeted
-retries, image stripping and the per-request plan."""
+"""The parameter-degradation ladder (docs/reference.md, "6. Parameter degradation"): static
+rungs, classification, targeted retries, image stripping and the per-request plan."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ TOOLS = [
 
 
 def openrouter_body() -> dict:
-    """A realistic OpenRouter body in the adapter's key order (§2.1)."""
+    """A realistic OpenRouter body in the adapter's key order."""
     return {
         "model": "z-ai/glm-4.6",
         "messages": [

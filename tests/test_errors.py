@@ -1,5 +1,10 @@
-"""Provider error normalization per family (reference §2.9, §3, §10, §11.3) and the message
-classifiers (§10.1). Bodies are the realistic ones from wire-formats.md."""
+"""Provider error normalization per wire family and the message classifiers.
+
+The rules: docs/reference.md, "3.9 OpenRouter error mapping";
+docs/reference.md, "8.1 Message classifiers";
+docs/reference.md, "8.2 OpenAI-compatible status classification";
+docs/reference.md, "5.3 Gemini errors".
+Bodies are the realistic ones of docs/reference.md, "1. Wire formats"."""
 
 from __future__ import annotations
 
@@ -236,7 +241,7 @@ HTTP_TABLE = [
                 }
             }
         ),
-        # §10.3: the message decides, and it matches no model-error pattern
+        # the message decides, and it matches no model-error pattern
         # (LabConfig.body_error_codes reads the code too: BODY_CODE_CASES)
         "api_error",
         "404",
@@ -346,7 +351,7 @@ HTTP_TABLE = [
         "zai",
         429,
         j({"error": {"code": "1113", "message": "余额不足或无可用资源包,请充值。"}}),
-        # §10.3 re-codes a 429 on English phrases only (body_error_codes: BODY_CODE_CASES)
+        # the reference re-codes a 429 on English phrases only (body_error_codes: BODY_CODE_CASES)
         "rate_limit",
         "429",
         True,
@@ -852,7 +857,7 @@ def test_openrouter_malformed_tool_call_error_needs_the_exact_code():
     assert is_openrouter_malformed_tool_call_error(
         {"code": "invalid_type", "message": "expected string, received null"}
     )
-    # §2.8 step 2 is a case-sensitive "contains", as the adapter applies it
+    # the malformed-tool-call test is a case-sensitive "contains", as the adapter applies it
     assert not is_openrouter_malformed_tool_call_error(
         {"code": "invalid_type", "message": "Expected string, received null"}
     )
@@ -1411,15 +1416,15 @@ def test_collect_error_messages_trims_collapses_and_dedups():
 @pytest.mark.parametrize(
     ("provider", "exc", "expected"),
     [
-        # §10.3 step 3: "connection refused" -> api_error ECONNREFUSED, not retryable
+        # "connection refused" -> api_error ECONNREFUSED, not retryable
         ("openai", "refused", ("api_error", "ECONNREFUSED", False)),
         ("deepseek", "refused", ("api_error", "ECONNREFUSED", False)),
-        # §10.3 step 4: a message with "timeout" (ReadTimeout: ...) -> timeout, retryable
+        # a message with "timeout" (ReadTimeout: ...) -> timeout, retryable
         ("openai", "timeout", ("timeout", "unknown", True)),
-        # §2.2 outer catch -> handleProviderError: no code -> "unknown", not retryable (§2.9)
+        # the outer catch -> the error handler: no code -> "unknown", not retryable
         ("openrouter", "refused", ("unknown", "unknown", False)),
         ("openrouter", "timeout", ("unknown", "unknown", False)),
-        # §11.3: no code, no heuristic -> api_error, not retryable
+        # Gemini: no code, no heuristic -> api_error, not retryable
         ("google", "refused", ("api_error", "unknown", False)),
         # no reference adapter: the lab's own mapping
         ("anthropic", "refused", ("api_error", "network_error", True)),

@@ -1,4 +1,5 @@
-"""No-fabrication JSON repair and the tool-argument parse step (json_repair.py, §9)."""
+"""No-fabrication JSON repair and the tool-argument parse step (json_repair.py;
+docs/reference.md, "7.9 JSON repair")."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from lab.guards import parse_tool_arguments, repair_truncated_json
 from lab.guards.json_repair import JSON_REPAIR_MIN_CAP, ParsedArguments
 
 REPAIR_CASES = [
-    # the ecosystem-notes probe table: every cut atom is dropped, never completed
+    # every cut atom is dropped, never completed
     ('{"a": 12', {}),
     ('{"a": 1, "b": 3', {"a": 1}),
     ('{"a": -', {}),
@@ -48,7 +49,7 @@ CUT_NUMBER_PREFIXES = ['{"a": 12.', '{"a": 1.5e+', '{"a": 1, "b": 1e', '{"a": 1,
 
 @pytest.mark.parametrize("text", CUT_NUMBER_PREFIXES)
 def test_a_number_prefix_at_the_end_is_refused_as_the_reference_does(text):
-    """§9.1: the number grammar matches "12", then "." (or "e") cannot follow: malformed."""
+    """The number grammar matches "12", then "." (or "e") cannot follow: malformed."""
     assert repair_truncated_json(text) is None
 
 
@@ -133,7 +134,7 @@ def test_repair_retries_when_a_candidate_does_not_parse():
     assert repair_truncated_json('{"a": 1, "b": "\\x", "c": "q') == {"a": 1}
 
 
-# -- parse step (§9.2) ---------------------------------------------------------------------
+# -- parse step ----------------------------------------------------------------------------
 
 
 def test_parse_tool_arguments_direct_parse_is_never_truncated():

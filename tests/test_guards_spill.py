@@ -1,4 +1,5 @@
-"""Reasoning spill guard (spill.py): reference §6 and the seed-03 examples."""
+"""Reasoning spill guard (spill.py): docs/reference.md, "7.3 The spill guard", and its
+examples."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Dedup, speaker-boundary guard, stop strings (text.py, stops.py; reference §7)."""
+"""Dedup, speaker-boundary guard, stop strings (text.py, stops.py).
+
+The rules: docs/reference.md, "7. Guards"."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from lab.guards.text import (
     is_generic_speaker_stop_label,
 )
 
-# -- dedup (§7.1) ----------------------------------------------------------------------------
+# -- dedup ----------------------------------------------------------------------------------
 
 
 def test_dedup_drops_a_full_repeat_of_the_tail():
@@ -92,7 +94,7 @@ def test_dedup_tail_matches_a_naive_rolling_tail(chunks, tail_chars):
     naive = ""
     for c in chunks:
         out = d.filter(c)
-        # naive reference implementation of §7.1
+        # naive implementation of the reference dedup
         exp = c
         if c and len(c) >= 8 and naive:
             if naive.endswith(c):
@@ -108,7 +110,7 @@ def test_dedup_tail_matches_a_naive_rolling_tail(chunks, tail_chars):
         assert d.tail == naive
 
 
-# -- markdown code ranges and labels (§7.3) ------------------------------------------------------
+# -- markdown code ranges and labels ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -182,7 +184,7 @@ def test_truncate_before_generic_speaker_line(text, kwargs, expected):
     assert truncate_before_generic_speaker_line(text, **kwargs) == expected
 
 
-# -- speaker guard (§7.2) ----------------------------------------------------------------------
+# -- speaker guard ---------------------------------------------------------------------------
 
 
 def test_speaker_guard_holds_back_32_characters():
@@ -247,7 +249,7 @@ def test_speaker_guard_never_loses_text_unless_it_fired(chunks):
         assert text[moved.offset :].startswith(moved.moved)
 
 
-# -- stop strings (§7.4) -------------------------------------------------------------------------
+# -- stop strings --------------------------------------------------------------------------------
 
 
 def test_merge_stop_strings_dedups_in_first_seen_order():

@@ -1,4 +1,4 @@
-"""Verbatim tool-call recovery (verbatim.py, reference §8 and seed 03)."""
+"""Verbatim tool-call recovery (verbatim.py; docs/reference.md, "7.8 Verbatim tool calls")."""
 
 from __future__ import annotations
 

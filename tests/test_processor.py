@@ -1,8 +1,9 @@
-"""Processor acceptance cases (reference/processor-reference.md §13), over ProcessedChunks.
+"""Processor acceptance cases, over ProcessedChunks.
 
-Case numbers in the docstrings are §13's. AI-SDK-event-only cases (orphan deltas, metadata
-replacement, permission rejection, summary messages, AI SDK 5 Anthropic usage) have no
-ProcessedChunk equivalent; their closest chunk-level behaviour is tested instead.
+Case numbers in the docstrings are those of docs/reference.md, "9.10 Acceptance cases".
+AI-SDK-event-only cases (orphan deltas, metadata replacement, permission rejection, summary
+messages, AI SDK 5 Anthropic usage) have no ProcessedChunk equivalent; their closest
+chunk-level behaviour is tested instead.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from lab.processor import (
     normalize_usage,
 )
 
-# "Model M200" of §13.
+# "Model M200" of the acceptance cases.
 M200 = ModelInfo(
     context_limit=200_000,
     output_limit=64_000,
@@ -208,7 +209,7 @@ def test_error_after_running_tool_aborts_it_sets_error_and_stops():
     assert (tool.state, tool.error, tool.start, tool.end) == ("error", TOOL_ABORTED, 1, 2)
     assert proc.message.error.message == "Unauthorized"
     assert proc.message.overflow_error is None
-    # a halted step writes no step-finish and leaves finish_reason unset (§3.6)
+    # a halted step writes no step-finish and leaves finish_reason unset
     assert types(proc) == ["step-start", "tool"]
     assert proc.message.finish_reason is None
 
@@ -249,7 +250,7 @@ def test_usage_reported_before_an_error_is_settled_not_dropped():
 
 
 def test_stream_that_raises_becomes_an_unknown_error_and_stops():
-    """§2.2 (6): a thrown exception takes the same halt path as an error part."""
+    """A thrown exception takes the same halt path as an error part."""
     proc = Processor(M200)
 
     def stream() -> Iterator[ProcessedChunk]:
@@ -264,7 +265,7 @@ def test_stream_that_raises_becomes_an_unknown_error_and_stops():
 
 def test_usage_in_a_chunk_after_done_is_settled_with_the_step():
     """OpenAI-format streams send usage in a chunk of its own after the finish chunk; the
-    step ends when its stream does (§3: finish-step when the step's stream closes)."""
+    step ends when its stream does (docs/reference.md, "9.1 Stream events")."""
     proc = Processor(M200)
     usage = Usage(input_tokens=1000, output_tokens=100)
     assert proc.process([text("Hello"), done(), text("", usage=usage)]) == "continue"
@@ -385,7 +386,8 @@ def test_text_between_calls_breaks_the_doom_loop_streak():
 
 
 def test_doom_loop_is_detected_across_steps():
-    """The reference misses this (§3.3, §14); DESIGN.md counts across steps."""
+    """The reference misses this (docs/reference.md, "9.3 The doom loop"); DESIGN.md counts
+    across steps."""
     proc = Processor(M200)
     step = [
         thought("I should read a."),

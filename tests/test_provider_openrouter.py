@@ -218,7 +218,8 @@ ERROR_502 = {
 
 
 def test_usage_on_the_error_chunk_is_settled_and_the_backend_it_names_kept():
-    """§2.4 rule 3 keeps only the error; its envelope's usage and provider are evidence."""
+    """Normalization keeps only the error of an error chunk; its envelope's usage and provider
+    are evidence."""
     r = replay_sse(
         "openrouter",
         body(
@@ -379,7 +380,7 @@ def test_text_reasoning_and_tool_call_in_one_chunk_split_text_first_reasoning_on
 
 def test_a_repaired_tool_call_reports_the_same_event_as_every_adapter():
     """The json_repair note of parse_tool_arguments: the dropped tail, its offset and the
-    §9.2 metric fields (tool_name, recovered_keys count, argument_chars)."""
+    parse step's record fields (tool_name, recovered_keys count, argument_chars)."""
     args = '{"a": 1, "b": "hel'
     call = {
         "index": 0,
@@ -415,7 +416,7 @@ def test_a_repaired_tool_call_reports_the_same_event_as_every_adapter():
 
 
 def test_think_text_is_discarded_on_the_error_path_too_when_thoughts_are_not_captured():
-    """§5.2: captureThoughts false: thought text is discarded (finish and fail alike)."""
+    """With thought capture off, think text is discarded (finish and fail alike)."""
     from lab.config import LabConfig
 
     err = {**ENV, "provider": "DeepInfra", "choices": [], "error": {"code": 502, "message": "down"}}

@@ -1,4 +1,5 @@
-"""build_body: one neutral request -> each family's body, with the §10.2 message fixes."""
+"""build_body: one neutral request -> each provider's body, with the per-provider message fixes
+(docs/reference.md, "10.1 Per-provider message fixes")."""
 
 from __future__ import annotations
 

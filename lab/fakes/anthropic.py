@@ -1,9 +1,10 @@
 """Anthropic Messages scenarios (``POST /v1/messages``).
 
-Shapes follow wire-formats.md §4: named events (``event: <type>`` + ``data:`` with the same
-``type``), ``message_start`` → ``ping`` → per block ``content_block_start`` / deltas /
-``content_block_stop`` → ``message_delta`` (cumulative output_tokens) → ``message_stop``; no
-``[DONE]``. Mid-stream failures are ``event: error`` and the stream ends.
+Shapes follow docs/reference.md, "1.5 Anthropic Messages": named events (``event: <type>`` +
+``data:`` with the same ``type``), ``message_start`` → ``ping`` → per block
+``content_block_start`` / deltas / ``content_block_stop`` → ``message_delta`` (cumulative
+output_tokens) → ``message_stop``; no ``[DONE]``. Mid-stream failures are ``event: error`` and
+the stream ends.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Gemini scenarios (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``).
 
-Shapes follow wire-formats.md §3: ``data:`` frames only (no ``event:``, no comments, no
-``[DONE]``), a running ``usageMetadata`` on every chunk, ``modelVersion`` and ``responseId``,
-the last chunk carries ``finishReason``. Function calls arrive whole in one part, except in
-``fake/streamed-function-args`` (Gemini 3 ``partialArgs`` with ``willContinue``).
+Shapes follow docs/reference.md, "1.4 Gemini": ``data:`` frames only (no ``event:``, no
+comments, no ``[DONE]``), a running ``usageMetadata`` on every chunk, ``modelVersion`` and
+``responseId``, the last chunk carries ``finishReason``. Function calls arrive whole in one
+part, except in ``fake/streamed-function-args`` (Gemini 3 ``partialArgs`` with
+``willContinue``).
 """
 
 from __future__ import annotations

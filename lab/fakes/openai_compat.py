@@ -1,11 +1,11 @@
 """OpenAI-compatible scenarios (``POST /v1/chat/completions``, ``/chat/completions``,
 ``/v4/chat/completions``).
 
-Shapes follow wire-formats.md §2: ``data:`` lines only, ``usage: null`` on every chunk plus a
-final ``choices: []`` usage chunk when ``stream_options.include_usage`` is set (the default
-body sets it), an ``obfuscation`` padding field, ``data: [DONE]``. ``fake/reasoning-content`` is
-DeepSeek-flavoured (``: keep-alive``, UUID id, ``reasoning_content``, usage on the finish
-chunk).
+Shapes follow docs/reference.md, "1.3 OpenAI-compatible chat completions": ``data:`` lines only,
+``usage: null`` on every chunk plus a final ``choices: []`` usage chunk when
+``stream_options.include_usage`` is set (the default body sets it), an ``obfuscation`` padding
+field, ``data: [DONE]``. ``fake/reasoning-content`` is DeepSeek-flavoured (``: keep-alive``,
+UUID id, ``reasoning_content``, usage on the finish chunk).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """OpenRouter scenarios (``POST /api/v1/chat/completions``).
 
-Shapes follow wire-formats.md §1: keepalive comments, ``provider``/``id``/``object``/``created``
-/``model`` on every chunk, ``role`` on every delta with both reasoning fields, a finish chunk,
-a usage chunk after it, then ``data: [DONE]``.
+Shapes follow docs/reference.md, "1.2 OpenRouter": keepalive comments,
+``provider``/``id``/``object``/``created``/``model`` on every chunk, ``role`` on every delta
+with both reasoning fields, a finish chunk, a usage chunk after it, then ``data: [DONE]``.
 
 The serving backend is ``backends[seed % len(backends)]``; the first backend of each pool is
 the one that shows the scenario's fault, so seed 0 always demonstrates it.

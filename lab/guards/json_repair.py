@@ -1,4 +1,4 @@
-"""Structural repair of truncated JSON objects, and the tool-argument parse step (§9).
+"""Structural repair of truncated JSON objects, and the tool-argument parse step.
 
 :func:`repair_truncated_json` takes an argument payload that was cut short (a proxy
 timeout, a socket reset, a dropped delta) and returns the longest *structural prefix* that
@@ -12,9 +12,10 @@ It returns None (refuses) for empty input, input longer than the cap, valid or
 malformed-but-not-truncated JSON (``json.loads`` owns those), top-level arrays and
 primitives, and a payload whose only content is a number inside a nested container.
 
-Scan rules, refusal rules and the closing algorithm follow pipeline reference §9.1: a lone
-``-`` at the end is a cut token, while ``12.``, ``1e`` and ``1e+`` at the end are malformed
-(the number matches ``12``, then ``.`` cannot follow) and refused. A lab addition behind
+Scan rules, refusal rules and the closing algorithm follow
+docs/reference.md, "7.9 JSON repair": a lone ``-`` at the end is a cut token, while ``12.``,
+``1e`` and ``1e+`` at the end are malformed (the number matches ``12``, then ``.`` cannot
+follow) and refused. A lab addition behind
 ``cut_number_prefixes`` (``LabConfig.repair_cut_number_prefixes``, off) drops those like a
 cut string instead. Choices where the reference is silent:
 
@@ -23,8 +24,9 @@ cut string instead. Choices where the reference is silent:
   cut one character before the previous candidate's end, which drops at least the last
   complete entry; at most :data:`JSON_REPAIR_MAX_PASSES` passes.
 
-:func:`parse_tool_arguments` is the adapters' parse step (§9.2): ``json.loads`` first, the
-repair only when that fails. A payload that parsed directly is never ``truncated``.
+:func:`parse_tool_arguments` is the adapters' parse step
+(docs/reference.md, "7.10 The tool-argument parse step"): ``json.loads`` first, the repair
+only when that fails. A payload that parsed directly is never ``truncated``.
 """
 
 from __future__ import annotations
@@ -321,7 +323,7 @@ def parse_tool_arguments(
     max_chars: int = JSON_REPAIR_MAX_CHARS,
     cut_number_prefixes: bool = False,
 ) -> ParsedArguments:
-    """Parse streamed tool-call arguments, repairing a truncated payload (§9.2).
+    """Parse streamed tool-call arguments, repairing a truncated payload.
 
     - empty ``raw`` -> ``args={}``, not parsed, no error;
     - ``json.loads`` succeeds with an object -> those args, ``parsed=True``, never truncated;

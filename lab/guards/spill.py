@@ -1,15 +1,15 @@
 """Reasoning spill guard: a tagless reasoning tail glued to the first visible content.
 
-Pipeline reference §6 and seed 03. Some backends concatenate their reasoning buffer onto
-the first content delta with no separator (``"must do.Hello!"``). The guard looks only at
-the first visible content after reasoning was seen, and only when it starts with a
-lowercase letter. It finds the first sentence boundary; if the text right after the
-boundary is *glued* to it (no whitespace) and either looks like the start of an answer
-(uppercase or caseless letter, emoji, quote or bracket) or the fragment before it is a
-multi-word clause, the fragment is moved to reasoning. A spaced boundary (``"wait.
-Actually"``) is the model's own prose and is left alone, as is a single-word fragment glued
-to a lowercase continuation (``"obj.method"``), a boundary inside an open inline-code span
-(odd number of backticks before it) and a decimal point.
+The rule: docs/reference.md, "7.3 The spill guard". Some backends concatenate their reasoning
+buffer onto the first content delta with no separator (``"must do.Hello!"``). The guard looks
+only at the first visible content after reasoning was seen, and only when it starts with a
+lowercase letter. It finds the first sentence boundary; if the text right after the boundary is
+*glued* to it (no whitespace) and either looks like the start of an answer (uppercase or
+caseless letter, emoji, quote or bracket) or the fragment before it is a multi-word clause, the
+fragment is moved to reasoning. A spaced boundary (``"wait. Actually"``) is the model's own
+prose and is left alone, as is a single-word fragment glued to a lowercase continuation
+(``"obj.method"``), a boundary inside an open inline-code span (odd number of backticks before
+it) and a decimal point.
 
 While the decision is open (no boundary yet, a boundary run at the very end, only
 whitespace after it) the content is held, up to :attr:`SpillGuardConfig.hold_limit_chars`
@@ -129,7 +129,8 @@ def is_lowercase_letter(ch: str) -> bool:
 
 
 def is_answer_start(text: str, config: SpillGuardConfig | None = None) -> bool:
-    """Does ``text`` start like an answer (§6 "Answer start")?"""
+    """Does ``text`` start like an answer (an uppercase or caseless letter, an emoji, a quote
+    or a bracket, as configured)?"""
     if not text:
         return False
     cfg = config or _DEFAULT_CONFIG
@@ -157,7 +158,8 @@ class SpillDecision(NamedTuple):
 
 
 def evaluate_spill(text: str, config: SpillGuardConfig | None = None) -> SpillDecision:
-    """Steps 1–8 of §6 over one candidate (pending + new content). The one definition."""
+    """The spill test over one candidate (pending + new content): hold, emit or strip. The one
+    definition."""
     cfg = config or _DEFAULT_CONFIG
     core_at = len(text) - len(text.lstrip())
     if core_at == len(text):
@@ -235,7 +237,7 @@ def find_spill_seam(text: str, config: SpillGuardConfig | None = None) -> int | 
 
 
 class SpillGuard(NoteSink):
-    """Streaming spill guard (§6): ``observe_reasoning``, then ``filter`` content; ``flush``.
+    """Streaming spill guard: ``observe_reasoning``, then ``filter`` content; ``flush``.
 
     ``filter`` and ``flush`` return ``GuardOutput(content, reasoning)``; ``reasoning`` is the
     stripped fragment, trimmed, as the reference appends it to the reasoning channel. A strip

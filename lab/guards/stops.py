@@ -1,4 +1,4 @@
-"""Provider stop strings (pipeline reference §7.4).
+"""Provider stop strings (docs/reference.md, "7.7 Stop strings").
 
 Providers match stop strings literally, so a namespaced close tag (``</mm:think>``) must
 be listed per model rule here; the shared tag regex in :mod:`lab.guards.tags` does not

@@ -1,4 +1,4 @@
-"""The one definition of a reasoning tag (pipeline reference §5.1).
+"""The one definition of a reasoning tag (docs/reference.md, "7.1 Reasoning tags").
 
 A reasoning tag is ``<`` + optional ``/`` + optional namespace + a tag name + ``>``, matched
 case-insensitively. The namespace is one segment: a letter, then word characters, ``.`` or

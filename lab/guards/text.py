@@ -1,4 +1,8 @@
-"""Shared text guards: recent-text dedup and the speaker-boundary guard (reference §7.1–7.3).
+"""Shared text guards: recent-text dedup and the speaker-boundary guard.
+
+The rules: docs/reference.md, "7.4 Recent-text dedup";
+docs/reference.md, "7.5 The speaker guard";
+docs/reference.md, "7.6 Cutting before a speaker line".
 
 - :class:`RecentTextDedup` drops a chunk that repeats the end of what was already streamed,
   or the longest prefix of it that overlaps the recent tail (a backend that re-sends
@@ -43,7 +47,7 @@ SPEAKER_GUARD_HOLDBACK_CHARS = 32
 MAX_SPEAKER_LABEL_CHARS = 64
 
 
-# -- dedup (§7.1) ------------------------------------------------------------------------
+# -- dedup ------------------------------------------------------------------------------
 
 
 _WORD_REPEAT_RE = re.compile(r"\s*[\w'’-]+[.,;:!?]?\s*")
@@ -61,7 +65,7 @@ def is_word_repeat(text: str) -> bool:
 
 
 class RecentTextDedup(NoteSink):
-    """Drop text that repeats the recent stream (§7.1).
+    """Drop text that repeats the recent stream.
 
     ``filter(text)`` returns the text minus a full repeat (the tail already ends with it)
     or minus its longest prefix that equals a suffix of the tail (at least ``min_chars``
@@ -170,7 +174,7 @@ class RecentTextDedup(NoteSink):
         return out
 
 
-# -- markdown code ranges and speaker labels (§7.3) ----------------------------------------
+# -- markdown code ranges and speaker labels --------------------------------------------
 
 
 class CodeRange(NamedTuple):
@@ -259,7 +263,7 @@ def truncate_before_generic_speaker_line(
     include_start: bool = False,
     is_allowed_speaker_label: Callable[[str], bool] | None = None,
 ) -> SpeakerTruncation:
-    """Cut ``text`` before the first generic ``\\nLabel:`` line (§7.3).
+    """Cut ``text`` before the first generic ``\\nLabel:`` line.
 
     A match is skipped when its label starts inside a markdown code range, when the
     trimmed label is not a generic speaker label, or when ``is_allowed_speaker_label``
@@ -289,7 +293,7 @@ def truncate_before_generic_speaker_line(
 
 
 class SpeakerBoundaryGuard(NoteSink):
-    """Stop the text at the first generic speaker line, with a 32-character holdback (§7.2).
+    """Stop the text at the first generic speaker line, with a 32-character holdback.
 
     ``feed(text)`` returns what may be emitted now; it keeps the last ``holdback_chars``
     characters back so a ``\\nLabel:`` split across chunks is still caught. When a generic

@@ -1,4 +1,4 @@
-"""Streaming ``<think>`` block stripper (pipeline reference §5.2).
+"""Streaming ``<think>`` block stripper (docs/reference.md, "7.2 The think-block stripper").
 
 :class:`ThinkBlockStripper` moves reasoning that a backend leaked into visible content into
 the reasoning channel, one delta at a time:

@@ -1,4 +1,6 @@
-"""Recover tool calls a model wrote as text: ``generate_image({"prompt": "a cat"})`` (§8).
+"""Recover tool calls a model wrote as text: ``generate_image({"prompt": "a cat"})``.
+
+docs/reference.md, "7.8 Verbatim tool calls".
 
 Some chat models (Custom endpoints, Gemma) narrate a tool call in visible content instead
 of using the tool-call channel. :class:`VerbatimToolCallParser` watches the content stream
