@@ -80,3 +80,15 @@ def test_a_pointer_is_written_on_one_line():
         str(path.relative_to(ROOT)) for path in _cited_files() if split.search(_text_of(path))
     ]
     assert offenders == []
+
+
+def test_the_old_citation_table_maps_every_row_to_existing_headings():
+    text = REFERENCE.read_text(encoding="utf-8")
+    table = text[text.index("## 11. Where the old citations point") :]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) > 40
+    headings = set(_headings())
+    for row in rows[1:]:
+        cited = re.findall(r'"([^"]+)"', row)
+        assert cited, row
+        assert [c for c in cited if c not in headings] == [], row
