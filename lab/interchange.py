@@ -7,7 +7,7 @@
 - :func:`export_vcr` — captured streams as a cassette vcrpy replays byte for byte (match on
   method, path and body), so a finding becomes a test in an app's own pytest-recording suite.
 
-What counts as a streamed LLM exchange: the provider family can be told from the request
+What counts as a streamed LLM exchange: the provider can be told from the request
 (:func:`lab.infer.infer_family`) and the exchange streamed: its response is
 ``text/event-stream``, or its request asked for a stream (``"stream": true``, Gemini's
 ``:streamGenerateContent``). Every other entry is counted in the report's ``skipped``, with
@@ -113,7 +113,7 @@ def _streamed(entry: _Entry) -> bool:
 
 
 def _why_not(entry: _Entry) -> tuple[str | None, str | None]:
-    """(family, None) for a streamed LLM exchange, else (None, the reason it is skipped)."""
+    """(provider, None) for a streamed LLM exchange, else (None, the reason it is skipped)."""
     from lab.infer import infer_family
 
     guess = infer_family(entry.method, entry.url, dict(entry.request_headers), entry.request_body)
@@ -152,7 +152,7 @@ def _write(
     digest = hashlib.sha256(f"{source}:{source_file}".encode()).hexdigest()[:8]
     rows = []
     now_us = int(datetime.now(UTC).timestamp() * 1e6)
-    for k, (index, entry, family) in enumerate(entries):
+    for k, (index, entry, provider) in enumerate(entries):
         import httpx
 
         redactor = Redactor()
@@ -185,7 +185,7 @@ def _write(
                     "stream_id": f"{source}-{digest}-{index}",
                     "attempt": 0,
                     "attempt_label": "default",
-                    "provider": family,
+                    "provider": provider,
                     "model": model,
                     "method": entry.method.upper(),
                     "url": url,
@@ -227,11 +227,11 @@ def _keep(
 ) -> list[tuple[int, _Entry, str]]:
     kept = []
     for index, entry in candidates:
-        family, why = _why_not(entry)
+        provider, why = _why_not(entry)
         if why is not None:
             report.skipped.append((index, why))
-        elif family is not None:  # always, when why is None
-            kept.append((index, entry, family))
+        elif provider is not None:  # always, when why is None
+            kept.append((index, entry, provider))
     return kept
 
 

@@ -96,7 +96,7 @@ class Recorder:
     ) -> StreamResult:
         """Send one logical request (with its degradation attempts) and record every byte.
 
-        **path** picks the API when it is not the family's default (``"/responses"``: the
+        **path** picks the API when it is not the provider's default (``"/responses"``: the
         OpenAI Responses API); a body with ``input`` and no ``messages`` is a Responses body
         and goes to ``/responses`` without being told.
 

@@ -199,7 +199,7 @@ def openrouter_targets(
 
 
 def model_targets(models: Sequence[str], base_url: str | None = None) -> list[Target]:
-    """One target per model (any family)."""
+    """One target per model (any provider)."""
     return [Target(label=m, model=m, base_url=base_url) for m in models]
 
 

@@ -299,16 +299,16 @@ def _recorded_error(
             request=request,
         )
     if exchange.end_reason == "timeout":
-        family: type[httpx.TransportError] = httpx.TimeoutException
+        base: type[httpx.TransportError] = httpx.TimeoutException
         default: type[httpx.TransportError] = httpx.ReadTimeout
     elif exchange.end_reason == "read_error":
-        family, default = httpx.TransportError, httpx.ReadError
+        base, default = httpx.TransportError, httpx.ReadError
     else:  # eof
         return None
     error = exchange.error or ""
     name, _, message = error.partition(": ")
     cls = getattr(httpx, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, family)):
+    if not (isinstance(cls, type) and issubclass(cls, base)):
         cls, message = default, error
     return cls(message or f"recorded {exchange.end_reason}", request=request)
 
