@@ -75,9 +75,7 @@ def test_replay_to_out_writes_each_table_per_unit_and_equals_the_in_memory_table
     assert (written.units, written.streams) == (12, 132)
     names = sorted(p.name for p in (tmp_path / "r").iterdir())
     assert names == sorted(
-        f"{t}-{i:05d}.parquet"
-        for t in ("streams", "leaks", "attempts", "gaps")
-        for i in range(12)
+        f"{t}-{i:05d}.parquet" for t in ("streams", "leaks", "attempts", "gaps") for i in range(12)
     )
     results = replay(BUNDLED)
     for table, build in (

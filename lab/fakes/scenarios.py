@@ -22,6 +22,7 @@ from typing import Any
 
 from . import anthropic as _anthropic  # noqa: F401  (importing registers the scenarios)
 from . import google as _google  # noqa: F401
+from . import model_equality as _model_equality  # noqa: F401
 from . import openai_compat as _openai_compat  # noqa: F401
 from . import openrouter as _openrouter  # noqa: F401
 from .base import (
