@@ -170,6 +170,79 @@ def _verdicts(sentences: list[str]) -> str:
     return f"<ul class='verdicts'>{items}</ul>"
 
 
+def _with_interval(value: Any, low: Any, high: Any) -> str:
+    """``12.3 (10.1–15.0)``: a quantile and its bootstrap interval in one cell."""
+    if _missing(value):
+        return MISSING
+
+    def num(x: Any) -> str:
+        return MISSING if _missing(x) else (f"{x:.1f}" if abs(x) < 1000 else f"{x:.0f}")
+
+    if _missing(low):
+        return num(value)
+    return f"{num(value)} ({num(low)}–{num(high)})"
+
+
+def _latency_section(results: list[StreamResult], st: pd.DataFrame) -> str:
+    """Timing per backend from the recorded reads: the quantiles with their bootstrap
+    intervals, the ECDF of TTFT and the gap histogram."""
+    from lab import plots, tables
+
+    lt = tables.latency(st)
+    shown = pd.DataFrame(
+        {
+            "serving_provider": lt["serving_provider"],
+            "metric": lt["metric"],
+            "n": lt["n"],
+            "untimed": lt["untimed"],
+            **{
+                q: [
+                    _with_interval(v, lo, hi)
+                    for v, lo, hi in zip(lt[q], lt[f"{q}_ci_low"], lt[f"{q}_ci_high"], strict=True)
+                ]
+                for q in ("p50", "p90", "p99")
+            },
+        }
+    )
+    shown = shown[shown["n"] > 0]
+    figures = {
+        "Time to first token by backend (ECDF)": plots.ttft_ecdf(st),
+        "Gaps between reads with visible text": plots.gap_histogram(tables.gaps(results)),
+    }
+    imgs = "".join(
+        f"<img alt='{html.escape(name)}' title='{html.escape(name)}' "
+        f"src='data:image/png;base64,{_png(fig)}'>"
+        for name, fig in figures.items()
+    )
+    notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in lt.attrs.get("notes", []))
+    return (
+        "<p class='note'>From the recorded reads: time to first byte, to the first token "
+        "(text, reasoning or tool call), to the first visible token and to the first "
+        "reasoning; gaps between reads that carried visible text (p50/p99/max per stream); "
+        "stalls (gaps over <code>LabConfig.stall_s</code>); characters in the first "
+        "content read (a bundled first chunk). Per backend the p50, p90 and p99 over its "
+        "streams, each with its 95 % bootstrap interval (2000 resamples, fixed seed); "
+        "times in ms.</p>" + notes + f"<div class='figs'>{imgs}</div>" + _table(shown)
+    )
+
+
+def _sameness_section(results: list[StreamResult]) -> str | None:
+    """The same-model test per backend when the results are a sweep over several backends
+    (each prompt sent several times to each); None otherwise."""
+    from lab.sameness import outputs_frame, same_model
+
+    outputs = outputs_frame(results)
+    if outputs.empty or outputs["serving_provider"].nunique() < 2:
+        return None
+    table = same_model(outputs)
+    return (
+        "<p class='note'>Each backend's outputs against the other backends' pooled, prompt "
+        "by prompt: maximum mean discrepancy under a Hamming kernel over the first 100 "
+        "characters, p-value from 1000 relabellings within each prompt (Gao et al., ICLR "
+        "2025). <i>no evidence</i> is not a proof of sameness.</p>" + _table(table)
+    )
+
+
 def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab report") -> str:
     """The report page for ``results`` as one HTML string."""
     from lab import plots, tables
@@ -214,10 +287,14 @@ def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab repo
             "<p class='note'>One row per logical request; the table scrolls sideways and "
             "down inside its box.</p>" + _table(st[[c for c in _STREAM_COLUMNS if c in st]]),
         ),
+        ("latency", "Latency by serving backend", _latency_section(results, st)),
         ("leaks", "Where reasoning leaked (guard events)", _table(tables.leaks(results))),
         ("classifiers", "Error classifiers", _table(tables.classifiers(st))),
         ("attempts", "Degradation attempts", _table(att)),
     ]
+    sameness = _sameness_section(results)
+    if sameness is not None:
+        sections.insert(3, ("sameness", "Same model? (sweeps)", sameness))
     toc = "".join(f"<li><a href='#{sid}'>{html.escape(name)}</a></li>" for sid, name, _ in sections)
     body = [
         f"<h1>{html.escape(title)}</h1>",

@@ -25,10 +25,11 @@ def report(tmp_path_factory) -> Path:
 
 def test_report_page_embeds_every_figure_and_table(report):
     page = report.read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 4
+    assert page.count("data:image/png;base64,") == 6  # the latency section has two
     for heading in (
         "By serving backend",
         "Streams",
+        "Latency by serving backend",
         "Where reasoning leaked",
         "Error classifiers",
         "Degradation attempts",
@@ -121,10 +122,32 @@ def test_report_at_1280_px_never_overflows_the_page(report, tmp_path):
 def test_report_has_a_table_of_contents_linking_every_section(report):
     page = report.read_text(encoding="utf-8")
     links = re.findall(r"<li><a href='#([a-z]+)'>", page)
-    assert links == ["plots", "backends", "streams", "leaks", "classifiers", "attempts"]
+    assert links == [
+        "plots",
+        "backends",
+        "streams",
+        "latency",
+        "leaks",
+        "classifiers",
+        "attempts",
+    ]
     for sid in links:
         assert f"<h2 id='{sid}'>" in page
-    assert page.count("<div class='scroll'>") == 5
+    assert page.count("<div class='scroll'>") == 6
+
+
+def test_report_latency_section_shows_each_quantile_with_its_bootstrap_interval(report):
+    page = report.read_text(encoding="utf-8")
+    section = page[page.index("<h2 id='latency'>") : page.index("<h2 id='leaks'>")]
+    assert "<th>p50</th><th>p90</th><th>p99</th>" in section
+    assert "Time to first token by backend (ECDF)" in section
+    assert "Gaps between reads with visible text" in section
+    # DeepInfra's TTFT over the bundled captures: the median and its interval in one cell
+    assert re.search(
+        r"<td>DeepInfra</td><td>ttft_ms</td><td class='num'>8</td>"
+        r"<td class='num'>0</td><td>[0-9.]+ \([0-9.]+–[0-9.]+\)</td>",
+        section,
+    )
 
 
 def test_report_rounds_numbers_and_shows_missing_one_way(report):

@@ -173,8 +173,16 @@ def test_a_sweep_over_the_fake_backends_finds_the_substituted_model(tmp_path):
         plan = sweep.sweep_plan("openrouter", prompts, targets, n=4)
         report = sweep.run_sweep(plan, provider="openrouter", out=tmp_path, progress=False)
     assert (report.sent, report.missing) == (160, 0)
-    table = same_model(replay(tmp_path), reference="DeepInfra")
+    results = replay(tmp_path)
+    table = same_model(results, reference="DeepInfra")
     verdicts = dict(zip(table["serving_provider"], table["same_model_verdict"], strict=True))
     assert verdicts["Novita"] == VERDICT_DIFFERS
     assert verdicts["Together"] == verdicts["Nebius"] == VERDICT_NO_EVIDENCE
     assert set(table["samples"]) == {32}
+    # the report of a sweep has the section, each backend against the others pooled
+    from lab.report import build_html
+
+    page = build_html(results)
+    section = page[page.index("<h2 id='sameness'>") : page.index("<h2 id='latency'>")]
+    assert "<td>Novita</td><td>(the other backends)</td>" in section
+    assert "differs with confidence" in section
