@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -275,3 +276,80 @@ def test_gap_histogram_gives_each_backend_the_shares_of_its_own_gaps(tmp_path):
     assert [line.get_xdata()[0] for line in ax.lines] == [2000.0]
     empty = plots.gap_histogram(tables.gaps([])).axes[0]
     assert empty.texts[0].get_text().startswith("no gaps")
+
+
+def _har_entry(body: bytes) -> dict:
+    request = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    return {
+        "startedDateTime": "2026-12-01T21:00:00.125Z",
+        "time": 950.0,
+        "request": {
+            "method": "POST",
+            "url": "https://api.openai.com/v1/chat/completions",
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "application/json"}],
+            "queryString": [],
+            "postData": {"mimeType": "application/json", "text": json.dumps(request)},
+        },
+        "response": {
+            "status": 200,
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "content-type", "value": "text/event-stream"}],
+            "content": {"mimeType": "text/event-stream", "text": body.decode()},
+        },
+        "timings": {"send": 0.5, "wait": 400.0, "receive": 549.5},
+    }
+
+
+def test_a_har_import_has_its_start_time_but_no_timing_figures_and_is_counted(tmp_path):
+    from lab.interchange import import_har
+
+    har = tmp_path / "session.har"
+    body = b"".join(STALLED_READS)
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [_har_entry(body)]}}))
+    report = import_har(har, tmp_path / "captures")
+    st = tables.streams(replay(report.capture_path))
+    row = st.iloc[0]
+    assert row["source"] == "har" and not row["timed"]
+    assert row["started_at"] == pd.Timestamp("2026-12-01T21:00:00.125Z")
+    assert row[["ttft_ms", "ttfb_ms", "gap_max_ms", "first_chunk_chars"]].isna().all()
+    lt = tables.latency(st)
+    assert set(lt["untimed"]) == {1} and set(lt["n"]) == {0}
+    assert lt.attrs["notes"] == [
+        "1 stream without per-read timing (imported from a cassette or a HAR) left out of "
+        "every timing figure (openai (direct): 1)."
+    ]
+
+
+def test_a_degraded_request_is_timed_on_the_attempt_that_streamed(tmp_path):
+    """400 on min_p, then the degraded body streams: the figures are the second attempt's
+    reads, exactly as recorded."""
+    from lab.capture import open as open_capture
+    from lab.fakes import FakeServer
+    from lab.recorder import Recorder
+
+    body = {
+        "model": "fake/reject-min-p",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "min_p": 0.05,
+    }
+    # the scripted 2-15 ms before each read keeps the reads apart (gaps to measure)
+    with FakeServer() as fake, Recorder(tmp_path) as rec:
+        live = rec.record("openrouter", body, base_url=fake.base_url + "/api/v1")
+    assert len(live.attempts) == 2
+    (result,) = replay(tmp_path)
+    chunks = open_capture(tmp_path).chunks
+    second = chunks[chunks["attempt"] == 1].sort_values("seq")["t_ns"].tolist()
+    timing = stream_timing(result)
+    assert timing.ttfb_ms == second[0] / 1e6
+    first = result.first_output()
+    origin = result.origins[first]
+    assert origin.attempt == 1
+    assert timing.ttft_content_ms == second[origin.read_seq] / 1e6
+    content = zip(result.chunks, result.origins, strict=True)
+    reads = sorted({o.read_seq for c, o in content if c.content})
+    assert timing.content_reads == len(reads) > 2
+    gaps = sorted(second[b] - second[a] for a, b in zip(reads, reads[1:], strict=False))
+    assert timing.gap_max_ms == gaps[-1] / 1e6
+    assert timing.gap_p50_ms == quantile(gaps, 0.5) / 1e6
