@@ -14,6 +14,7 @@ raises :class:`NoAPIKeyError` before anything is sent or written, as ``lab recor
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,7 @@ class Recorder:
                 )
         self.writer.check()  # a recording that cannot be written sends nothing more
         stream_id = new_stream_id()
+        started_at = datetime.now(UTC)
         with self.writer.logical_request(stream_id):  # all its attempts in one part
             result = run_stream(
                 provider,
@@ -136,6 +138,8 @@ class Recorder:
                 on_chunk=on_chunk,
                 path=path,
             )
+        # what a replay of the recording gives: the recording, and (to the ms) the send time
+        result.started_at, result.capture_id = started_at, self.capture_id
         self.results.append(result)
         try:
             self.writer.check()

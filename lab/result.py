@@ -160,9 +160,10 @@ class StreamResult:
     meta: dict[str, Any] = field(default_factory=dict)
     """Replay only: the recorded request's caller metadata (``session``, ``source``, ...)."""
     started_at: datetime | None = None
-    """Replay only: wall clock (UTC) when the recorded request's first attempt was sent."""
+    """Wall clock (UTC) when the request's first attempt was sent: the recorded one in a
+    replay, the recorder's in a live recording (``Recorder.record``); None otherwise."""
     capture_id: str | None = None
-    """Replay only: the recording the request came from."""
+    """The recording the request came from (replay) or went into (``Recorder.record``)."""
 
     def __repr__(self) -> str:
         error = f"{self.error.type}: {_clip(self.error.message, 60)!r}" if self.error else None

@@ -353,3 +353,17 @@ def test_a_degraded_request_is_timed_on_the_attempt_that_streamed(tmp_path):
     gaps = sorted(second[b] - second[a] for a, b in zip(reads, reads[1:], strict=False))
     assert timing.gap_max_ms == gaps[-1] / 1e6
     assert timing.gap_p50_ms == quantile(gaps, 0.5) / 1e6
+
+
+def test_a_live_recording_has_its_start_time_and_capture_id_like_its_replay(tmp_path):
+    from lab.fakes import FakeServer
+    from lab.recorder import Recorder
+
+    body = {"model": "fake/clean", "messages": [{"role": "user", "content": "hi"}]}
+    with FakeServer(delay_scale=0) as fake, Recorder(tmp_path) as rec:
+        live = rec.record("openrouter", body, base_url=fake.base_url + "/api/v1")
+        capture_id = rec.capture_id
+    (replayed,) = replay(tmp_path)
+    assert live.capture_id == replayed.capture_id == capture_id
+    assert abs((live.started_at - replayed.started_at).total_seconds()) < 1.0
+    assert str(tables.streams([live])["started_at"].dtype) == "datetime64[us, UTC]"
