@@ -249,6 +249,18 @@ def test_backends_notebook_drills_into_the_stream_named_by_lab_stream(monkeypatc
     assert "1 stream(s) cleaned only in part" in text
     assert f"{PARTIAL}: the user already saw 42 chars of reasoning as the answer:" in text
     assert "loaded 1 recording(s) from ../captures: 20261129T201827-5ed78725" in text
+    # latency, what changed (the capture's halves without LAB_PREVIOUS), the trend's span
+    assert "LAB_PREVIOUS is not set: comparing the first 24 stream(s) of ../captures" in text
+    assert "comparisons by the Holm method." in text
+    assert "a daily trend needs more than a day" in text
+
+
+def test_backends_notebook_compares_with_the_run_named_by_lab_previous(monkeypatch):
+    monkeypatch.setenv("LAB_PREVIOUS", str(NOTEBOOKS.parent / "captures"))
+    nb, text = _execute(NB01, monkeypatch)
+    _check_outputs(NB01, nb)
+    assert "LAB_PREVIOUS is not set" not in text
+    assert "No change with confidence in " in text  # the same capture on both sides
 
 
 def test_fixtures_notebook_takes_any_stream_and_any_predicate(monkeypatch):
