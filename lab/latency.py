@@ -49,10 +49,12 @@ __all__ = [
     "LATENCY_COLUMNS",
     "LATENCY_METRICS",
     "LATENCY_QUANTILES",
+    "SCORECARD_METRICS",
     "TIMING_COLUMNS",
     "StreamTiming",
     "backend_latency",
     "content_gaps",
+    "latency_columns",
     "quantile",
     "stream_timing",
     "timing_row",
@@ -318,3 +320,25 @@ def _untimed_notes(frame: Any, timed: Any) -> list[str]:
         f"{n} stream{'s' if n != 1 else ''} without per-read timing (imported from a "
         f"cassette or a HAR) left out of every timing figure ({per})."
     ]
+
+
+SCORECARD_METRICS = ("ttfb_ms", "ttft_ms", "ttft_content_ms", "gap_p99_ms", "first_chunk_chars")
+"""The timing figures the backend scorecard shows (median and p90, the median's interval)."""
+
+
+def latency_columns(table: Any) -> Any:
+    """The latency table (:func:`lab.tables.latency`) as one row per backend: for each of
+    :data:`SCORECARD_METRICS` the median with its bootstrap interval and the p90
+    (``ttft_ms_p50``, ``ttft_ms_p50_ci_low``, ``ttft_ms_p50_ci_high``, ``ttft_ms_p90``),
+    indexed by ``serving_provider``; the scorecard joins it."""
+    import pandas as pd
+
+    rows = table[table["metric"].isin(SCORECARD_METRICS)]
+    out = pd.DataFrame(
+        index=pd.Index(sorted(table["serving_provider"].unique()), name="serving_provider")
+    )
+    for metric in SCORECARD_METRICS:
+        part = rows[rows["metric"] == metric].set_index("serving_provider")
+        for col in ("p50", "p50_ci_low", "p50_ci_high", "p90"):
+            out[f"{metric}_{col}"] = part[col].reindex(out.index).astype("float64")
+    return out

@@ -367,3 +367,24 @@ def test_a_live_recording_has_its_start_time_and_capture_id_like_its_replay(tmp_
     assert live.capture_id == replayed.capture_id == capture_id
     assert abs((live.started_at - replayed.started_at).total_seconds()) < 1.0
     assert str(tables.streams([live])["started_at"].dtype) == "datetime64[us, UTC]"
+
+
+def test_latency_columns_give_the_scorecard_one_row_per_backend(tmp_path):
+    from lab.latency import SCORECARD_METRICS, latency_columns
+
+    lt = tables.latency(_two_backends(tmp_path))
+    wide = latency_columns(lt)
+    assert wide.index.tolist() == ["openai (direct)"]
+    assert list(wide.columns) == [
+        f"{m}_{c}" for m in SCORECARD_METRICS for c in ("p50", "p50_ci_low", "p50_ci_high", "p90")
+    ]
+    row = wide.loc["openai (direct)"]
+    ttfb = lt.set_index("metric").loc["ttfb_ms"]
+    assert row[
+        ["ttfb_ms_p50", "ttfb_ms_p50_ci_low", "ttfb_ms_p50_ci_high", "ttfb_ms_p90"]
+    ].tolist() == [
+        ttfb["p50"],
+        ttfb["p50_ci_low"],
+        ttfb["p50_ci_high"],
+        ttfb["p90"],
+    ]
