@@ -95,7 +95,7 @@ def sql(
     query: str, *, captures: str | Path | None = None, results: str | Path | None = None
 ) -> pd.DataFrame:
     """Run ``query`` over the views (``streams``, ``chunks``, ``results``, ``leaks``,
-    ``attempts``) and return a DataFrame.
+    ``attempts``, ``gaps``) and return a DataFrame.
 
     >>> lab_sql = sql  # lab.sql
     >>> lab_sql("SELECT count(*) AS exchanges FROM streams", captures="captures")
