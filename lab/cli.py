@@ -358,9 +358,8 @@ def _live_config(args: argparse.Namespace) -> Any:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from lab.capture.errors import CaptureWriteError
-    from lab.providers import adapter_for
+    from lab.providers import adapter_for, build_body
     from lab.recorder import Recorder
-    from lab.request import build_body
 
     path = API_PATHS[args.api]
     try:

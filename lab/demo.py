@@ -79,8 +79,7 @@ def demo_requests(n: int = 3, *, families: tuple[str, ...] | None = None) -> lis
     and ``body``. Only families whose adapter is available are included.
     """
     from lab.fakes import SCENARIOS
-    from lab.providers import PROVIDERS
-    from lab.request import build_body
+    from lab.providers import PROVIDERS, build_body
 
     if n < 1:
         raise ValueError("n must be at least 1")

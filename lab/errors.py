@@ -4,7 +4,10 @@ Pure functions, no I/O. Two jobs:
 
 1. **Normalize** a provider failure into :class:`lab.model.ProviderError`. The stream adapters
    call the per-family building blocks below, so each rule has one definition;
-   :func:`normalize_http_error` is the entry point for a non-OK HTTP response.
+   :func:`normalize_http_error` is the entry point for a non-OK HTTP response. It, and the
+   other entry points that take a provider name (``parse_error_message``,
+   ``provider_families``), read the provider registry, so they are defined in
+   :mod:`lab.providers.dispatch` and importable from here: this module imports no provider.
 2. **Classify** a normalized error by its text (:func:`classify_error`) to pick the advice:
    model selection, top-up, fewer output tokens, shorter context.
 
@@ -123,21 +126,28 @@ __all__ = [
     "CONTEXT_LENGTH_PATTERNS",
     "CREDIT_AFFORDABILITY_PATTERNS",
     "MODEL_ERROR_PATTERNS",
-    "provider_families",
+    "provider_families",  # noqa: F822 - served by __getattr__ (lab.providers.dispatch)
     "ErrorClass",
     "classify_error",
+    "code_string",
     "collect_error_messages",
+    "compact_json",
+    "dig",
+    "first_text",
+    "inner_error",
     "is_account_balance_exhausted_error",
     "is_context_length_error",
     "is_credit_affordability_error",
     "is_model_error_message",
     "is_provider_model_error",
-    "normalize_http_error",
-    "parse_error_message",
+    "normalize_http_error",  # noqa: F822 - served by __getattr__ (lab.providers.dispatch)
+    "parse_error_message",  # noqa: F822 - served by __getattr__ (lab.providers.dispatch)
     "parse_error_message_for_family",
     "normalize_http_error_for_family",
+    "parse_error_body",
     "parse_status_code",
     "provider_error_detail",
+    "status_phrase",
 ]
 
 ErrorClass = Literal["model_error", "balance_exhausted", "credit_affordability", "context_length"]
@@ -252,22 +262,23 @@ _MOVED: dict[str, str] = {
 importable from here, resolved at first use so the arrows stay providers -> errors."""
 
 
+_BY_PROVIDER: tuple[str, ...] = ("normalize_http_error", "parse_error_message", "provider_families")
+"""The entry points that take a provider name: they read the registry, so they are defined
+in :mod:`lab.providers.dispatch` (this core module imports no provider) and still importable
+from here."""
+
+
 def __getattr__(name: str) -> Any:
-    if name == "PROVIDERS":  # derived from the one registry, lab.providers.PROVIDERS
-        return provider_families()
-    module = _MOVED.get(name)
+    if name == "PROVIDERS":  # provider -> family, derived from the one registry
+        import importlib
+
+        return importlib.import_module("lab.providers.dispatch").provider_families()
+    module = "lab.providers.dispatch" if name in _BY_PROVIDER else _MOVED.get(name)
     if module is not None:
         import importlib
 
         return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def provider_families() -> dict[str, str]:
-    """Provider name -> error family, read from each registered adapter's ``family``."""
-    from lab.providers import PROVIDERS, get_adapter
-
-    return {name: get_adapter(name).family for name in PROVIDERS}
 
 
 UNKNOWN_ERROR_MESSAGE = "Unknown error"
@@ -307,14 +318,18 @@ def parse_status_code(code: Any) -> int | None:
     return None
 
 
-def _status_phrase(status: int | None) -> str:
+def status_phrase(status: int | None) -> str:
+    """The HTTP reason phrase of **status** (``429`` -> ``"Too Many Requests"``), "" if none."""
     try:
         return HTTPStatus(status).phrase if status is not None else ""
     except ValueError:
         return ""
 
 
-def _parse_json(text: str | None) -> Any:
+def parse_error_body(text: str | None) -> Any:
+    """An HTTP error body parsed as JSON (the first element of a Gemini ``alt=json``
+    array); None when it is empty or not JSON. Error bodies are small and off the hot path,
+    so the standard parser reads them."""
     if not text:
         return None
     try:
@@ -326,7 +341,9 @@ def _parse_json(text: str | None) -> Any:
     return value
 
 
-def _get(obj: Any, *path: str) -> Any:
+def dig(obj: Any, *path: str) -> Any:
+    """``obj[path[0]][path[1]]...`` through mappings only; None where a step is missing or
+    not a mapping (``dig(body, "error", "message")``)."""
     for key in path:
         if not isinstance(obj, Mapping):
             return None
@@ -334,18 +351,22 @@ def _get(obj: Any, *path: str) -> Any:
     return obj
 
 
-def _first_text(*candidates: Any) -> str:
+def first_text(*candidates: Any) -> str:
+    """The first candidate that is a string with something besides whitespace; "" if none."""
     for value in candidates:
         if isinstance(value, str) and value.strip():
             return value
     return ""
 
 
-def _compact(value: Any) -> str:
+def compact_json(value: Any) -> str:
+    """**value** as compact JSON text (no spaces, non-ASCII kept), as a message quotes it."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _code_string(code: Any) -> str | None:
+def code_string(code: Any) -> str | None:
+    """An error ``code`` as text (``502`` -> ``"502"``); None for a bool, None, an empty or
+    a non-scalar code."""
     if isinstance(code, bool) or code is None:
         return None
     if isinstance(code, int | float | str) and str(code).strip():
@@ -353,81 +374,28 @@ def _code_string(code: Any) -> str | None:
     return None
 
 
-def _inner_error(error_obj: Any) -> Any:
-    inner = _get(error_obj, "error")
+def inner_error(error_obj: Any) -> Any:
+    """The ``error`` object inside **error_obj** when it holds one (``{"error": {...}}``),
+    else **error_obj** itself."""
+    inner = dig(error_obj, "error")
     return inner if isinstance(inner, Mapping) else error_obj
 
 
 # --------------------------------------------------------------------------- messages
 
 
-def parse_error_message(provider: str, body_text: str, status: int | None = None) -> str:
-    """The provider's own message in an HTTP error body, by its adapter's
-    ``error_message`` (each family's rules live in its module):
-
-    * openrouter: ``error.metadata.raw`` (an object as compact JSON), ``error.message``,
-      ``message``, the raw text, the status phrase.
-    * OpenAI-compatible: ``error.message``, a string ``error``, ``message``, ``detail`` (a
-      non-string as JSON), ``title`` (problem JSON), the raw text, the status phrase,
-      "Unknown error".
-    * google: the (possibly JSON-in-JSON) ``error.message``, else the raw text.
-    * anthropic: ``error.message``, ``message``, the raw text, the status phrase.
-    """
-    return _adapter(provider).error_message(body_text, status)
-
-
 def parse_error_message_for_family(family: str, body_text: str, status: int | None = None) -> str:
     """The message rule of a family with no ``error_message`` hook of its own:
     ``error.message``, ``message``, the raw text, the status phrase (every registered
     family defines its own, in its module)."""
-    parsed = _parse_json(body_text)
+    parsed = parse_error_body(body_text)
     raw = body_text if isinstance(body_text, str) else ""
-    return _first_text(
-        _get(parsed, "error", "message"), _get(parsed, "message"), raw, _status_phrase(status)
+    return first_text(
+        dig(parsed, "error", "message"), dig(parsed, "message"), raw, status_phrase(status)
     )
 
 
-def _adapter(provider: str) -> Any:
-    """The registered adapter class of ``provider`` (looked up at call time, so the arrows
-    stay providers -> errors); ValueError naming the known providers otherwise."""
-    from lab.providers import PROVIDERS, get_adapter
-
-    if provider not in PROVIDERS:
-        known = ", ".join(PROVIDERS)
-        raise ValueError(f"unknown provider {provider!r}; expected one of: {known}")
-    return get_adapter(provider)
-
-
-def _family(provider: str) -> str:
-    return _adapter(provider).family
-
-
-# --------------------------------------------------------------------------- HTTP entry point
-
-
-def normalize_http_error(
-    provider: str, status: int, body_text: str, *, body_error_codes: bool = False
-) -> ProviderError:
-    """A non-OK HTTP response as a :class:`ProviderError`, by the provider's family rules.
-
-    **body_error_codes** (``LabConfig.body_error_codes``, off: the reference reads the message
-    only) lets an OpenAI-compatible body's ``error.code`` decide too: OpenAI's 404
-    ``model_not_found`` is a model_error, and Z.ai's business codes under HTTP 429 re-code as
-    billing whatever the text's language.
-
-    ``original_error`` is ``{"provider", "status", "body"}`` (the raw body text), so the
-    classifiers can read the provider's own message out of it.
-
-    >>> body = '{"error":{"message":"Internal Server Error","code":500}}'
-    >>> normalize_http_error("openrouter", 500, body).type  # the reference quirk
-    'unknown'
-
-    It dispatches to the registered adapter's ``normalize_http_error`` (looked up at call
-    time), so a provider registered in :data:`lab.providers.PROVIDERS` maps its own errors.
-    """
-    return _adapter(provider).normalize_http_error(
-        status, body_text, body_error_codes=body_error_codes
-    )
+# --------------------------------------------------------------------------- the default HTTP rule
 
 
 def normalize_http_error_for_family(
@@ -468,20 +436,20 @@ def _original_error_message(original: Any) -> str:
         return original
     if not isinstance(original, Mapping):
         return ""
-    found = _first_text(
+    found = first_text(
         original.get("message"),
         original.get("detail"),
-        _get(original, "error", "message"),
-        _get(original, "error", "detail"),
+        dig(original, "error", "message"),
+        dig(original, "error", "detail"),
     )
     if found:
         return found
     body = original.get("body")
-    parsed = _parse_json(body) if isinstance(body, str) else body
+    parsed = parse_error_body(body) if isinstance(body, str) else body
     if isinstance(parsed, Mapping):
-        found = _first_text(
-            _get(parsed, "error", "message"),
-            _get(parsed, "error", "detail"),
+        found = first_text(
+            dig(parsed, "error", "message"),
+            dig(parsed, "error", "detail"),
             parsed.get("message"),
             parsed.get("detail"),
         )

@@ -214,7 +214,7 @@ def _digest(body: dict[str, Any]) -> str:
 
 
 def _body(provider: str, model: str, spec: dict[str, Any]) -> dict[str, Any]:
-    from lab.request import build_body
+    from lab.providers import build_body
 
     options = {k: v for k, v in spec.items() if k not in ("_line", "model", "stream")}
     prompt = options.pop("prompt", None)

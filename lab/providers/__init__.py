@@ -8,6 +8,10 @@ endpoints (openai, deepseek, zai, nvidia, groq, xai, mistral, together, firework
 ollama, custom) are a few lines of data each in ``openai_compat``; OpenRouter, Google and
 Anthropic have their own modules.
 
+The entry points that take a provider name (``build_body``, ``request_url``,
+``normalize_messages``, ``normalize_http_error``, ``parse_error_message``,
+``provider_families``) are in :mod:`lab.providers.dispatch` and importable from here.
+
 A new provider is one adapter class (its module) plus one line here::
 
     PROVIDERS["acme"] = "mypkg.acme:AcmeAdapter"   # or register("acme", AcmeAdapter)
@@ -25,7 +29,20 @@ import importlib
 
 from lab.providers.base import RetryAttempt, StreamAdapter
 
-__all__ = ["PROVIDERS", "RetryAttempt", "StreamAdapter", "adapter_for", "get_adapter", "register"]
+__all__ = [
+    "PROVIDERS",
+    "RetryAttempt",
+    "StreamAdapter",
+    "adapter_for",
+    "build_body",
+    "get_adapter",
+    "normalize_http_error",
+    "normalize_messages",
+    "parse_error_message",
+    "provider_families",
+    "register",
+    "request_url",
+]
 
 # provider name -> "module:Class"; a new family is one line here plus its module.
 PROVIDERS: dict[str, str] = {
@@ -138,3 +155,12 @@ def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
 
 
 _load_entry_points()
+
+from lab.providers.dispatch import (  # noqa: E402 - they read the registry defined above
+    build_body,
+    normalize_http_error,
+    normalize_messages,
+    parse_error_message,
+    provider_families,
+    request_url,
+)

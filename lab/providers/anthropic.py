@@ -46,15 +46,14 @@ from lab.errors import (
     OPENAI_TIMEOUT_STATUSES,
     RATE_LIMIT_BALANCE_PHRASES,
     UNKNOWN_ERROR_MESSAGE,
-    _code_string,
-    _first_text,
-    _get,
-    _inner_error,
-    _parse_json,
-    _status_phrase,
+    code_string,
+    dig,
+    first_text,
+    inner_error,
     is_model_error_message,
-    parse_error_message,
+    parse_error_body,
     parse_status_code,
+    status_phrase,
 )
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -76,14 +75,14 @@ from lab.providers.base import (
     wire_int,
 )
 from lab.request import (
-    _DATA_URL_RE,
-    _function_tools,
-    _image_url,
-    _max_tokens,
-    _parts_of,
-    _stops,
-    _text_of,
-    _tool_args,
+    DATA_URL_RE,
+    function_tools,
+    image_url,
+    parts_of,
+    pop_max_tokens,
+    pop_stops,
+    text_of,
+    tool_args,
 )
 
 __all__ = [
@@ -120,9 +119,9 @@ def anthropic_error(
 ) -> ProviderError:
     """An Anthropic ``{"type":"error","error":{"type","message"}}`` (or its inner object),
     from an HTTP body (with ``status``) or an ``event: error`` frame."""
-    err = _inner_error(error_obj or {})
+    err = inner_error(error_obj or {})
     kind = err.get("type") if isinstance(err.get("type"), str) else None
-    message = _first_text(err.get("message")) or _status_phrase(status) or UNKNOWN_ERROR_MESSAGE
+    message = first_text(err.get("message")) or status_phrase(status) or UNKNOWN_ERROR_MESSAGE
     error_type: ErrorType
     retryable: bool
     if status == ANTHROPIC_OVERLOADED_STATUS:
@@ -131,7 +130,7 @@ def anthropic_error(
         error_type, retryable = ANTHROPIC_ERROR_TYPES[kind]
     else:
         error_type, retryable = _anthropic_status_type(status)
-    code = kind or _code_string(err.get("code")) or (str(status) if status else "unknown")
+    code = kind or code_string(err.get("code")) or (str(status) if status else "unknown")
     lowered = message.lower()
     if error_type == "rate_limit" and any(p in lowered for p in RATE_LIMIT_BALANCE_PHRASES):
         error_type, code, retryable = "api_error", CODE_429_BALANCE, False
@@ -177,10 +176,10 @@ ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
 def _anthropic_part(part: dict) -> dict | None:
     if part.get("type") == "text":
         return {"type": "text", "text": part["text"]} if part.get("text") else None
-    url = _image_url(part)
+    url = image_url(part)
     if url is None:
         return None
-    m = _DATA_URL_RE.match(url)
+    m = DATA_URL_RE.match(url)
     if m:
         source = {
             "type": "base64",
@@ -207,7 +206,7 @@ def anthropic_body(model: str, msgs: list[dict], tools: list[dict] | None, optio
     for m in msgs:
         role = m.get("role")
         if role == "system":
-            text = _text_of(m.get("content"))
+            text = text_of(m.get("content"))
             if text:
                 system_texts.append(text)
         elif role == "assistant":
@@ -215,7 +214,7 @@ def anthropic_body(model: str, msgs: list[dict], tools: list[dict] | None, optio
             for tb in m.get("thinking_blocks") or ():
                 if isinstance(tb, dict):
                     blocks.append(tb)
-            blocks.extend(b for b in map(_anthropic_part, _parts_of(m.get("content"))) if b)
+            blocks.extend(b for b in map(_anthropic_part, parts_of(m.get("content"))) if b)
             for tc in m.get("tool_calls") or ():
                 fn = tc.get("function") or {}
                 blocks.append(
@@ -223,7 +222,7 @@ def anthropic_body(model: str, msgs: list[dict], tools: list[dict] | None, optio
                         "type": "tool_use",
                         "id": tc.get("id") or "",
                         "name": fn.get("name", ""),
-                        "input": _tool_args(tc),
+                        "input": tool_args(tc),
                     }
                 )
             add("assistant", blocks)
@@ -234,14 +233,14 @@ def anthropic_body(model: str, msgs: list[dict], tools: list[dict] | None, optio
                     {
                         "type": "tool_result",
                         "tool_use_id": m.get("tool_call_id") or "",
-                        "content": _text_of(m.get("content")),
+                        "content": text_of(m.get("content")),
                     }
                 ],
             )
         else:
-            add("user", [b for b in map(_anthropic_part, _parts_of(m.get("content"))) if b])
+            add("user", [b for b in map(_anthropic_part, parts_of(m.get("content"))) if b])
 
-    max_tokens = _max_tokens(options)
+    max_tokens = pop_max_tokens(options)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens if max_tokens is not None else ANTHROPIC_DEFAULT_MAX_TOKENS,
@@ -253,10 +252,10 @@ def anthropic_body(model: str, msgs: list[dict], tools: list[dict] | None, optio
     for key in ("temperature", "top_p", "top_k"):
         if options.get(key) is not None:
             body[key] = options.pop(key)
-    stops = _stops(options)
+    stops = pop_stops(options)
     if stops:
         body["stop_sequences"] = stops
-    fns = _function_tools(tools)
+    fns = function_tools(tools)
     if fns:
         body["tools"] = [
             {
@@ -368,8 +367,14 @@ class AnthropicAdapter(StreamAdapter):
     api_key_env = "ANTHROPIC_API_KEY"
     mandatory_keys = ("model", "messages", "stream", "max_tokens")
     """``max_tokens`` is required by the Messages API, so the ladder never drops it."""
+    drops_empty_messages = True
 
     # -- request side -------------------------------------------------------------------
+
+    @classmethod
+    def tool_id_style(cls, model: str) -> str | None:
+        """Claude's tool-call id rule, whatever the model id."""
+        return "claude"
 
     def endpoint(self, base_url: str | None, model: str | None) -> str:
         return join_url(base_url or self.default_base_url, "/messages")
@@ -385,7 +390,7 @@ class AnthropicAdapter(StreamAdapter):
         return headers
 
     def failure_message(self, status: int, body_text: str) -> str:
-        return parse_error_message(self.provider, body_text, status) or f"HTTP {status}"
+        return type(self).error_message(body_text, status) or f"HTTP {status}"
 
     @classmethod
     def build_body(
@@ -397,10 +402,10 @@ class AnthropicAdapter(StreamAdapter):
     @classmethod
     def error_message(cls, body_text: str, status: int | None = None) -> str:
         """``error.message``, ``message``, the raw text, the status phrase."""
-        parsed = _parse_json(body_text)
+        parsed = parse_error_body(body_text)
         raw = body_text if isinstance(body_text, str) else ""
-        return _first_text(
-            _get(parsed, "error", "message"), _get(parsed, "message"), raw, _status_phrase(status)
+        return first_text(
+            dig(parsed, "error", "message"), dig(parsed, "message"), raw, status_phrase(status)
         )
 
     @classmethod
@@ -409,9 +414,9 @@ class AnthropicAdapter(StreamAdapter):
     ) -> ProviderError:
         """The body's ``error.type`` and message by :func:`anthropic_error` (529 ->
         provider_overloaded)."""
-        parsed = _parse_json(body_text)
+        parsed = parse_error_body(body_text)
         inner = {
-            "type": _get(parsed, "error", "type"),
+            "type": dig(parsed, "error", "type"),
             "message": cls.error_message(body_text, status),
         }
         error = anthropic_error({"type": "error", "error": inner}, status=status)

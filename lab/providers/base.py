@@ -18,99 +18,56 @@ raw chunk (SSE event) that triggered it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from lab.config import LabConfig
 from lab.degrade import ExtraClassifier
-from lab.guards.base import GuardNote, NoteSink
+from lab.errors import normalize_http_error_for_family, parse_error_message_for_family
+from lab.guards.base import GuardNote
 from lab.guards.json_repair import parse_tool_arguments
 from lab.http.sse import SSEDecoder, SSEEvent
-from lab.model import GuardEvent, ProcessedChunk, ProviderError, Usage
+from lab.model import GuardEvent, ProcessedChunk, ProviderError
+from lab.providers.wire import (  # re-exported: their old home, still importable
+    NoteList,
+    ToolCallAccumulator,
+    is_number,
+    join_url,
+    note_shape,
+    note_unknown_keys,
+    openai_usage,
+    split_text_and_tool,
+    wire_float,
+    wire_int,
+)
+from lab.request import (
+    claude_tool_id,
+    clean_text,
+    drop_empty_messages,
+    drop_reasoning_history,
+    insert_done_before_user,
+    is_claude_model,
+    is_deepseek_model,
+    is_mistral_model,
+    map_tool_ids,
+    mistral_tool_id,
+    replay_reasoning_content,
+)
 
 __all__ = [
     "NoteList",
     "RetryAttempt",
     "StreamAdapter",
-    "StreamStopped",
     "ToolCallAccumulator",
     "is_number",
     "join_url",
     "note_shape",
     "note_unknown_keys",
     "openai_usage",
+    "split_text_and_tool",
     "wire_float",
     "wire_int",
-    "split_text_and_tool",
 ]
-
-
-def is_number(v: Any) -> bool:
-    """A finite JSON number (int or float, not bool, not NaN/inf): what every wire field
-    check means by numeric. ``1e999`` parses to ``inf`` and the stdlib parser accepts
-    ``NaN``/``Infinity``; neither is a number here."""
-    if isinstance(v, int):
-        return not isinstance(v, bool)
-    return isinstance(v, float) and math.isfinite(v)
-
-
-MAX_WIRE_INT = 2**53
-"""The largest count or index taken from the wire (JSON's exact-integer range)."""
-
-
-def wire_int(v: Any, path: str = "", bad: list[str] | None = None) -> int | None:
-    """The one checked conversion of a count or index read from the wire.
-
-    A non-negative finite number up to :data:`MAX_WIRE_INT` becomes an ``int`` (floats
-    truncate, as ``int()`` does); anything else (bool, string, NaN, inf, negative, huge, a
-    container) is None, and **path** is appended to **bad** when given, so the caller can
-    raise an anomaly for that stream instead of an exception escaping it.
-
-    >>> wire_int(12), wire_int(3.0), wire_int(float("inf")), wire_int(-1), wire_int("7")
-    (12, 3, None, None, None)
-    """
-    if v is None:
-        return None
-    if is_number(v) and 0 <= v <= MAX_WIRE_INT:
-        return int(v)
-    if bad is not None:
-        bad.append(path or "?")
-    return None
-
-
-def wire_float(v: Any, path: str = "", bad: list[str] | None = None) -> float | None:
-    """A cost or other amount from the wire: a finite non-negative float, else None (and
-    **path** appended to **bad**), as :func:`wire_int`."""
-    if v is None:
-        return None
-    if is_number(v) and v >= 0:
-        return float(v)
-    if bad is not None:
-        bad.append(path or "?")
-    return None
-
-
-def join_url(base: str, path: str, query: str = "") -> str:
-    """``base`` with ``path`` appended to its path, before any query it carries.
-
-    ``join_url("http://h/v1/?x=1", "/chat/completions")`` is
-    ``"http://h/v1/chat/completions?x=1"``; **query** (``"alt=sse"``) is added to the base's
-    own query. A fragment is dropped (it is never sent).
-    """
-    head = base.partition("#")[0]
-    root, _, own = head.partition("?")
-    params = "&".join(q for q in (own, query) if q)
-    return root.rstrip("/") + path + ("?" + params if params else "")
-
-
-class NoteList(NoteSink):
-    """A note list for helper functions that append notes (``parse_tool_arguments``)."""
-
-    __slots__ = ("notes",)
-
-    def __init__(self) -> None:
-        self.notes = []
 
 
 class RetryAttempt(Exception):
@@ -120,10 +77,6 @@ class RetryAttempt(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-class StreamStopped(Exception):
-    """Internal: a guard ended the stream (speaker guard)."""
 
 
 PrecommitHook = Callable[[int | None, str], bool]
@@ -243,32 +196,82 @@ class StreamAdapter:
         """The message the degradation classifier sees for an HTTP failure."""
         return body_text
 
+    # -- request side: message fixes and the body -----------------------------------------
+
+    drops_empty_messages: ClassVar[bool] = False
+    """Request side: drop empty messages and empty text parts (Anthropic rejects them)."""
+    requires_reasoning_content_replay: ClassVar[bool] = False
+    """Request side: assistant turns must carry ``reasoning_content`` back (DeepSeek; any
+    OpenAI-compatible endpoint serving a DeepSeek model too)."""
+    drops_reasoning_history: ClassVar[bool] = False
+    """Request side: no reasoning fields are sent back (OpenAI rejects them)."""
+
+    @classmethod
+    def tool_id_style(cls, model: str) -> str | None:
+        """Hook that maps **model** to the tool-call id rule its requests need: ``"claude"``
+        (``[a-zA-Z0-9_-]``), ``"mistral"`` (9 alphanumerics and a ``"Done."`` turn between a
+        tool result and a user turn) or None; override in subclasses. The default reads the
+        model id, whoever serves it."""
+        if is_claude_model(model):
+            return "claude"
+        if is_mistral_model(model):
+            return "mistral"
+        return None
+
+    @classmethod
+    def fix_messages(cls, model: str, messages: list[dict]) -> list[dict]:
+        """Hook that maps neutral (OpenAI-shaped) messages to the ones this provider accepts,
+        before :meth:`build_body`; override in subclasses (or set the data it reads).
+
+        In order: lone surrogates become U+FFFD; empty messages dropped
+        (:attr:`drops_empty_messages`); tool-call ids rewritten by :meth:`tool_id_style`;
+        ``reasoning_content`` replayed on assistant turns
+        (:attr:`requires_reasoning_content_replay`, or a DeepSeek model on an
+        OpenAI-compatible endpoint), else reasoning dropped (:attr:`drops_reasoning_history`).
+        """
+        msgs = [clean_text(m) for m in messages if isinstance(m, dict)]
+        if cls.drops_empty_messages:
+            msgs = drop_empty_messages(msgs)
+        style = cls.tool_id_style(model)
+        if style == "claude":
+            map_tool_ids(msgs, claude_tool_id)
+        elif style == "mistral":
+            map_tool_ids(msgs, mistral_tool_id)
+            msgs = insert_done_before_user(msgs)
+        if cls.requires_reasoning_content_replay or (
+            cls.family == "openai_compatible" and is_deepseek_model(model)
+        ):
+            replay_reasoning_content(msgs)
+        elif cls.drops_reasoning_history:
+            drop_reasoning_history(msgs)
+        return msgs
+
     @classmethod
     def build_body(
         cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
     ) -> dict[str, Any]:
-        """This family's streaming request body from normalized messages (what
-        :func:`lab.request.build_body` dispatches to)."""
-        from lab.request import build_body_for_family
+        """Hook that maps fixed neutral messages, tools and options to this family's
+        streaming request body (what :func:`lab.providers.build_body` calls); override in
+        subclasses. The default: a family with no body rules cannot build a request."""
+        raise ValueError(f"no request-body rules for family {cls.family!r}")
 
-        return build_body_for_family(cls.family, model, messages, tools, options)
+    # -- error side -----------------------------------------------------------------------
 
     @classmethod
     def error_message(cls, body_text: str, status: int | None = None) -> str:
-        """The provider's own message in an HTTP error body (what
-        :func:`lab.errors.parse_error_message` dispatches to)."""
-        from lab.errors import parse_error_message_for_family
-
+        """Hook that maps an HTTP error body to the provider's own message (what
+        :func:`lab.providers.parse_error_message` calls); override in subclasses. The
+        default: ``error.message``, ``message``, the raw text, the status phrase."""
         return parse_error_message_for_family(cls.family, body_text, status)
 
     @classmethod
     def normalize_http_error(
         cls, status: int, body_text: str, *, body_error_codes: bool = False
     ) -> ProviderError:
-        """This family's mapping of an HTTP error response (what
-        :func:`lab.errors.normalize_http_error` dispatches to)."""
-        from lab.errors import normalize_http_error_for_family
-
+        """Hook that maps an HTTP error response to a :class:`~lab.model.ProviderError` (what
+        :func:`lab.providers.normalize_http_error` calls); override in subclasses. The
+        default: the type by status (429 rate_limit, 408/504 timeout, 5xx api_error, all
+        retryable; other codes api_error), "<provider> API error (<status>): <message>"."""
         return normalize_http_error_for_family(
             cls.provider, cls.family, status, body_text, body_error_codes=body_error_codes
         )
@@ -476,178 +479,6 @@ class StreamAdapter:
         for g in guards:
             if g is not None and g.notes:
                 self._drain(g)
-
-
-def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
-    """OpenAI-shaped usage (snake or camel case) -> :class:`Usage`; None when empty.
-
-    Every count goes through :func:`wire_int`: a hostile value (``1e999``, ``NaN``, ``-1``,
-    a string) is left out and its path appended to **bad**.
-    """
-    if not isinstance(u, dict):
-        return None
-
-    def pick(d: Any, where: str, *names: str) -> Any:
-        if not isinstance(d, dict):
-            return None
-        for n in names:
-            v = d.get(n)
-            if v is not None:
-                return wire_int(v, f"usage.{where}{n}", bad)
-        return None
-
-    prompt = pick(u, "", "prompt_tokens", "promptTokens", "input_tokens")
-    completion = pick(u, "", "completion_tokens", "completionTokens", "output_tokens")
-    total = pick(u, "", "total_tokens", "totalTokens")
-    cdet = u.get("completion_tokens_details", u.get("completionTokensDetails"))
-    pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
-    reasoning = pick(cdet, "completion_tokens_details.", "reasoning_tokens", "reasoningTokens")
-    cached = pick(pdet, "prompt_tokens_details.", "cached_tokens", "cachedTokens")
-    cache_write = pick(pdet, "prompt_tokens_details.", "cache_write_tokens", "cacheWriteTokens")
-    cost = wire_float(u.get("cost"), "usage.cost", bad)
-    if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
-        return None
-    return Usage(
-        input_tokens=prompt or 0,
-        output_tokens=completion or 0,
-        reasoning_tokens=reasoning or 0,
-        cache_read_tokens=cached or 0,
-        cache_write_tokens=cache_write or 0,
-        total_tokens=total,
-        cost=cost,
-    )
-
-
-class ToolCallAccumulator:
-    """Streamed tool-call deltas gathered by index: one definition for the chat adapters.
-
-    Name and argument pieces are kept in lists and joined once when the call is built, so
-    a call streamed as 200,000 argument deltas costs the same per delta as one of 20,000
-    (``acc += piece`` would copy the growing string each time).
-    """
-
-    __slots__ = ("calls",)
-
-    def __init__(self) -> None:
-        self.calls: dict[int, dict[str, Any]] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.calls)
-
-    def add(
-        self,
-        index: int,
-        *,
-        name: str | None = None,
-        arguments: str | None = None,
-        fields: dict[str, Any] | None = None,
-    ) -> None:
-        acc = self.calls.get(index)
-        if acc is None:
-            acc = self.calls[index] = {"name": [], "arguments": []}
-        if name:
-            acc["name"].append(name)
-        if arguments:
-            acc["arguments"].append(arguments)
-        if fields:
-            acc.update(fields)
-
-    def starts_new_call(self, index: int, call_id: str) -> bool:
-        """Does a header with **call_id** at **index** start another call than the one
-        there (which has a name and a different id)?"""
-        acc = self.calls.get(index)
-        return (
-            acc is not None
-            and bool(acc["name"])
-            and isinstance(acc.get("id"), str)
-            and acc["id"] != call_id
-        )
-
-    def next_index(self) -> int:
-        """A slot after every call so far (for a call that came with no index of its own)."""
-        return max(self.calls, default=-1) + 1
-
-    def resends_header(self, index: int, call_id: str, name: str) -> bool:
-        """Does a delta with **call_id** and **name** repeat call **index**'s header (same id,
-        same whole name) rather than stream more of its name?"""
-        acc = self.calls.get(index)
-        return acc is not None and acc.get("id") == call_id and "".join(acc["name"]) == name
-
-    def take(self) -> list[tuple[int, dict[str, Any]]]:
-        """Every call as ``(index, {"name", "arguments", ...fields})`` in index order; the
-        accumulator is empty afterwards."""
-        built = []
-        for index in sorted(self.calls):
-            acc = self.calls[index]
-            built.append(
-                (
-                    index,
-                    {**acc, "name": "".join(acc["name"]), "arguments": "".join(acc["arguments"])},
-                )
-            )
-        self.calls = {}
-        return built
-
-    def names(self) -> list[str]:
-        return ["".join(self.calls[i]["name"]) for i in sorted(self.calls)]
-
-
-def note_shape(facts: dict[str, Any], path: str) -> None:
-    """Count one field path or event type an adapter does not read (``unhandled_shape``)."""
-    shapes = facts.get("unhandled_shapes")
-    if shapes is None:
-        shapes = facts["unhandled_shapes"] = {}
-    shapes[path] = shapes.get(path, 0) + 1
-
-
-def note_unknown_keys(facts: dict[str, Any], obj: dict, known: frozenset[str], where: str) -> None:
-    """Count every key of **obj** outside **known** whose value is not empty (``None``, ``""``,
-    ``[]``, ``{}``) as ``<where>.<key>``."""
-    if obj.keys() <= known:
-        return
-    for key in obj.keys() - known:
-        v = obj[key]
-        if v is None or v == "" or v == [] or v == {}:
-            continue
-        note_shape(facts, f"{where}.{key}" if where else str(key))
-
-
-def split_text_and_tool(
-    chunk: dict,
-    *,
-    drop: tuple[str, ...] = ("usage",),
-    text_fields: tuple[str, ...] = (),
-    choice_fields: tuple[str, ...] = (),
-) -> list[dict]:
-    """A normalized chunk whose first choice carries both text and a tool call, split into
-    a text piece then a tool piece (the reference emits them in that order); any other
-    chunk as it is.
-
-    The text piece keeps the chunk's envelope without ``drop``, a delta of ``role``,
-    ``content`` and ``text_fields``, and the first choice's ``index``, ``finish_reason``
-    None and ``choice_fields``. The tool piece is the chunk with ``content`` taken out of
-    the first choice's delta.
-    """
-    choices = chunk.get("choices")
-    if not choices:
-        return [chunk]
-    first = choices[0]
-    delta = first["delta"]
-    content = delta.get("content")
-    has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
-    if not (isinstance(content, str) and content and has_tool):
-        return [chunk]
-    text_chunk = {k: v for k, v in chunk.items() if k not in drop}
-    text_delta = {"role": delta.get("role"), "content": content}
-    text_delta.update((k, delta.get(k)) for k in text_fields)
-    text_choice = {"index": first["index"], "delta": text_delta, "finish_reason": None}
-    text_choice.update((k, first.get(k)) for k in choice_fields)
-    text_chunk["choices"] = [text_choice]
-    tool_delta = dict(delta)
-    tool_delta.pop("content", None)
-    tool_chunk = dict(chunk)
-    tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
-    return [text_chunk, tool_chunk]
 
 
 def _never_retry(status: int | None, message: str) -> bool:

@@ -37,14 +37,13 @@ from typing import Any
 
 from lab import _json
 from lab.errors import (
-    _code_string,
-    _compact,
-    _first_text,
-    _get,
-    _parse_json,
-    _status_phrase,
-    parse_error_message,
+    code_string,
+    compact_json,
+    dig,
+    first_text,
+    parse_error_body,
     parse_status_code,
+    status_phrase,
 )
 from lab.http.jsonarray import SniffingDecoder
 from lab.http.sse import SSEEvent
@@ -68,14 +67,14 @@ from lab.providers.base import (
     wire_int,
 )
 from lab.request import (
-    _DATA_URL_RE,
-    _function_tools,
-    _image_url,
-    _max_tokens,
-    _parts_of,
-    _stops,
-    _text_of,
-    _tool_args,
+    DATA_URL_RE,
+    function_tools,
+    image_url,
+    parts_of,
+    pop_max_tokens,
+    pop_stops,
+    text_of,
+    tool_args,
 )
 
 __all__ = [
@@ -124,7 +123,7 @@ def _parse_google_error(text: str) -> tuple[Any, str | None, Any]:
     if not GOOGLE_ERROR_JSON_MARKER.search(text):
         return None, None, None
     span = re.search(r"\{.*\}", text, re.DOTALL)  # greedy: first "{" to last "}"
-    parsed = _parse_json(span.group(0)) if span else None
+    parsed = parse_error_body(span.group(0)) if span else None
     if not isinstance(parsed, Mapping):
         return None, None, None
     inner = parsed.get("error")
@@ -133,10 +132,10 @@ def _parse_google_error(text: str) -> tuple[Any, str | None, Any]:
     extracted: str | None = None
     message = api_error.get("message")
     if isinstance(message, str):
-        nested = _parse_json(message)
-        if isinstance(nested, Mapping) and isinstance(_get(nested, "error", "message"), str):
+        nested = parse_error_body(message)
+        if isinstance(nested, Mapping) and isinstance(dig(nested, "error", "message"), str):
             extracted = nested["error"]["message"]
-            if _get(nested, "error", "code") is not None:
+            if dig(nested, "error", "code") is not None:
                 code = nested["error"]["code"]
         else:
             extracted = message
@@ -161,8 +160,8 @@ def google_provider_error(
         error_type, retryable = GOOGLE_CODE_TYPE_TABLE[numeric]
     else:
         error_type, retryable = _google_heuristics(error_text)
-    code_text = _code_string(code) or _first_text(status_name) or "unknown"
-    shown_code = _code_string(code) or "unknown"
+    code_text = code_string(code) or first_text(status_name) or "unknown"
+    shown_code = code_string(code) or "unknown"
     return ProviderError(
         type=error_type,
         message=f"Google API error ({shown_code}): {extracted or error_text}",
@@ -187,7 +186,7 @@ def _google_heuristics(text: str) -> tuple[ErrorType, bool]:
 def google_stream_error(error_obj: Mapping[str, Any]) -> ProviderError:
     """A mid-stream ``{"error": {code, message, status}}`` chunk (or its inner object)."""
     chunk = error_obj if isinstance(error_obj.get("error"), Mapping) else {"error": error_obj}
-    return google_provider_error(_compact(chunk), original_error=dict(chunk["error"]))
+    return google_provider_error(compact_json(chunk), original_error=dict(chunk["error"]))
 
 
 def google_block_error(reason: str, *, prompt: bool, original_error: Any = None) -> ProviderError:
@@ -243,10 +242,10 @@ def _gemma_without_system(model: str) -> bool:
 def _google_part(part: dict) -> dict | None:
     if part.get("type") == "text":
         return {"text": part.get("text", "")} if part.get("text") else None
-    url = _image_url(part)
+    url = image_url(part)
     if url is None:
         return None
-    m = _DATA_URL_RE.match(url)
+    m = DATA_URL_RE.match(url)
     if m:
         return {"inlineData": {"mimeType": m.group("mime") or "image/png", "data": m.group("data")}}
     return {"fileData": {"fileUri": url}}
@@ -268,17 +267,17 @@ def google_body(model: str, msgs: list[dict], tools: list[dict] | None, options:
     for m in msgs:
         role = m.get("role")
         if role == "system":
-            text = _text_of(m.get("content"))
+            text = text_of(m.get("content"))
             if text:
                 system_texts.append(text)
         elif role == "assistant":
-            parts = [p for p in map(_google_part, _parts_of(m.get("content"))) if p]
+            parts = [p for p in map(_google_part, parts_of(m.get("content"))) if p]
             for tc in m.get("tool_calls") or ():
                 fn = tc.get("function") or {}
                 name = fn.get("name", "")
                 if isinstance(tc.get("id"), str):
                     call_names[tc["id"]] = name
-                part: dict[str, Any] = {"functionCall": {"name": name, "args": _tool_args(tc)}}
+                part: dict[str, Any] = {"functionCall": {"name": name, "args": tool_args(tc)}}
                 sig = tc.get("thought_signature") or (tc.get("provider_fields") or {}).get(
                     "thought_signature"
                 )
@@ -288,7 +287,7 @@ def google_body(model: str, msgs: list[dict], tools: list[dict] | None, options:
             add("model", parts)
         elif role == "tool":
             name = m.get("name") or call_names.get(m.get("tool_call_id", ""), "")
-            text = _text_of(m.get("content"))
+            text = text_of(m.get("content"))
             try:
                 response = json.loads(text)
             except ValueError:
@@ -297,7 +296,7 @@ def google_body(model: str, msgs: list[dict], tools: list[dict] | None, options:
                 response = {"content": text}
             add("user", [{"functionResponse": {"name": name, "response": response}}])
         else:
-            add("user", [p for p in map(_google_part, _parts_of(m.get("content"))) if p])
+            add("user", [p for p in map(_google_part, parts_of(m.get("content"))) if p])
 
     body: dict[str, Any] = {"model": model}
     system = "\n\n".join(system_texts)
@@ -313,7 +312,7 @@ def google_body(model: str, msgs: list[dict], tools: list[dict] | None, options:
         body["systemInstruction"] = {"parts": [{"text": system}]}
     decls = [
         {k: (_sanitize_schema(v) if k == "parameters" else v) for k, v in fn.items()}
-        for fn in _function_tools(tools)
+        for fn in function_tools(tools)
     ]
     if decls:
         body["tools"] = [{"functionDeclarations": decls}]
@@ -333,10 +332,10 @@ def google_body(model: str, msgs: list[dict], tools: list[dict] | None, options:
     ):
         if options.get(src) is not None:
             gen[dst] = options.pop(src)
-    max_tokens = _max_tokens(options)
+    max_tokens = pop_max_tokens(options)
     if max_tokens is not None:
         gen["maxOutputTokens"] = max_tokens
-    stops = _stops(options)
+    stops = pop_stops(options)
     if stops:
         gen["stopSequences"] = stops
     thinking = _google_thinking(options)
@@ -836,7 +835,7 @@ class GoogleAdapter(StreamAdapter):
         return SniffingDecoder()
 
     def failure_message(self, status: int, body_text: str) -> str:
-        return parse_error_message(self.provider, body_text, status) or f"HTTP {status}"
+        return type(self).error_message(body_text, status) or f"HTTP {status}"
 
     @classmethod
     def build_body(
@@ -850,7 +849,7 @@ class GoogleAdapter(StreamAdapter):
         """The (possibly JSON-in-JSON) ``error.message``, else the raw text, else the phrase."""
         raw = body_text if isinstance(body_text, str) else ""
         _, message, _ = _parse_google_error(raw)
-        return _first_text(message, raw, _status_phrase(status))
+        return first_text(message, raw, status_phrase(status))
 
     @classmethod
     def normalize_http_error(

@@ -48,15 +48,15 @@ from lab.errors import (
     RATE_LIMIT_BALANCE_PHRASES,
     RATE_LIMIT_PLAN_ACCESS_PHRASES,
     UNKNOWN_ERROR_MESSAGE,
-    _code_string,
-    _compact,
-    _first_text,
-    _get,
-    _inner_error,
-    _parse_json,
-    _status_phrase,
+    code_string,
+    compact_json,
+    dig,
+    first_text,
+    inner_error,
     is_model_error_message,
+    parse_error_body,
     parse_status_code,
+    status_phrase,
 )
 from lab.guards import (
     VerbatimToolCallParser,
@@ -74,17 +74,21 @@ from lab.model import (
     new_text_chunk,
     new_thought,
 )
-from lab.providers.base import (
-    RetryAttempt,
-    StreamAdapter,
+from lab.providers.base import RetryAttempt, StreamAdapter
+from lab.providers.dispatch import registered_adapter
+from lab.providers.wire import (
     ToolCallAccumulator,
+    choice_usage,
     join_url,
     note_shape,
     note_unknown_keys,
     openai_usage,
+    reasoning_details_text,
     split_text_and_tool,
+    typed_content,
     wire_int,
 )
+from lab.request import is_claude_model
 
 __all__ = [
     "CustomAdapter",
@@ -157,9 +161,7 @@ def classify_openai_compatible_status(
 
 def _options(provider: str) -> OpenAICompatibleErrorOptions:
     """The endpoint's error options: its adapter's ``error_options`` (prefix, codes)."""
-    from lab.errors import _adapter
-
-    adapter = _adapter(provider)
+    adapter: Any = registered_adapter(provider)  # any class of the family has error_options
     if adapter.family != "openai_compatible":
         raise ValueError(f"{provider!r} is not an OpenAI-compatible provider")
     return adapter.error_options()
@@ -225,14 +227,14 @@ def openai_compatible_stream_error(provider: str, error_obj: Mapping[str, Any]) 
     the raw code, else "unknown".
     """
     options = _options(provider)
-    err = _inner_error(error_obj)
+    err = inner_error(error_obj)
     raw_code = err.get("code")
     status = parse_status_code(raw_code)
-    raw_message = _first_text(
-        err.get("message")
-    ) or OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE.format(prefix=options.prefix)
+    raw_message = first_text(err.get("message")) or OPENAI_COMPATIBLE_STREAM_DEFAULT_MESSAGE.format(
+        prefix=options.prefix
+    )
     error_type, code, retryable = classify_openai_compatible_status(status, raw_message)
-    raw_code_text = _code_string(raw_code)
+    raw_code_text = code_string(raw_code)
     if is_model_error_message(raw_message):
         error_type, retryable = "model_error", False
         code = f"{raw_code_text}_model" if raw_code_text else "model_error"
@@ -328,59 +330,13 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
 
 
-def _first_dict(raw: dict, paths: tuple[tuple[str, ...], ...]) -> dict | None:
+def first_dict(raw: dict, paths: tuple[tuple[str, ...], ...]) -> dict | None:
+    """The first of **paths** in **raw** that holds an object (``usage_paths``)."""
     for path in paths:
-        got = _get(raw, *path)
+        got = dig(raw, *path)
         if isinstance(got, dict):
             return got
     return None
-
-
-def choice_usage(raw: dict) -> dict | None:
-    """The usage object a choice carries (Moonshot/Kimi: ``choices[0].usage``), if any."""
-    choices = raw.get("choices")
-    if isinstance(choices, list):
-        for ch in choices:
-            if isinstance(ch, dict) and isinstance(ch.get("usage"), dict):
-                return ch["usage"]
-    return None
-
-
-def _reasoning_details_text(entries: list) -> tuple[str, str]:
-    """``reasoning_details`` entries -> (raw text, summary text); encrypted entries carry none."""
-    raw: list[str] = []
-    summary: list[str] = []
-    for e in entries:
-        if not isinstance(e, dict):
-            continue
-        if isinstance(e.get("text"), str):
-            raw.append(e["text"])
-        elif isinstance(e.get("summary"), str):
-            summary.append(e["summary"])
-    return "".join(raw), "".join(summary)
-
-
-def _typed_content(parts: list) -> tuple[str, str]:
-    """A typed content list (Mistral: ``[{"type": "thinking", "thinking": [...]}, {"type":
-    "text", "text": ...}]``) -> (visible text, reasoning text)."""
-    text: list[str] = []
-    thinking: list[str] = []
-    for part in parts:
-        if isinstance(part, str):
-            text.append(part)
-            continue
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind == "thinking":
-            inner = part.get("thinking")
-            if isinstance(inner, str):
-                thinking.append(inner)
-            elif isinstance(inner, list):
-                thinking.extend(_typed_content(inner)[0:1])
-        elif isinstance(part.get("text"), str):
-            text.append(part["text"])
-    return "".join(text), "".join(thinking)
 
 
 class OpenAICompatibleAdapter(StreamAdapter):
@@ -430,8 +386,6 @@ class OpenAICompatibleAdapter(StreamAdapter):
     """Request side: add the ``"\\n<Persona>:"`` stop string (Custom turns it off)."""
     preserve_reasoning_content: ClassVar[bool] = False
     """Accumulate reasoning_content and put it on the FunctionCall (DeepSeek)."""
-    requires_reasoning_content_replay: ClassVar[bool] = False
-    """Request side: assistant turns must carry reasoning_content back (DeepSeek)."""
     mandatory_body_keys: ClassVar[tuple[str, ...]] = ()
     """Keys the degradation ladder never drops, besides model/messages/stream."""
     # priority_keys (base class) = degradationPriorityKeys: probed first on the ladder
@@ -533,19 +487,19 @@ class OpenAICompatibleAdapter(StreamAdapter):
         """The endpoint's own message in an HTTP error body: ``error.message``, a string
         ``error``, ``message``, ``detail`` (a non-string as JSON), ``title`` (problem JSON),
         the raw text, the status phrase, "Unknown error"."""
-        parsed = _parse_json(body_text)
-        detail = _get(parsed, "detail")
+        parsed = parse_error_body(body_text)
+        detail = dig(parsed, "detail")
         if detail is not None and not isinstance(detail, str):
-            detail = _compact(detail)
-        error_field = _get(parsed, "error")
-        return _first_text(
-            _get(parsed, "error", "message"),
+            detail = compact_json(detail)
+        error_field = dig(parsed, "error")
+        return first_text(
+            dig(parsed, "error", "message"),
             error_field if isinstance(error_field, str) else None,
-            _get(parsed, "message"),
+            dig(parsed, "message"),
             detail,
-            _get(parsed, "title"),
+            dig(parsed, "title"),
             body_text if isinstance(body_text, str) else "",
-            _status_phrase(status),
+            status_phrase(status),
             UNKNOWN_ERROR_MESSAGE,
         )
 
@@ -556,9 +510,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
         """``normalizeOpenAICompatibleProviderError`` over "HTTP <status>: <message>"; the
         body's ``error.code`` decides too with ``body_error_codes`` (lab addition)."""
         message = cls.error_message(body_text, status)
-        parsed = _parse_json(body_text)
+        parsed = parse_error_body(body_text)
         original: dict[str, Any] = {"provider": cls.provider, "status": status, "body": body_text}
-        body_error = _get(parsed, "error")
+        body_error = dig(parsed, "error")
         if isinstance(body_error, Mapping):
             # the body's own error object (code, type, param; Groq's failed_generation):
             # evidence for the tables, read by nothing that decides (body_error_codes does)
@@ -567,7 +521,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             cls.provider,
             f"HTTP {status}: {message}",
             status=status,
-            error_code=_code_string(_get(parsed, "error", "code")) if body_error_codes else None,
+            error_code=code_string(dig(parsed, "error", "code")) if body_error_codes else None,
             user_message=message,
             original_error=original,
             prefix=cls.error_prefix or cls.provider,
@@ -744,7 +698,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                     delta["content"] = content
                 elif isinstance(content, list):
                     if self.typed_content_lists or self._read_all:
-                        delta["content"], typed_reasoning = _typed_content(content)
+                        delta["content"], typed_reasoning = typed_content(content)
                     else:
                         note_shape(facts, "choices[].delta.content[]")
                 delta["reasoning_content"] = self._read_reasoning(delta_raw, typed_reasoning, delta)
@@ -766,7 +720,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         usage = raw.get("usage")
         if isinstance(usage, dict):
             out["usage"] = usage
-        elif self.usage_paths and (usage := _first_dict(raw, self.usage_paths)) is not None:
+        elif self.usage_paths and (usage := first_dict(raw, self.usage_paths)) is not None:
             out["usage"] = usage  # the endpoint's own place (Groq: x_groq.usage)
         elif self.config.usage_in_choices:
             usage = choice_usage(raw)
@@ -788,7 +742,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         rd = delta_raw.get("reasoning_details")
         rd_text = rd_summary = ""
         if isinstance(rd, list) and rd:
-            rd_text, rd_summary = _reasoning_details_text(rd)
+            rd_text, rd_summary = reasoning_details_text(rd)
         if self._read_all:
             if reasoning is None and rd_text:
                 reasoning = rd_text
@@ -1109,7 +1063,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                             "choices[].delta.tool_calls[].function.arguments"
                         )
             if self.config.all_tool_calls:
-                sig = _get(tc, "extra_content", "google", "thought_signature")
+                sig = dig(tc, "extra_content", "google", "thought_signature")
                 if isinstance(sig, str) and sig and "thought_signature" not in fields:
                     fields["thought_signature"] = sig  # Gemini's OpenAI-compatible endpoint
             index = 0 if index is None else index
@@ -1264,6 +1218,7 @@ class OpenAIAdapter(OpenAICompatibleAdapter):
     provider = "openai"
     error_prefix = "OpenAI"
     max_tokens_key = "max_completion_tokens"
+    drops_reasoning_history = True
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 
@@ -1348,6 +1303,11 @@ class MistralAdapter(OpenAICompatibleAdapter):
     default_base_url = "https://api.mistral.ai/v1"
     api_key_env = "MISTRAL_API_KEY"
     typed_content_lists = True
+
+    @classmethod
+    def tool_id_style(cls, model: str) -> str | None:
+        """Mistral's rule for every model it serves (a Claude id rule still wins)."""
+        return "claude" if is_claude_model(model) else "mistral"
 
 
 class TogetherAdapter(OpenAICompatibleAdapter):

@@ -23,15 +23,14 @@ from lab import _json
 from lab.degrade import is_generic_error_message
 from lab.errors import (
     UNKNOWN_ERROR_MESSAGE,
-    _code_string,
-    _compact,
-    _first_text,
-    _get,
-    _inner_error,
-    _parse_json,
-    _status_phrase,
-    parse_error_message,
+    code_string,
+    compact_json,
+    dig,
+    first_text,
+    inner_error,
+    parse_error_body,
     parse_status_code,
+    status_phrase,
 )
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -45,21 +44,23 @@ from lab.model import (
 )
 from lab.providers.base import (
     RetryAttempt,
-    ToolCallAccumulator,
-    is_number,
-    note_unknown_keys,
-    openai_usage,
-    split_text_and_tool,
-    wire_int,
 )
 from lab.providers.openai_compat import (
     CHOICE_KEYS,
     CHUNK_KEYS,
     DELTA_KEYS,
     OpenAICompatibleAdapter,
-    _reasoning_details_text,
-    choice_usage,
     ordered_body,
+)
+from lab.providers.wire import (
+    ToolCallAccumulator,
+    choice_usage,
+    is_number,
+    note_unknown_keys,
+    openai_usage,
+    reasoning_details_text,
+    split_text_and_tool,
+    wire_int,
 )
 
 # --------------------------------------------------------------------------- errors (§2.9)
@@ -123,7 +124,7 @@ def openrouter_provider_error(
     """``handleProviderError`` after extraction: the privacy case, else
     "OpenRouter API error (<code>): <message>" typed by :func:`openrouter_error_type`."""
     final_message = message or UNKNOWN_ERROR_MESSAGE
-    final_code = _code_string(code) or "unknown"
+    final_code = code_string(code) or "unknown"
     status = status if status is not None else parse_status_code(code)
     if is_openrouter_privacy_error(final_message):
         return ProviderError(
@@ -158,8 +159,8 @@ def openrouter_http_failure_message(
     :data:`OPENROUTER_RAW_RESPONSE_MAX_CHARS`, then "…") is added only for a generic 400.
     Feed the result to :func:`openrouter_provider_error` with ``code=status``.
     """
-    message = parse_error_message("openrouter", body_text, status)
-    error_code = _code_string(_get(_parse_json(body_text), "error", "code"))
+    message = OpenRouterAdapter.error_message(body_text, status)
+    error_code = code_string(dig(parse_error_body(body_text), "error", "code"))
     parts = [f"HTTP {status}" + (f" ({error_code})" if error_code else "") + f": {message}"]
     if status == 400 and is_generic_error_message(message):
         raw = body_text or ""
@@ -209,10 +210,10 @@ def openrouter_stream_error(error_obj: Mapping[str, Any] | ProviderError) -> Pro
     """
     if isinstance(error_obj, ProviderError):
         return error_obj
-    err = _inner_error(error_obj)
+    err = inner_error(error_obj)
     if is_provider_error_shape(err):
         return _from_provider_error_shape(err)
-    message = _first_text(_get(err, "metadata", "raw"), err.get("message")) or (
+    message = first_text(dig(err, "metadata", "raw"), err.get("message")) or (
         OPENROUTER_DEFAULT_MESSAGE
     )
     raw_code = err.get("code")
@@ -233,7 +234,7 @@ def is_openrouter_malformed_tool_call_error(error_obj: Mapping[str, Any]) -> boo
     case-sensitive as in the reference, so zod's capitalised "Expected string, received
     null" matches only through "invalid_type" in its text): with a non-empty tool-call
     accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
-    err = _inner_error(error_obj)
+    err = inner_error(error_obj)
     message = err.get("message") if isinstance(err.get("message"), str) else ""
     return err.get("code") == OPENROUTER_MALFORMED_TOOL_CALL_CODE and any(
         marker in message for marker in OPENROUTER_MALFORMED_TOOL_CALL_MARKERS
@@ -599,17 +600,17 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def error_message(cls, body_text: str, status: int | None = None) -> str:
         """``error.metadata.raw`` (an object as compact JSON), ``error.message``,
         ``message``, the raw text, the status phrase."""
-        parsed = _parse_json(body_text)
-        meta_raw = _get(parsed, "error", "metadata", "raw")
+        parsed = parse_error_body(body_text)
+        meta_raw = dig(parsed, "error", "metadata", "raw")
         if meta_raw is not None and not isinstance(meta_raw, str):
-            meta_raw = _compact(meta_raw)
+            meta_raw = compact_json(meta_raw)
         raw = body_text if isinstance(body_text, str) else ""
-        return _first_text(
+        return first_text(
             meta_raw,
-            _get(parsed, "error", "message"),
-            _get(parsed, "message"),
+            dig(parsed, "error", "message"),
+            dig(parsed, "message"),
             raw,
-            _status_phrase(status),
+            status_phrase(status),
         )
 
     @classmethod
@@ -622,7 +623,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         return openrouter_provider_error(status, message, original, status=status)
 
     def failure_message(self, status: int, body_text: str) -> str:
-        return parse_error_message("openrouter", body_text, status) or f"HTTP {status}"
+        return type(self).error_message(body_text, status) or f"HTTP {status}"
 
     def http_error(self, status: int, body_text: str, *, body: dict, label: str) -> ProviderError:
         """The reference throws "HTTP <status>: ... | request_attempt: <label>" and
@@ -824,7 +825,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         if not reasoning and delta.get("reasoning_details"):
             # reasoning only in reasoning_details (no "reasoning" string): the reference
             # reads the string alone; read_all_reasoning_fields reads the entries
-            text, summary = _reasoning_details_text(delta["reasoning_details"])
+            text, summary = reasoning_details_text(delta["reasoning_details"])
             if self.config.read_all_reasoning_fields:
                 if text:
                     thoughts.append(new_thought(kind="raw", content=text))

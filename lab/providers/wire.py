@@ -1,0 +1,324 @@
+"""Wire helpers every provider family shares: public names, one definition each.
+
+- **checked wire reads**: :func:`is_number`, :func:`wire_int`, :func:`wire_float` (a hostile
+  count is None and named, never an exception);
+- **URL join**: :func:`join_url`;
+- **shape notes**: :func:`note_shape`, :func:`note_unknown_keys` (``facts["unhandled_shapes"]``,
+  anomaly ``unhandled_shape``);
+- **tool calls**: :class:`ToolCallAccumulator` (deltas by index), :func:`split_text_and_tool`;
+- **usage**: :func:`openai_usage`, :func:`choice_usage`;
+- **reasoning**: :func:`reasoning_details_text`, :func:`typed_content`.
+
+Pure functions and small classes, no I/O; they import nothing above :mod:`lab.model`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lab.guards.base import NoteSink
+from lab.model import Usage
+
+__all__ = [
+    "MAX_WIRE_INT",
+    "NoteList",
+    "ToolCallAccumulator",
+    "choice_usage",
+    "is_number",
+    "join_url",
+    "note_shape",
+    "note_unknown_keys",
+    "openai_usage",
+    "reasoning_details_text",
+    "split_text_and_tool",
+    "typed_content",
+    "wire_float",
+    "wire_int",
+]
+
+
+def is_number(v: Any) -> bool:
+    """A finite JSON number (int or float, not bool, not NaN/inf): what every wire field
+    check means by numeric. ``1e999`` parses to ``inf`` and the stdlib parser accepts
+    ``NaN``/``Infinity``; neither is a number here."""
+    if isinstance(v, int):
+        return not isinstance(v, bool)
+    return isinstance(v, float) and math.isfinite(v)
+
+
+MAX_WIRE_INT = 2**53
+"""The largest count or index taken from the wire (JSON's exact-integer range)."""
+
+
+def wire_int(v: Any, path: str = "", bad: list[str] | None = None) -> int | None:
+    """The one checked conversion of a count or index read from the wire.
+
+    A non-negative finite number up to :data:`MAX_WIRE_INT` becomes an ``int`` (floats
+    truncate, as ``int()`` does); anything else (bool, string, NaN, inf, negative, huge, a
+    container) is None, and **path** is appended to **bad** when given, so the caller can
+    raise an anomaly for that stream instead of an exception escaping it.
+
+    >>> wire_int(12), wire_int(3.0), wire_int(float("inf")), wire_int(-1), wire_int("7")
+    (12, 3, None, None, None)
+    """
+    if v is None:
+        return None
+    if is_number(v) and 0 <= v <= MAX_WIRE_INT:
+        return int(v)
+    if bad is not None:
+        bad.append(path or "?")
+    return None
+
+
+def wire_float(v: Any, path: str = "", bad: list[str] | None = None) -> float | None:
+    """A cost or other amount from the wire: a finite non-negative float, else None (and
+    **path** appended to **bad**), as :func:`wire_int`."""
+    if v is None:
+        return None
+    if is_number(v) and v >= 0:
+        return float(v)
+    if bad is not None:
+        bad.append(path or "?")
+    return None
+
+
+def join_url(base: str, path: str, query: str = "") -> str:
+    """``base`` with ``path`` appended to its path, before any query it carries.
+
+    ``join_url("http://h/v1/?x=1", "/chat/completions")`` is
+    ``"http://h/v1/chat/completions?x=1"``; **query** (``"alt=sse"``) is added to the base's
+    own query. A fragment is dropped (it is never sent).
+    """
+    head = base.partition("#")[0]
+    root, _, own = head.partition("?")
+    params = "&".join(q for q in (own, query) if q)
+    return root.rstrip("/") + path + ("?" + params if params else "")
+
+
+class NoteList(NoteSink):
+    """A note list for helper functions that append notes (``parse_tool_arguments``)."""
+
+    __slots__ = ("notes",)
+
+    def __init__(self) -> None:
+        self.notes = []
+
+
+def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
+    """OpenAI-shaped usage (snake or camel case) -> :class:`Usage`; None when empty.
+
+    Every count goes through :func:`wire_int`: a hostile value (``1e999``, ``NaN``, ``-1``,
+    a string) is left out and its path appended to **bad**.
+    """
+    if not isinstance(u, dict):
+        return None
+
+    def pick(d: Any, where: str, *names: str) -> Any:
+        if not isinstance(d, dict):
+            return None
+        for n in names:
+            v = d.get(n)
+            if v is not None:
+                return wire_int(v, f"usage.{where}{n}", bad)
+        return None
+
+    prompt = pick(u, "", "prompt_tokens", "promptTokens", "input_tokens")
+    completion = pick(u, "", "completion_tokens", "completionTokens", "output_tokens")
+    total = pick(u, "", "total_tokens", "totalTokens")
+    cdet = u.get("completion_tokens_details", u.get("completionTokensDetails"))
+    pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
+    reasoning = pick(cdet, "completion_tokens_details.", "reasoning_tokens", "reasoningTokens")
+    cached = pick(pdet, "prompt_tokens_details.", "cached_tokens", "cachedTokens")
+    cache_write = pick(pdet, "prompt_tokens_details.", "cache_write_tokens", "cacheWriteTokens")
+    cost = wire_float(u.get("cost"), "usage.cost", bad)
+    if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
+        return None
+    return Usage(
+        input_tokens=prompt or 0,
+        output_tokens=completion or 0,
+        reasoning_tokens=reasoning or 0,
+        cache_read_tokens=cached or 0,
+        cache_write_tokens=cache_write or 0,
+        total_tokens=total,
+        cost=cost,
+    )
+
+
+class ToolCallAccumulator:
+    """Streamed tool-call deltas gathered by index: one definition for the chat adapters.
+
+    Name and argument pieces are kept in lists and joined once when the call is built, so
+    a call streamed as 200,000 argument deltas costs the same per delta as one of 20,000
+    (``acc += piece`` would copy the growing string each time).
+    """
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def add(
+        self,
+        index: int,
+        *,
+        name: str | None = None,
+        arguments: str | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
+        acc = self.calls.get(index)
+        if acc is None:
+            acc = self.calls[index] = {"name": [], "arguments": []}
+        if name:
+            acc["name"].append(name)
+        if arguments:
+            acc["arguments"].append(arguments)
+        if fields:
+            acc.update(fields)
+
+    def starts_new_call(self, index: int, call_id: str) -> bool:
+        """Does a header with **call_id** at **index** start another call than the one
+        there (which has a name and a different id)?"""
+        acc = self.calls.get(index)
+        return (
+            acc is not None
+            and bool(acc["name"])
+            and isinstance(acc.get("id"), str)
+            and acc["id"] != call_id
+        )
+
+    def next_index(self) -> int:
+        """A slot after every call so far (for a call that came with no index of its own)."""
+        return max(self.calls, default=-1) + 1
+
+    def resends_header(self, index: int, call_id: str, name: str) -> bool:
+        """Does a delta with **call_id** and **name** repeat call **index**'s header (same id,
+        same whole name) rather than stream more of its name?"""
+        acc = self.calls.get(index)
+        return acc is not None and acc.get("id") == call_id and "".join(acc["name"]) == name
+
+    def take(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every call as ``(index, {"name", "arguments", ...fields})`` in index order; the
+        accumulator is empty afterwards."""
+        built = []
+        for index in sorted(self.calls):
+            acc = self.calls[index]
+            built.append(
+                (
+                    index,
+                    {**acc, "name": "".join(acc["name"]), "arguments": "".join(acc["arguments"])},
+                )
+            )
+        self.calls = {}
+        return built
+
+    def names(self) -> list[str]:
+        return ["".join(self.calls[i]["name"]) for i in sorted(self.calls)]
+
+
+def note_shape(facts: dict[str, Any], path: str) -> None:
+    """Count one field path or event type an adapter does not read (``unhandled_shape``)."""
+    shapes = facts.get("unhandled_shapes")
+    if shapes is None:
+        shapes = facts["unhandled_shapes"] = {}
+    shapes[path] = shapes.get(path, 0) + 1
+
+
+def note_unknown_keys(facts: dict[str, Any], obj: dict, known: frozenset[str], where: str) -> None:
+    """Count every key of **obj** outside **known** whose value is not empty (``None``, ``""``,
+    ``[]``, ``{}``) as ``<where>.<key>``."""
+    if obj.keys() <= known:
+        return
+    for key in obj.keys() - known:
+        v = obj[key]
+        if v is None or v == "" or v == [] or v == {}:
+            continue
+        note_shape(facts, f"{where}.{key}" if where else str(key))
+
+
+def split_text_and_tool(
+    chunk: dict,
+    *,
+    drop: tuple[str, ...] = ("usage",),
+    text_fields: tuple[str, ...] = (),
+    choice_fields: tuple[str, ...] = (),
+) -> list[dict]:
+    """A normalized chunk whose first choice carries both text and a tool call, split into
+    a text piece then a tool piece (the reference emits them in that order); any other
+    chunk as it is.
+
+    The text piece keeps the chunk's envelope without ``drop``, a delta of ``role``,
+    ``content`` and ``text_fields``, and the first choice's ``index``, ``finish_reason``
+    None and ``choice_fields``. The tool piece is the chunk with ``content`` taken out of
+    the first choice's delta.
+    """
+    choices = chunk.get("choices")
+    if not choices:
+        return [chunk]
+    first = choices[0]
+    delta = first["delta"]
+    content = delta.get("content")
+    has_tool = bool(delta.get("tool_calls")) or first["finish_reason"] == "tool_calls"
+    if not (isinstance(content, str) and content and has_tool):
+        return [chunk]
+    text_chunk = {k: v for k, v in chunk.items() if k not in drop}
+    text_delta = {"role": delta.get("role"), "content": content}
+    text_delta.update((k, delta.get(k)) for k in text_fields)
+    text_choice = {"index": first["index"], "delta": text_delta, "finish_reason": None}
+    text_choice.update((k, first.get(k)) for k in choice_fields)
+    text_chunk["choices"] = [text_choice]
+    tool_delta = dict(delta)
+    tool_delta.pop("content", None)
+    tool_chunk = dict(chunk)
+    tool_chunk["choices"] = [{**first, "delta": tool_delta}, *choices[1:]]
+    return [text_chunk, tool_chunk]
+
+
+def choice_usage(raw: dict) -> dict | None:
+    """The usage object a choice carries (Moonshot/Kimi: ``choices[0].usage``), if any."""
+    choices = raw.get("choices")
+    if isinstance(choices, list):
+        for ch in choices:
+            if isinstance(ch, dict) and isinstance(ch.get("usage"), dict):
+                return ch["usage"]
+    return None
+
+
+def reasoning_details_text(entries: list) -> tuple[str, str]:
+    """``reasoning_details`` entries -> (raw text, summary text); encrypted entries carry none."""
+    raw: list[str] = []
+    summary: list[str] = []
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        if isinstance(e.get("text"), str):
+            raw.append(e["text"])
+        elif isinstance(e.get("summary"), str):
+            summary.append(e["summary"])
+    return "".join(raw), "".join(summary)
+
+
+def typed_content(parts: list) -> tuple[str, str]:
+    """A typed content list (Mistral: ``[{"type": "thinking", "thinking": [...]}, {"type":
+    "text", "text": ...}]``) -> (visible text, reasoning text)."""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            text.append(part)
+            continue
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                thinking.append(inner)
+            elif isinstance(inner, list):
+                thinking.extend(typed_content(inner)[0:1])
+        elif isinstance(part.get("text"), str):
+            text.append(part["text"])
+    return "".join(text), "".join(thinking)
