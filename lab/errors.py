@@ -231,7 +231,7 @@ _MOVED: dict[str, str] = {
             "openai_compatible_provider_error",
             "openai_compatible_stream_error",
         ),
-        "lab.providers.openai_compat",
+        "lab.providers.chat_errors",
     ),
     **dict.fromkeys(
         (

@@ -439,19 +439,16 @@ class AnthropicAdapter(StreamAdapter):
 
     # -- stage 02 + 03 ------------------------------------------------------------------
 
-    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
-        self._note_event(event)
-        out: list[ProcessedChunk] = []
-        data = event.data
-        if data is None or event.is_comment or self.ended:
-            return out
+    def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """One named event: its JSON payload to its ``_on_<type>`` handler; invalid JSON
+        ends the stream as an error, unless the body was cut inside this event."""
         text = data.strip()
         try:
             payload = _json.loads(text)
         except (ValueError, RecursionError) as exc:
             if event.unterminated:  # the stream was cut inside this event: a truncation
                 self.facts["cut_event_chars"] = len(text)
-                return out
+                return
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in event data: {exc}"
             error = ProviderError(
@@ -463,18 +460,17 @@ class AnthropicAdapter(StreamAdapter):
             )
             out.extend(self.fail(error))
             self.stopped = True
-            return out
+            return
         if not isinstance(payload, dict):
             self._count("unknown_events")
             note_shape(self.facts, f"event data ({type(payload).__name__})")
-            return out
+            return
         kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
         if kind not in EVENT_TYPES:
             self._count("unknown_events")
             note_shape(self.facts, f"event:{kind}")
-            return out
+            return
         getattr(self, f"_on_{kind}")(payload, out)
-        return out
 
     def _count(self, key: str) -> None:
         self.facts[key] = self.facts.get(key, 0) + 1
@@ -774,7 +770,9 @@ class AnthropicAdapter(StreamAdapter):
 
     # -- end of stream ------------------------------------------------------------------
 
-    def _flush_guards(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
+    def release_held(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
+        """Spill flush, then think flush and the speaker tail (the error path: the tail
+        first)."""
         g = self._ran(self.spill, self.spill.flush())
         if g.content:
             out.append(ProcessedChunk(type="text", content=g.content))
@@ -795,42 +793,29 @@ class AnthropicAdapter(StreamAdapter):
             think_flush()
             self._flush_speaker(out)
 
-    def finish(self) -> list[ProcessedChunk]:
-        """Natural end (EOF): guard flushes; a tool_use block the stream cut becomes its
-        repaired (truncated) call."""
-        out: list[ProcessedChunk] = []
-        if self.stopped or self.ended:
-            return out
-        self.ended = True
-        self._flush_guards(out, error_path=False)
-        for block in self._open_tool_blocks():
-            self.facts["cut_tool_use"] = True
-            out.append(self._call_chunk(block))
-            block["open"] = False
-        self._note_provisional_usage()
-        return out
-
-    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
-        """Error path: guard flushes, then the error (partial tool calls in its metadata)."""
-        out: list[ProcessedChunk] = []
-        if self.ended:
-            return out
-        self.ended = True
-        self._flush_guards(out, error_path=True)
-        metadata: dict[str, Any] = {"finish_reason": "error"}
-        usage = self._usage()
-        if usage is not None:
-            metadata["usage"] = usage
+    def close_open_calls(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """A tool_use block the stream cut: at a natural end its repaired (truncated) call;
+        on the error path its partial call in ``metadata["incomplete_tool_calls"]``."""
+        if metadata is None:
+            for block in self._open_tool_blocks():
+                self.facts["cut_tool_use"] = True
+                out.append(self._call_chunk(block))
+                block["open"] = False
+            return
         partial = []
         for block in self._open_tool_blocks():
             partial.append(self._build_call(block).model_dump())
             block["open"] = False
-        self._note_provisional_usage()
         if partial:
             metadata["incomplete_tool_calls"] = partial
-        self._record_finish("error")
-        out.append(ProcessedChunk(type="error", error=error, metadata=metadata))
-        return out
+
+    def settle(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """The error carries the usage so far; usage never made final is named provisional."""
+        if metadata is not None:
+            usage = self._usage()
+            if usage is not None:
+                metadata["usage"] = usage
+        self._note_provisional_usage()
 
 
 def _raw(text: str) -> ThoughtLogEntry:

@@ -321,20 +321,95 @@ class StreamAdapter:
         """Set by an adapter that ends the stream itself (why), else None."""
         self.serving_provider = None
         self.finish_reason = None
+        self.ended = False
+        """Has :meth:`finish` or :meth:`fail` run (or the family ended the stream itself)?"""
         self._ids_seen = False  # each attempt's own response id and model
         self.reset()
 
     def reset(self) -> None:  # pragma: no cover - subclasses override
+        """Hook that builds this family's per-attempt state (guards, accumulators); override
+        in subclasses."""
         raise NotImplementedError
 
-    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:  # pragma: no cover
-        raise NotImplementedError
+    # -- the lifecycle: written once here, each family fills in its hooks ----------------
 
-    def finish(self) -> list[ProcessedChunk]:  # pragma: no cover
-        raise NotImplementedError
+    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
+        """One SSE event -> the chunks it completes. The event is counted (``facts``); a
+        comment or an event without data yields nothing; after the end, the data goes to
+        :meth:`after_end`; otherwise to the family's :meth:`feed_data`. May raise
+        :class:`RetryAttempt` before the commit point."""
+        self._note_event(event)
+        out: list[ProcessedChunk] = []
+        data = event.data
+        if data is None or event.comment is not None:  # is_comment, inlined: per event
+            return out
+        if self.ended:
+            self.after_end(data)
+            return out
+        self.feed_data(data, event, out)
+        return out
 
-    def fail(self, error: ProviderError) -> list[ProcessedChunk]:  # pragma: no cover
-        raise NotImplementedError
+    def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """Hook that maps an event's data to chunks appended to **out**; override in
+        subclasses (parse, normalize, guards, then the family's stage 03)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def after_end(self, data: str) -> None:
+        """Hook that notes data arriving after the stream ended (a trailing ``[DONE]``);
+        override in subclasses. The default ignores it."""
+
+    def finish(self) -> list[ProcessedChunk]:
+        """Natural end of the body: what the guards hold is released
+        (:meth:`release_held`), calls still streaming are closed as cut
+        (:meth:`close_open_calls`), then the end evidence is settled (:meth:`settle`).
+        Nothing after a stop or a previous end."""
+        out: list[ProcessedChunk] = []
+        if self.stopped or self.ended:
+            return out
+        self.ended = True
+        self.release_held(out, error_path=False)
+        self.close_open_calls(out, None)
+        self.settle(out, None)
+        return out
+
+    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
+        """Error path: what the guards hold is released (:meth:`release_held`), the end
+        evidence settled into the error's metadata (:meth:`settle`), calls still streaming
+        closed (:meth:`close_open_calls`: emitted, or listed in the metadata), then the error
+        chunk (:meth:`error_chunk`). Evidence comes before the calls, so the metadata reads
+        ``finish_reason``, ``usage``, ``incomplete_tool_calls``. Nothing after an end."""
+        out: list[ProcessedChunk] = []
+        if self.ended:
+            return out
+        self.ended = True
+        self.release_held(out, error_path=True)
+        metadata: dict[str, Any] = {"finish_reason": "error"}
+        self.settle(out, metadata)
+        self.close_open_calls(out, metadata)
+        self._record_finish("error")
+        out.append(self.error_chunk(error, metadata))
+        return out
+
+    def release_held(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
+        """Hook that releases what the guards (and any post-processor) still hold at the end
+        of the stream, as chunks appended to **out**; override in subclasses. The order
+        differs by path (the reference: a natural end flushes the think stripper before the
+        speaker tail, the error path the other way round). The default holds nothing."""
+
+    def close_open_calls(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """Hook that closes the tool calls still streaming when the stream ends: emitted into
+        **out** (marked truncated) or, on the error path (**metadata** is the error chunk's),
+        listed there; override in subclasses. The default has no calls."""
+
+    def settle(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """Hook that settles the end evidence: usage seen but never final
+        (``facts["provisional_usage"]``), thoughts still pending, and on the error path
+        (**metadata**) the usage so far; override in subclasses. The default has none."""
+
+    def error_chunk(self, error: ProviderError, metadata: dict[str, Any]) -> ProcessedChunk:
+        """Hook that maps the error that ends the stream to its chunk; override in
+        subclasses. The default: an error chunk carrying **metadata**."""
+        return ProcessedChunk(type="error", error=error, metadata=metadata)
 
     def _note_event(self, event: SSEEvent) -> None:
         self.seq = event.index

@@ -878,27 +878,24 @@ class GoogleAdapter(StreamAdapter):
 
     # -- stage 02 -----------------------------------------------------------------------
 
-    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
-        self._note_event(event)
-        out: list[ProcessedChunk] = []
-        data = event.data
-        if data is None or event.is_comment or self.ended:
-            return out
+    def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """One response object (SSE), or an array of them (``alt=json`` framing); invalid
+        JSON ends the stream as an error, unless the body was cut inside this event."""
         text = data.strip()
         if text == "[DONE]":
             self.facts["done_seen"] = True
-            return out
+            return
         try:
             raw = _json.loads(text)
         except (ValueError, RecursionError) as exc:
             if event.unterminated:  # the stream was cut inside this event: a truncation
                 self.facts["cut_event_chars"] = len(text)
-                return out
+                return
             self.facts["invalid_json"] += 1
             what = "empty data line" if not text else f"invalid JSON in stream: {exc}"
             out.extend(self.fail(google_provider_error(what, original_error={"data": text[:2000]})))
             self.stopped = True
-            return out
+            return
         if isinstance(raw, list):  # alt=json framing: one array of responses
             for item in raw:
                 self._on_raw(item, out)
@@ -906,7 +903,6 @@ class GoogleAdapter(StreamAdapter):
                     break
         else:
             self._on_raw(raw, out)
-        return out
 
     def _note_shapes(self, raw: dict) -> None:
         """Count what this adapter does not read, one known-key set per object level."""
@@ -1155,44 +1151,32 @@ class GoogleAdapter(StreamAdapter):
         if self.pending_usage is not None and not self.usage_final:
             self.facts["provisional_usage"] = self.pending_usage.model_dump()
 
-    def finish(self) -> list[ProcessedChunk]:
-        """Natural end: the speaker tail as a text chunk; a streamed call the stream cut is
-        built with ``arguments_truncated``."""
-        out: list[ProcessedChunk] = []
-        if self.stopped or self.ended:
-            return out
-        self.ended = True
+    # -- end of stream: the base class's skeleton, this family's hooks --------------------
+
+    def release_held(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
+        """The speaker tail as a text chunk (the only guard holding text here)."""
         if self.speaker is not None:
             tail = self.speaker.flush()
             if tail:
                 out.append(self.process_chunk({"text": tail}))
-        if self.assembler is not None:
+
+    def close_open_calls(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """A streamed call the stream cut: built with ``arguments_truncated`` at a natural
+        end; on the error path listed in ``metadata["incomplete_tool_calls"]``."""
+        if self.assembler is None:
+            return
+        if metadata is None:
             for call in self.assembler.close(truncated=True):
                 self.facts["cut_tool_use"] = True
                 out.append(ProcessedChunk(type="function_call", function_call=_call(call)))
-        self._note_provisional_usage()
-        return out
-
-    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
-        """Error path: the speaker tail, then the error chunk (calls still streaming in its
-        ``metadata["incomplete_tool_calls"]``)."""
-        out: list[ProcessedChunk] = []
-        if self.ended:
-            return out
-        self.ended = True
-        if self.speaker is not None:
-            tail = self.speaker.flush()
-            if tail:
-                out.append(self.process_chunk({"text": tail}))
-        metadata: dict[str, Any] = {"finish_reason": "error"}
-        if self.assembler is not None and self.assembler.open:
+        elif self.assembler.open:
             metadata["incomplete_tool_calls"] = [
                 _call(c).model_dump() for c in self.assembler.close(truncated=True)
             ]
+
+    def settle(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """Usage that never came with a finish reason is named provisional."""
         self._note_provisional_usage()
-        self._record_finish("error")
-        out.append(ProcessedChunk(type="error", error=error, metadata=metadata))
-        return out
 
 
 def _call(call: dict, signature: str | None = None) -> FunctionCall:

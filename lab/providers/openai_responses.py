@@ -369,26 +369,23 @@ class ResponsesAdapter(StreamAdapter):
 
     # -- stage 02 -----------------------------------------------------------------------
 
-    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
-        self._note_event(event)
-        out: list[ProcessedChunk] = []
-        data = event.data
-        if data is None or event.is_comment:
-            return out
+    def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """One typed event to its handler (``_HANDLERS``); a line that is not an event is
+        named as an unhandled shape, invalid JSON counted and skipped."""
         data = data.strip()
         if data == "[DONE]":  # OpenRouter's, after the terminal event
             self.facts["done_line"] = True
-            return out
-        if self.ended or self.stopped:
-            return out
+            return
+        if self.stopped:
+            return
         try:
             raw = _json.loads(data)
         except (ValueError, RecursionError):
             self.facts["invalid_json"] += 1
-            return out
+            return
         if not isinstance(raw, dict):
             self._unhandled("<event that is not an object>")
-            return out
+            return
         if not isinstance(raw.get("type"), str):
             if isinstance(raw.get("error"), dict):  # a chat-style {"error": {...}} line
                 self._unhandled("<error without a type>")
@@ -396,17 +393,21 @@ class ResponsesAdapter(StreamAdapter):
                     self._error(raw["error"], out)
             else:
                 self._unhandled("<event without a type>")
-            return out
+            return
         kind = raw["type"]
         if event.event is not None and event.event != kind:
             self._unhandled(f"event:{event.event}!={kind}")
         handler = _HANDLERS.get(kind)
         if handler is None:
             self._unhandled(kind)
-            return out
+            return
         note_unknown_keys(self.facts, raw, _KNOWN_FIELDS[kind], kind)
         handler(self, raw, out)
-        return out
+
+    def after_end(self, data: str) -> None:
+        """OpenRouter's ``[DONE]`` comes after the terminal event: noted."""
+        if data.strip() == "[DONE]":
+            self.facts["done_line"] = True
 
     def _unhandled(self, path: str) -> None:
         note_shape(self.facts, path)
@@ -833,31 +834,22 @@ class ResponsesAdapter(StreamAdapter):
 
     # -- end of stream ------------------------------------------------------------------
 
-    def finish(self) -> list[ProcessedChunk]:
-        """Natural end of the body. Without a terminal event the stream was cut: held text
-        is released, a call still streaming is kept truncated, no finish reason is made up."""
-        out: list[ProcessedChunk] = []
-        if self.stopped or self.ended:
-            return out
-        self.ended = True
+    # The base class's finish/fail skeleton: without a terminal event the stream was cut:
+    # held text is released, a call still streaming is kept truncated, no finish reason is
+    # made up.
+
+    def release_held(self, out: list[ProcessedChunk], *, error_path: bool) -> None:
+        """Whatever the guards hold (the same order on both paths)."""
         self._release_guards(out)
-        if self.calls:
+
+    def close_open_calls(self, out: list[ProcessedChunk], metadata: dict | None) -> None:
+        """Calls still streaming are emitted truncated; at a natural end they are also named
+        in ``facts["cut_tool_calls"]``."""
+        if metadata is None and self.calls:
             self.facts.setdefault("cut_tool_calls", []).extend(
                 acc["name"] for acc in self.calls.values()
             )
         self._close_open_calls(out, truncated=True)
-        return out
-
-    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
-        out: list[ProcessedChunk] = []
-        if self.ended:
-            return out
-        self.ended = True
-        self._release_guards(out)
-        self._close_open_calls(out, truncated=True)
-        self._record_finish("error")
-        out.append(ProcessedChunk(type="error", error=error, metadata={"finish_reason": "error"}))
-        return out
 
 
 _HANDLERS: dict[str, Callable[[ResponsesAdapter, dict, list[ProcessedChunk]], None]] = {

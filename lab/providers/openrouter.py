@@ -37,13 +37,11 @@ from lab.model import (
     ErrorType,
     ProcessedChunk,
     ProviderError,
+    ThoughtLogEntry,
+    Usage,
     new_chunk,
-    new_piece_chunk,
     new_raw_thought,
     new_thought,
-)
-from lab.providers.base import (
-    RetryAttempt,
 )
 from lab.providers.openai_compat import (
     CHOICE_KEYS,
@@ -553,14 +551,21 @@ openrouter_usage = openai_usage
 class OpenRouterAdapter(OpenAICompatibleAdapter):
     """OpenRouter's chat-completions stream, reproduced literally (quirks included).
 
-    It specializes the OpenAI-compatible adapter; what differs are these hooks:
+    It is the chat-completions machine (:mod:`lab.providers.chat`) with these hooks
+    overridden, each falling back to the machine where it says nothing new:
 
-    1. an invalid data line is skipped and counted (``_unparsable``), not the end;
-    2. reasoning lives in ``reasoning`` and ``reasoning_details`` (``normalize_openrouter_chunk``);
-    3. every guard runs per piece, after the text/tool split (``_pre_guards``);
-    4. ``finish_reason: "length"`` keeps the chunk's text (``outputTruncated``);
-    5. the serving backend is read from ``provider`` (``names_backend``);
-    6. an error chunk keeps its envelope's backend and usage (``_keep_error_envelope``).
+    1. ``unparsable_line``: an invalid data line is skipped and counted, not the end;
+    2. ``normalize_chunk``: :func:`normalize_openrouter_chunk` (reasoning in ``reasoning``
+       and ``reasoning_details``), and an error chunk keeps its envelope's backend and usage;
+    3. ``guard_piece``: every guard runs per piece, after the text/tool split
+       (``split_pieces`` keeps the reasoning on the text piece);
+    4. ``serving_backend``: the backend is read from ``provider`` (``names_backend``);
+    5. ``map_stream_error``, ``map_reasoning``, ``map_finish``: a pre-formed error passes
+       through, a malformed tool call ends as ``done``; ``reasoning_details`` is read with
+       ``read_all_reasoning_fields``; ``length`` keeps the chunk's text
+       (``outputTruncated``), and ``finish_reason: "error"`` ends the stream;
+    6. ``release`` and ``error_chunk``: released text is a chunk of its own, and the error
+       chunk names the backend.
     """
 
     provider = "openrouter"
@@ -570,11 +575,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     api_key_env = "OPENROUTER_API_KEY"
     degrade_on_502 = True
     error_prefix = "OpenRouter"
-    _reasoning_key = "reasoning"
-
-    def reset(self) -> None:
-        super().reset()
-        self.rd_acc: list[Any] = []
+    reasoning_key = "reasoning"
+    keeps_raw_usage = False
+    stream_error_fallback = OPENROUTER_DEFAULT_MESSAGE
 
     # -- request side -------------------------------------------------------------------
 
@@ -643,17 +646,22 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         code, so the code is "unknown": type unknown, not retryable (§2.9)."""
         return openrouter_provider_error(None, self.transport_message(exc))
 
-    # -- stage 02 -----------------------------------------------------------------------
+    # -- stage 02 hooks -----------------------------------------------------------------
 
-    def _unparsable(
+    def unparsable_line(
         self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]
     ) -> bool:
-        """§2.3: empty data is skipped; invalid JSON is logged, counted and skipped."""
+        """An empty data line is skipped; invalid JSON is counted and skipped (the reference
+        logs it and reads on)."""
         if line:
             self.facts["invalid_json"] += 1
         return False
 
-    def _on_raw(self, raw: Any, out: list[ProcessedChunk]) -> None:
+    def normalize_chunk(self, raw: Any, bad: list[str]) -> dict | None:
+        """:func:`normalize_openrouter_chunk` (the reference's chunk rules), after the ids
+        and the unread keys are noted; a usage object inside a choice is read with
+        ``usage_in_choices``, and an error chunk keeps its envelope's backend and usage
+        (:func:`_keep_error_envelope`)."""
         if type(raw) is dict:
             if not self._ids_seen:
                 self._note_response_ids(raw)
@@ -666,7 +674,6 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_DELTA_KEYS)
             ):
                 self._note_shapes(raw)
-        bad: list[str] = []  # hostile counts the normalizer left out: named, not raised
         chunk = normalize_openrouter_chunk(raw, bad)
         if (
             self.config.usage_in_choices
@@ -676,51 +683,12 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             usage = openai_usage(choice_usage(raw))
             if usage is not None:
                 chunk = {**(chunk or {}), "usage": usage}
-        if chunk is None:
-            if bad:
-                self.facts.setdefault("hostile_values", []).extend(bad)
-            return
-        if chunk.get("error") is not None and isinstance(raw, dict):
+        if chunk is not None and chunk.get("error") is not None and isinstance(raw, dict):
             _keep_error_envelope(raw, chunk)
-        self._on_normalized(chunk, bad, out)
+        return chunk
 
     # a plain function, as the ClassVar on the base class says (not a method)
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
-
-    def _on_normalized(self, chunk: dict, bad: list[str], out: list[ProcessedChunk]) -> None:
-        """A normalized chunk, from :meth:`_on_raw` or straight from the typed fast path
-        (every key known, so no shape to note; no error, so no envelope to keep; no usage
-        in a choice): hostile counts noted, the pre-commit error check, other choices, then
-        each piece of the text/tool split through the shared pipeline."""
-        if not self._ids_seen:
-            self._note_response_ids(chunk)  # the normalized chunk keeps id and model as sent
-        if bad:
-            self.facts.setdefault("hostile_values", []).extend(bad)
-        err = chunk.get("error")
-        if err is not None and not self.committed:
-            status = parse_status_code(err.get("code"))
-            message = err.get("message") or "OpenRouter API error"
-            if self.on_precommit_error(status, message):
-                raise RetryAttempt(status, message)
-        choices = chunk.get("choices")
-        if choices and (choices[0]["index"] != 0 or len(choices) > 1):
-            choices = self._other_choices(chunk, choices)
-            if not choices and "usage" not in chunk:
-                return
-        if not choices or not (
-            choices[0]["delta"].get("tool_calls") or choices[0]["finish_reason"] == "tool_calls"
-        ):  # no tool call, so one piece (split_text_and_tool's own test, inlined: per chunk)
-            self._pipeline(chunk, out)
-            return
-        pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
-        if len(pieces) == 2 and chunk["choices"][0]["delta"].get("reasoning"):
-            # Reference: reasoning stays on both pieces. Mark the second so the result
-            # counts that reasoning once (StreamResult.reasoning: "each piece once").
-            pieces[1]["_repeated_reasoning"] = True
-        for piece in pieces:
-            self._pipeline(piece, out)
-            if self.stopped:
-                return
 
     def _note_shapes(self, raw: dict) -> None:
         """Count the keys no rule reads (``unhandled_shape``), camelCase forms included."""
@@ -744,11 +712,27 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                     if isinstance(delta, dict):
                         note_unknown_keys(facts, delta, _OR_DELTA_KEYS, "choices[].delta")
 
-    _piece_pre_guards = True
+    def select_choices(self, chunk: dict, choices: list[dict]) -> list[dict] | None:
+        """As the chat family; a chunk left with no choice and no usage is dropped as it is
+        (the reference never sees it)."""
+        kept = super().select_choices(chunk, choices)
+        return kept if kept or "usage" in chunk else None
 
-    def _pre_guards(self, delta: dict) -> None:
-        """§2.6: think strip -> spill guard on this piece (moved text joins ``reasoning``);
-        the shared pipeline then runs dedup -> speaker guard."""
+    def split_pieces(self, chunk: dict) -> list[dict]:
+        """The text piece keeps ``reasoning`` and the choice's ``logprobs``. The reference
+        leaves the reasoning on both pieces; the second is marked so the result counts that
+        reasoning once (``StreamResult.reasoning``: "each piece once")."""
+        pieces = split_text_and_tool(chunk, text_fields=("reasoning",), choice_fields=("logprobs",))
+        if len(pieces) == 2 and chunk["choices"][0]["delta"].get("reasoning"):
+            pieces[1]["_repeated_reasoning"] = True
+        return pieces
+
+    guards_whole_chunk = False
+    guards_each_piece = True
+
+    def guard_piece(self, delta: dict) -> None:
+        """Think strip, then the spill guard, on this piece (moved text joins
+        ``reasoning``); the shared pipeline then runs dedup and the speaker guard."""
         content = delta.get("content")
         if content and self.think is not None:
             g = self.think.feed(content)
@@ -770,61 +754,68 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         if "content" in delta or content:
             delta["content"] = content
 
-    def _emit_text(self, text: str, out: list[ProcessedChunk]) -> None:
-        out.append(self._text_chunk(text))
+    def release(self, content: str, reasoning: str, out: list[ProcessedChunk]) -> None:
+        """Released text is a chunk of its own, not a piece through stage 03 (released
+        reasoning rides on it as a raw thought)."""
+        if content or reasoning:
+            thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
+            out.append(
+                new_chunk(
+                    type="text",
+                    content=content,
+                    thoughts=thoughts,
+                    serving_provider=self.serving_provider,
+                )
+            )
 
-    def _text_chunk(self, text: str) -> ProcessedChunk:
-        return new_chunk(type="text", content=text, serving_provider=self.serving_provider)
+    # -- stage 03 hooks -----------------------------------------------------------------
 
-    # -- stage 03 -----------------------------------------------------------------------
+    def serving_backend(self, chunk: dict) -> str | None:
+        """The chunk's ``provider`` field (the backend's display name), trimmed."""
+        provider = chunk.get("provider")
+        if isinstance(provider, str) and provider.strip():
+            return provider.strip()
+        return None
 
-    def process_chunk(self, chunk: dict) -> ProcessedChunk:
-        """§2.8, in decision order."""
-        if self.serving_provider is None:  # §2.8 step 1: the first value wins
-            provider = chunk.get("provider")
-            if isinstance(provider, str) and provider.strip():
-                self.serving_provider = provider.strip()
+    def map_usage(self, raw: Any) -> Usage | None:
+        """The normalizer already mapped usage (hostile counts named there): passed on."""
+        return raw
+
+    def map_stream_error(self, err: dict, chunk: dict) -> ProcessedChunk:
+        """An error object passed on as it came (a pre-formed ProviderError); with calls
+        streaming, the malformed-tool-call error ends the call as ``done`` +
+        ``malformedToolCall``; otherwise :func:`openrouter_stream_error`. The envelope's
+        usage (:func:`_keep_error_envelope`) rides along as evidence."""
         sp = self.serving_provider
-
-        err = chunk.get("error")
-        if err is not None:
-            usage = chunk.get("usage")  # from the envelope (_keep_error_envelope)
-            evidence = {"usage": usage} if usage is not None else {}
-            if is_provider_error_shape(err):  # passed on as it came (§2.4 rule 3)
-                return new_chunk(
-                    type="error",
-                    error=openrouter_stream_error(err),
-                    serving_provider=sp,
-                    metadata=evidence,
-                )
-            if self.tool_acc and is_openrouter_malformed_tool_call_error(err):
-                self.tool_acc = ToolCallAccumulator()
-                self.rd_acc = []
-                message = err.get("message") or OPENROUTER_DEFAULT_MESSAGE
-                return new_chunk(
-                    type="done",
-                    metadata={"malformedToolCall": True, "originalError": message, **evidence},
-                    serving_provider=sp,
-                )
-            self._record_finish("error")
-            error = openrouter_stream_error(err)
-            return new_chunk(type="error", error=error, serving_provider=sp, metadata=evidence)
-
-        choices = chunk.get("choices")
-        metadata: dict[str, Any] = {}
         usage = chunk.get("usage")
-        if usage is not None:
-            metadata["usage"] = usage
-        if not choices:
-            return new_chunk(type="text", content="", serving_provider=sp, metadata=metadata)
+        evidence = {"usage": usage} if usage is not None else {}
+        if is_provider_error_shape(err):
+            return new_chunk(
+                type="error",
+                error=openrouter_stream_error(err),
+                serving_provider=sp,
+                metadata=evidence,
+            )
+        if self.tool_acc and is_openrouter_malformed_tool_call_error(err):
+            self.tool_acc = ToolCallAccumulator()
+            self.rd_acc = []
+            message = err.get("message") or OPENROUTER_DEFAULT_MESSAGE
+            return new_chunk(
+                type="done",
+                metadata={"malformedToolCall": True, "originalError": message, **evidence},
+                serving_provider=sp,
+            )
+        self._record_finish("error")
+        error = openrouter_stream_error(err)
+        return new_chunk(type="error", error=error, serving_provider=sp, metadata=evidence)
 
-        first = choices[0]
-        delta = first["delta"]
+    def map_reasoning(self, delta: dict, chunk: dict, metadata: dict) -> list[ThoughtLogEntry]:
+        """``reasoning`` as a raw thought. Reasoning only in ``reasoning_details`` is read
+        with ``read_all_reasoning_fields`` (the reference reads the string alone) and
+        counted otherwise; a repeated piece's thoughts are marked ``repeated_thoughts``."""
         reasoning = delta.get("reasoning")
         thoughts = [new_raw_thought(reasoning)] if reasoning else []
         if not reasoning and delta.get("reasoning_details"):
-            # reasoning only in reasoning_details (no "reasoning" string): the reference
-            # reads the string alone; read_all_reasoning_fields reads the entries
             text, summary = reasoning_details_text(delta["reasoning_details"])
             if self.config.read_all_reasoning_fields:
                 if text:
@@ -837,130 +828,32 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 )
         if thoughts and chunk.get("_repeated_reasoning"):
             metadata["repeated_thoughts"] = True
-        finish = first["finish_reason"]
-        if finish:
-            self._record_finish(finish)
-            metadata["finish_reason"] = finish
-        content = delta.get("content")
+        return thoughts
 
-        if finish == "error":
+    ends_on_error_finish = True
+
+    def map_finish(
+        self, finish: str, content: Any, thoughts: list[ThoughtLogEntry], metadata: dict
+    ) -> ProcessedChunk | None:
+        """``length`` keeps the chunk's text and marks ``outputTruncated``; with no text it
+        is ``done`` marked ``emptyTerminalChunk``."""
+        if finish != "length":
+            return None
+        sp = self.serving_provider
+        metadata["outputTruncated"] = True
+        if content:
             return new_chunk(
-                type="error",
-                error=ProviderError(
-                    type="api_error",
-                    message="Stream terminated due to error",
-                    retryable=False,
-                    code="stream_error",
-                ),
+                type="text",
+                content=content,
                 thoughts=thoughts,
                 serving_provider=sp,
                 metadata=metadata,
             )
-        step = self._tool_step(finish, delta, metadata) if finish else None
-        if step is not None:
-            if step and (content and finish != "tool_calls"):
-                self._extra.extend(self._call_chunk(c) for c in step)
-                step = []
-            elif step:
-                self._extra.extend(self._call_chunk(c) for c in step[1:])
-                return new_chunk(
-                    type="function_call",
-                    function_call=step[0],
-                    thoughts=thoughts,
-                    serving_provider=sp,
-                    metadata=metadata,
-                )
-            if finish == "tool_calls" or not content:
-                return new_chunk(
-                    type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata
-                )
-        if finish == "stop" or (step is not None and content):
-            if content:
-                return new_chunk(
-                    type="text",
-                    content=content,
-                    thoughts=thoughts,
-                    serving_provider=sp,
-                    metadata=metadata,
-                )
-            return new_chunk(type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata)
-        if finish == "length":
-            metadata["outputTruncated"] = True
-            if content:
-                return new_chunk(
-                    type="text",
-                    content=content,
-                    thoughts=thoughts,
-                    serving_provider=sp,
-                    metadata=metadata,
-                )
-            metadata["emptyTerminalChunk"] = True
-            return new_chunk(type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata)
-        if delta.get("tool_calls"):
-            self._accumulate_tools(delta)
-            return new_chunk(
-                type="text", content="", thoughts=thoughts, serving_provider=sp, metadata=metadata
-            )
-        if delta.get("reasoning_details"):
-            self.rd_acc.extend(delta["reasoning_details"])
-        return new_piece_chunk("text", content or "", thoughts, sp, metadata)
-
-    def _accumulate_tools(self, delta: dict) -> None:
-        super()._accumulate_tools(delta)
-        if delta.get("reasoning_details"):
-            self.rd_acc.extend(delta["reasoning_details"])
-
-    def _first_call_fields(self) -> dict[str, Any]:
-        rd, self.rd_acc = self.rd_acc, []
-        return {"reasoning_details": rd} if rd else {}
+        metadata["emptyTerminalChunk"] = True
+        return new_chunk(type="done", thoughts=thoughts, serving_provider=sp, metadata=metadata)
 
     # -- end of stream ------------------------------------------------------------------
 
-    def finish(self) -> list[ProcessedChunk]:
-        """Natural end (§2.7): spill flush, think flush, then the speaker tail."""
-        out: list[ProcessedChunk] = []
-        if self.stopped or self.ended:
-            return out
-        self.ended = True
-        self._flush_spill(out)
-        self._flush_think(out)
-        if self.speaker is not None:
-            tail = self.speaker.flush()
-            if tail:
-                out.append(self._text_chunk(tail))
-        self._cut_tool_calls(out)
-        return out
-
-    def _flush_spill(self, out: list[ProcessedChunk]) -> None:
-        g = self._ran(self.spill, self.spill.flush())
-        if g.content or g.reasoning:
-            out.append(self._flush_chunk(g.content, g.reasoning))
-
-    def _flush_think(self, out: list[ProcessedChunk]) -> None:
-        if self.think is not None:
-            g = self._ran(self.think, self.think.flush())
-            if g.content or g.reasoning:
-                out.append(self._flush_chunk(g.content, g.reasoning))
-
-    def _flush_chunk(self, content: str, reasoning: str) -> ProcessedChunk:
-        thoughts = [new_thought(kind="raw", content=reasoning)] if reasoning else []
-        return new_chunk(
-            type="text", content=content, thoughts=thoughts, serving_provider=self.serving_provider
-        )
-
-    def fail(self, error: ProviderError) -> list[ProcessedChunk]:
-        """Error path (§2.2/§2.7): spill flush, speaker tail, think flush, then the error."""
-        out: list[ProcessedChunk] = []
-        if self.ended:
-            return out
-        self.ended = True
-        self._flush_spill(out)
-        if self.speaker is not None:
-            tail = self.speaker.flush()
-            if tail:
-                out.append(self._text_chunk(tail))
-        self._flush_think(out)
-        self._cut_tool_calls(out)
-        self._record_finish("error")
-        out.append(new_chunk(type="error", error=error, serving_provider=self.serving_provider))
-        return out
+    def error_chunk(self, error: ProviderError, metadata: dict[str, Any]) -> ProcessedChunk:
+        """The error chunk names the backend and carries no metadata (the reference's)."""
+        return new_chunk(type="error", error=error, serving_provider=self.serving_provider)
