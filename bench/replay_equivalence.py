@@ -135,6 +135,37 @@ def _bodies() -> dict[str, Any]:
     return found
 
 
+REQUESTS = [
+    (url, headers, body)
+    for url in (
+        "https://openrouter.ai/api/v1/chat/completions",
+        "https://open.bigmodel.cn/api/paas/v4/chat/completions",
+        "http://127.0.0.1:8000/v1/chat/completions",
+        "http://h/api/v1/chat/completions",
+        "http://h/x/api/v1/responses",
+        "http://h/v1/responses",
+        "http://h/v1/messages",
+        "http://h/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        "http://h/v1beta/models/a:b:generateContent",
+        "http://h/relay",
+        "not a url [",
+    )
+    for headers in ({}, {"anthropic-version": "1"}, {"X-Goog-Api-Key": "k"})
+    for body in (None, b'{"contents": []}', b'{"anthropic_version": "v"}', b'{"messages": []}')
+]
+"""Requests that exercise every kind of evidence :func:`lab.infer.infer_family` reads."""
+
+
+def _inferred() -> dict[str, Any]:
+    from lab.infer import infer_family
+
+    found: dict[str, Any] = {}
+    for i, (url, headers, body) in enumerate(REQUESTS):
+        guess = infer_family("POST", url, headers, body)
+        found[f"infer/{i}"] = None if guess is None else [guess.family, guess.evidence]
+    return found
+
+
 def dump(out: Path) -> None:
     import lab
     from lab.fixtures import discover, replay_fixture
@@ -186,6 +217,7 @@ def dump(out: Path) -> None:
         found[f"fixture/{cname}/tables"] = _tables(fixture_results)
 
     found.update(_bodies())
+    found.update(_inferred())
     out.write_text(json.dumps(found, sort_keys=True, indent=0, default=repr), encoding="utf-8")
     print(f"{len(found)} entries -> {out}")
 

@@ -7,15 +7,21 @@ asks :func:`infer_family` instead of failing, in this order:
 
 1. the host, when it is the host of a registered provider's public base URL
    (``openrouter.ai``, ``api.openai.com``, ``api.anthropic.com``, ... read from each
-   adapter's ``default_base_url``; ``open.bigmodel.cn`` is Z.ai too); then the path shape:
+   adapter's ``default_base_url``, then its ``host_aliases``: ``open.bigmodel.cn`` is Z.ai
+   too); then the path ending, the longest of the adapters' ``request_paths`` that matches:
    ``...:streamGenerateContent`` / ``...:generateContent`` is Gemini, ``.../messages`` is
    Anthropic, ``.../api/v1/chat/completions`` OpenRouter and any other
    ``.../chat/completions`` an OpenAI-compatible server of unknown vendor (``custom``);
    ``.../api/v1/responses`` OpenRouter's and any other ``.../responses`` OpenAI's Responses
    API (replay then picks the Responses adapter from the same path);
-2. the headers only one family sends: ``anthropic-version``, ``x-goog-api-key``;
-3. the body shape: ``contents`` (Gemini), ``anthropic_version`` (Anthropic),
-   ``messages`` (OpenAI-compatible, ``custom``).
+2. the headers only one provider's clients send (``request_header_markers``):
+   ``anthropic-version``, ``x-goog-api-key``;
+3. the body shape (``request_body_markers``): ``contents`` (Gemini), ``anthropic_version``
+   (Anthropic), ``messages`` (OpenAI-compatible, ``custom``).
+
+Every marker is data on the provider's adapter class (:mod:`lab.providers`), so a new wire
+family says how its requests look in its own module. A provider's own markers are checked
+before the catch-all ones (``generic_markers``: Custom's), in registry order.
 
 Nothing here does I/O; a name is returned only when :data:`lab.providers.PROVIDERS` has it,
 so a path whose family has no adapter gives None and replay reports that stream as one row
@@ -32,26 +38,47 @@ from urllib.parse import unquote, urlsplit
 
 __all__ = ["FamilyGuess", "infer_family", "model_from_path", "resolve_family"]
 
-# hosts that serve a registered provider besides the host of its default base URL
-_HOST_ALIASES: tuple[tuple[str, str], ...] = (("open.bigmodel.cn", "zai"),)
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+
+
+def _adapters() -> list[tuple[str, Any]]:
+    """(provider, adapter class) of every registered provider that imports, in registry
+    order."""
+    from lab.providers import PROVIDERS, get_adapter
+
+    found = []
+    for name in PROVIDERS:
+        try:
+            found.append((name, get_adapter(name)))
+        except (ImportError, AttributeError, ValueError):
+            continue
+    return found
 
 
 def _registry_hosts() -> list[tuple[str, str]]:
     """(host, provider) for every registered provider with a public default base URL
-    (a loopback default such as vLLM's or Ollama's names no vendor), then the aliases."""
-    from lab.providers import PROVIDERS, get_adapter
-
+    (a loopback default such as vLLM's or Ollama's names no vendor), then each adapter's
+    ``host_aliases``."""
+    adapters = sorted(_adapters())
     hosts = []
-    for name in sorted(PROVIDERS):
-        try:
-            base = get_adapter(name).default_base_url
-        except (ImportError, AttributeError, ValueError):
-            continue
+    for name, cls in adapters:
+        base = cls.default_base_url
         host = (urlsplit(base).hostname or "").lower() if base else ""
         if host and host not in _LOOPBACK:
             hosts.append((host, name))
-    return hosts + list(_HOST_ALIASES)
+    return hosts + [(alias, name) for name, cls in adapters for alias in cls.host_aliases]
+
+
+def _markers(kind: str) -> list[tuple[str, str, str]]:
+    """(marker, note, provider) of one kind of adapter data (``request_paths``,
+    ``request_body_markers``; header markers have no note), each provider's own before the
+    catch-all ones (``generic_markers``), in registry order."""
+    found: list[tuple[bool, int, str, str, str]] = []
+    for pos, (name, cls) in enumerate(_adapters()):
+        data = getattr(cls, kind)
+        items = data.items() if isinstance(data, dict) else ((m, "") for m in data)
+        found.extend((cls.generic_markers, pos, m, note, name) for m, note in items)
+    return [(m, note, name) for _, _, m, note, name in sorted(found, key=lambda f: f[:2])]
 
 
 @dataclass(frozen=True)
@@ -93,27 +120,26 @@ def _by_path(host: str, path: str) -> FamilyGuess | None:
         if _host_matches(host, pattern):
             return FamilyGuess(family, f"host {host!r}")
     last = path.rsplit("/", 1)[-1]
-    if ":" in last and last.split(":", 1)[1] in ("streamGenerateContent", "generateContent"):
-        return FamilyGuess("google", f"path {path!r}")
-    if path.endswith("/messages"):
-        return FamilyGuess("anthropic", f"path {path!r}")
-    if path.endswith("/api/v1/chat/completions"):
-        return FamilyGuess("openrouter", f"path {path!r} (OpenRouter's /api/v1/)")
-    if path.endswith("/chat/completions"):
-        return FamilyGuess("custom", f"path {path!r} (OpenAI-compatible, host {host!r})")
-    if path.endswith("/api/v1/responses"):
-        return FamilyGuess("openrouter", f"path {path!r} (OpenRouter's Responses API)")
-    if path.endswith("/responses"):
-        return FamilyGuess("openai", f"path {path!r} (the OpenAI Responses API, host {host!r})")
-    return None
+    method = last.split(":", 1)[1] if ":" in last else None
+    best: tuple[str, str, str] | None = None
+    for ending, note, name in _markers("request_paths"):
+        if ending.startswith(":"):
+            hit = method == ending[1:]
+        else:
+            hit = path.endswith(ending)
+        if hit and (best is None or len(ending) > len(best[0])):
+            best = (ending, note, name)
+    if best is None:
+        return None
+    note = best[1].format(host=host)
+    return FamilyGuess(best[2], f"path {path!r}" + (f" ({note})" if note else ""))
 
 
 def _by_headers(headers: Mapping[str, str]) -> FamilyGuess | None:
     names = {str(k).lower() for k in headers}
-    if "anthropic-version" in names:
-        return FamilyGuess("anthropic", "header 'anthropic-version'")
-    if "x-goog-api-key" in names:
-        return FamilyGuess("google", "header 'x-goog-api-key'")
+    for marker, _, name in _markers("request_header_markers"):
+        if marker in names:
+            return FamilyGuess(name, f"header {marker!r}")
     return None
 
 
@@ -125,12 +151,11 @@ def _by_body(body: Any) -> FamilyGuess | None:
             return None
     if not isinstance(body, dict):
         return None
-    if isinstance(body.get("contents"), list):
-        return FamilyGuess("google", "body field 'contents'")
-    if "anthropic_version" in body:
-        return FamilyGuess("anthropic", "body field 'anthropic_version'")
-    if isinstance(body.get("messages"), list):
-        return FamilyGuess("custom", "body field 'messages' (OpenAI-compatible)")
+    for marker, note, name in _markers("request_body_markers"):
+        field = marker.removesuffix("[]")
+        hit = isinstance(body.get(field), list) if marker.endswith("[]") else field in body
+        if hit:
+            return FamilyGuess(name, f"body field {field!r}" + (f" ({note})" if note else ""))
     return None
 
 

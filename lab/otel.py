@@ -31,13 +31,37 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MOVED_CHARS", "PROVIDER_NAMES", "export_otlp", "span_attributes"]
+__all__ = [
+    "MOVED_CHARS",
+    "PROVIDER_NAMES",  # noqa: F822 - served by __getattr__ from the adapters
+    "export_otlp",
+    "otel_provider_name",
+    "span_attributes",
+]
 
 MOVED_CHARS = 2000
 """Moved text kept in a guard event's ``lab.moved`` (the count is ``lab.moved_chars``)."""
 
-PROVIDER_NAMES = {"google": "gcp.gemini", "mistral": "mistral_ai", "xai": "x_ai"}
-"""Lab provider names whose ``gen_ai.provider.name`` well-known value differs."""
+
+def __getattr__(name: str) -> Any:
+    if name == "PROVIDER_NAMES":  # derived from each adapter's otel_name
+        from lab.providers import PROVIDERS, get_adapter
+
+        return {p: get_adapter(p).otel_name for p in PROVIDERS if get_adapter(p).otel_name}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def otel_provider_name(provider: str) -> str:
+    """``gen_ai.provider.name`` of a lab provider: its adapter's ``otel_name`` when the
+    well-known value differs (``google`` -> ``gcp.gemini``), else the provider name."""
+    from lab.providers import PROVIDERS, get_adapter
+
+    if provider in PROVIDERS:
+        try:
+            return get_adapter(provider).otel_name or provider
+        except (ImportError, AttributeError):  # a broken plugin: its name as recorded
+            return provider
+    return provider
 
 
 def _otel() -> Any:
@@ -61,7 +85,7 @@ def span_attributes(result: Any, row: Any) -> dict[str, Any]:
 
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": PROVIDER_NAMES.get(result.provider, result.provider),
+        "gen_ai.provider.name": otel_provider_name(result.provider),
         "openinference.span.kind": "LLM",
         "lab.stream_id": result.stream_id,
         "lab.leaked": bool(row.leaked),

@@ -1,4 +1,9 @@
-"""Provider families: one module per wire API, all implementing :class:`StreamAdapter`.
+"""Providers and their wire families: one module per wire family, all implementing
+:class:`StreamAdapter`.
+
+Words: a *provider* is a registry name (``openrouter``, ``deepseek``, ``google``, ...); a *wire
+family* is the shape of the stream an adapter reads (``StreamAdapter.family``); many providers
+share one wire family (every OpenAI-compatible endpoint reads ``openai_compatible``).
 
 :data:`PROVIDERS` is the one registry: ``get_adapter(name)`` maps a provider name to its
 adapter class, and everything else (error normalization, request bodies, the anomaly
@@ -44,7 +49,7 @@ __all__ = [
     "request_url",
 ]
 
-# provider name -> "module:Class"; a new family is one line here plus its module.
+# provider name -> "module:Class"; a new provider is one line here plus its class.
 PROVIDERS: dict[str, str] = {
     "openrouter": "lab.providers.openrouter:OpenRouterAdapter",
     "openai": "lab.providers.openai_compat:OpenAIAdapter",

@@ -1,7 +1,7 @@
 """Anthropic Messages (``POST {base}/messages``, named SSE events).
 
 The reference pipeline has no Anthropic stream adapter; this one follows the wire format
-(``wire-formats.md`` §4) and the shared rules the other adapters use::
+(docs/reference.md, "1.5 Anthropic Messages") and the shared rules the other adapters use::
 
     message_start        usage (input, cache read/write) remembered
     content_block_start  text | thinking | redacted_thinking | tool_use (id, name)
@@ -368,6 +368,9 @@ class AnthropicAdapter(StreamAdapter):
     mandatory_keys = ("model", "messages", "stream", "max_tokens")
     """``max_tokens`` is required by the Messages API, so the ladder never drops it."""
     drops_empty_messages = True
+    request_paths = {"/messages": ""}
+    request_header_markers = ("anthropic-version",)
+    request_body_markers = {"anthropic_version": ""}
 
     # -- request side -------------------------------------------------------------------
 

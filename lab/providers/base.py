@@ -1,4 +1,4 @@
-"""The adapter contract every provider family implements, and the machinery they share.
+"""The adapter contract every wire family implements, and the machinery they share.
 
 An adapter turns one provider's SSE events into :class:`~lab.model.ProcessedChunk` objects:
 stage 02 (chunk normalization, the guards, the commit point) and stage 03 (``process_chunk``).
@@ -83,13 +83,61 @@ PrecommitHook = Callable[[int | None, str], bool]
 
 
 class StreamAdapter:
-    """Base class: per-attempt state, guard-event plumbing, request-side defaults."""
+    """Base class: per-attempt state, guard-event plumbing, request-side defaults.
+
+    Words: the *provider* is the registry name (``provider``, a key of
+    :data:`lab.providers.PROVIDERS`); the *wire family* is the shape of the stream the
+    adapter reads (``family``); many providers share one wire family.
+    """
 
     provider: ClassVar[str] = ""
+    """The registry name this class serves (``register`` checks it)."""
     family: ClassVar[str] = "openai_compatible"
     """The wire family: ``openrouter``, ``openai_compatible``, ``google`` or ``anthropic``.
-    It picks the error normalizer and the request-body rules of ``lab.errors`` and
-    ``lab.request``; a new OpenAI-compatible endpoint inherits it."""
+    The anomaly detectors' end-of-stream rules and the tables read it; a new
+    OpenAI-compatible endpoint inherits it."""
+
+    # -- identity: what says a request or a span is this provider's ----------------------
+    # Set on the class that declares ``provider`` and never inherited by another provider's
+    # class (:meth:`__init_subclass__`), as the key variable is not.
+
+    otel_name: ClassVar[str] = ""
+    """OpenTelemetry's ``gen_ai.provider.name`` for this provider when it is not the
+    provider name (Gemini: ``gcp.gemini``); read by :mod:`lab.otel`."""
+    host_aliases: ClassVar[tuple[str, ...]] = ()
+    """Hosts that serve this provider besides its default base URL's host (Z.ai:
+    ``open.bigmodel.cn``); read by :mod:`lab.infer`."""
+    request_paths: ClassVar[dict[str, str]] = {}
+    """Request path endings that say a request is this provider's, each with the note its
+    evidence gives (``{host!r}`` is filled in); the longest matching ending wins. An ending
+    that starts with ``:`` is the method of the last path segment (Gemini's
+    ``models/{model}:streamGenerateContent``). Read by :mod:`lab.infer`."""
+    request_header_markers: ClassVar[tuple[str, ...]] = ()
+    """Request headers only this provider's clients send (``anthropic-version``)."""
+    request_body_markers: ClassVar[dict[str, str]] = {}
+    """Top-level request body fields that say a request is this provider's, each with the
+    note its evidence gives; a name ending in ``[]`` must hold a list."""
+    generic_markers: ClassVar[bool] = False
+    """Are this provider's header and body markers a catch-all (Custom: any OpenAI-shaped
+    body), checked after every other provider's?"""
+
+    _IDENTITY: ClassVar[dict[str, Any]] = {
+        "otel_name": "",
+        "host_aliases": (),
+        "request_paths": {},
+        "request_header_markers": (),
+        "request_body_markers": {},
+        "generic_markers": False,
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "provider" in own:
+            for name, default in StreamAdapter._IDENTITY.items():
+                if name not in own:
+                    setattr(cls, name, default)
+
     sends_done_sentinel: ClassVar[bool] = True
     """Does the family end a stream with ``data: [DONE]``? (Gemini and Anthropic do not; their
     only end evidence is a finish reason.)"""
@@ -100,9 +148,9 @@ class StreamAdapter:
     mandatory_keys: ClassVar[tuple[str, ...]] = ("model", "messages", "stream")
     priority_keys: ClassVar[tuple[str, ...]] = ()
     degrades: ClassVar[bool] = True
-    """Does a failure of this family run the parameter-degradation ladder? Seed 02: OpenRouter
-    and the OpenAI-compatible adapters share one degradation queue; the Gemini adapter
-    (reference §11) turns every failure into its error chunk."""
+    """Does a failure of this family run the parameter-degradation ladder? OpenRouter and
+    the OpenAI-compatible adapters share one degradation queue (docs/reference.md, "6. Parameter degradation"); the Gemini adapter
+    (docs/reference.md, "5.3 Gemini errors") turns every failure into its error chunk."""
     degrade_on_502: ClassVar[bool] = False
     degrade_on_opaque_5xx: ClassVar[bool] = False
     api_key_envs: ClassVar[tuple[str, ...]] = ()
@@ -426,7 +474,8 @@ class StreamAdapter:
             self.facts["finish_reasons"].append(reason)
 
     def _speaker_tail_before_terminal(self, chunk: dict, content: Any, delta: dict | None) -> str:
-        """§2.6 step 7 (OpenAI-shaped chunks): a chunk with no text that carries an error,
+        """The speaker-tail step of the per-chunk order (OpenAI-shaped chunks; see
+        docs/reference.md, "3.6 OpenRouter per-chunk order"): a chunk with no text that carries an error,
         usage, a finish reason or tool calls first releases the speaker guard's held tail."""
         speaker = getattr(self, "speaker", None)
         if speaker is None or content:
@@ -537,7 +586,7 @@ class StreamAdapter:
             )
 
     def _parse_arguments(self, raw: str, tool_name: str) -> Any:
-        """A call's streamed arguments through the parse step (§9.2), its json_repair event
+        """A call's streamed arguments through the parse step (docs/reference.md, "7.10 The tool-argument parse step"), its json_repair event
         (if it was repaired) in ``guard_events``: one definition for every adapter."""
         notes = NoteList()
         parsed = parse_tool_arguments(

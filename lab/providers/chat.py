@@ -93,7 +93,7 @@ __all__ = [
 
 _MISSING = object()
 
-# --------------------------------------------------------------------------- request body (§3)
+# --------------------------------------------------------------------------- request body
 
 OPENAI_COMPAT_BODY_ORDER = (
     "temperature",
@@ -108,7 +108,7 @@ OPENAI_COMPAT_BODY_ORDER = (
     "repetition_penalty",
     "logit_bias",
 )
-"""OpenAI-compatible (§3) optional keys, in order."""
+"""The OpenAI-compatible body's optional keys, in the reference's order (docs/reference.md, "4.1 Options and request body")."""
 
 _OPENAI_TOOL_CALL_KEYS = ("id", "type", "function", "index")
 
@@ -214,7 +214,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     plan_access_codes: ClassVar[frozenset[str]] = frozenset()
     """Body business codes that mean "your plan lacks this model" under HTTP 429."""
 
-    # -- options (reference §3 ``OpenAICompatibleStreamAdapterOptions``) ---------------
+    # -- options (the reference's ``OpenAICompatibleStreamAdapterOptions``) -------------
     append_error_details_for_codes: ClassVar[tuple[str, ...]] = ()
     """Error codes whose user-facing description gets the provider's details appended."""
     placeholder_api_key: ClassVar[str | None] = None
@@ -264,7 +264,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         return join_url(base, "/chat/completions")
 
     def transport_error(self, exc: BaseException) -> ProviderError:
-        """``normalizeOpenAICompatibleProviderError`` over the thrown message (§10.3):
+        """``normalizeOpenAICompatibleProviderError`` over the thrown message (docs/reference.md, "8.2 OpenAI-compatible status classification"):
         "connection refused" -> api_error ECONNREFUSED, not retryable; a message with
         "timeout" -> timeout, retryable; otherwise no status: unknown, not retryable."""
         return openai_compatible_provider_error(self.provider, self.transport_message(exc))
@@ -292,7 +292,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def build_body(
         cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
     ) -> dict[str, Any]:
-        """§3 body: reference stop strings on request, lab-side tool-call fields kept off the
+        """The reference OpenAI-compatible body: reference stop strings on request, lab-side tool-call fields kept off the
         wire, ``thinking`` as an object where the endpoint wants one (DeepSeek, Z.ai),
         OpenAI's ``max_completion_tokens``, the optional keys in reference order."""
         if tools:

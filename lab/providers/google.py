@@ -1,4 +1,5 @@
-"""Google Gemini ``streamGenerateContent?alt=sse``: stage 02 and stage 03 (reference §11).
+"""Google Gemini ``streamGenerateContent?alt=sse``: stage 02 and stage 03
+(docs/reference.md, "5. The Gemini adapter").
 
 Per SSE event (one ``GenerateContentResponse`` JSON)::
 
@@ -8,7 +9,7 @@ Per SSE event (one ``GenerateContentResponse`` JSON)::
          promptFeedback, candidates, thoughtSignature, thoughtSummary, error
       -> split text + function calls (text first; the text piece carries nothing else)
       -> per piece: overlap dedup -> speaker guard -> speaker tail flush before a non-text
-         terminal piece -> process_chunk (§11.2) -> ProcessedChunk (no meaningful filter)
+         terminal piece -> process_chunk -> ProcessedChunk (no meaningful filter)
 
 ``process_chunk`` order: error; ``promptFeedback.blockReason`` -> content_blocked;
 blocking candidate ``finishReason`` (SAFETY, RECITATION, ...) -> content_blocked; metadata
@@ -89,7 +90,7 @@ __all__ = [
     "normalize_google_chunk",
 ]
 
-# -- HTTP and stream errors (reference §11.3, handleProviderError) ------------------------
+# -- HTTP and stream errors (handleProviderError; docs/reference.md, "5.3 Gemini errors") ---
 
 GOOGLE_CODE_TYPE_TABLE: dict[int, tuple[ErrorType, bool]] = {
     400: ("api_error", False),
@@ -214,7 +215,7 @@ _GEMMA_RE = re.compile(r"gemma-?(\d+)?", re.IGNORECASE)
 
 
 def _sanitize_schema(schema: Any) -> Any:
-    """§10.7: enum values as strings (integer/number with enum -> string), ``required``
+    """The Gemini tool-schema transform (docs/reference.md, "10.2 Gemini tool schemas"): enum values as strings (integer/number with enum -> string), ``required``
     limited to existing properties, an array without ``items`` gets ``items: {}``."""
     if isinstance(schema, list):
         return [_sanitize_schema(s) for s in schema]
@@ -440,7 +441,8 @@ def _parts(chunk: dict) -> list[dict]:
 
 
 def normalize_google_chunk(raw: Any) -> dict | None:
-    """``normalizeGoogleStreamChunk`` (§11.1): the flat shape the pipeline works on."""
+    """``normalizeGoogleStreamChunk`` (docs/reference.md, "5.1 Gemini pre-processing"): the flat
+    shape the pipeline works on."""
     if not isinstance(raw, dict):
         return None
     calls: list[dict] = []
@@ -795,18 +797,23 @@ def _is_fragment(fc: dict) -> bool:
 
 
 class GoogleAdapter(StreamAdapter):
-    """Gemini API (``generativelanguage.googleapis.com``), reproduced per reference §11."""
+    """Gemini API (``generativelanguage.googleapis.com``), reproduced per the reference
+    (docs/reference.md, "5. The Gemini adapter")."""
 
     provider = "google"
     family = "google"
     sends_done_sentinel = False
-    degrades = False  # §11: errors go to createProviderErrorChunk; there is no ladder
+    degrades = False  # errors go to createProviderErrorChunk; the reference has no ladder
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     api_key_env = "GEMINI_API_KEY"
     api_key_envs = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     """Checked in order; the first set one is used."""
     mandatory_keys = ("model", "contents")
     """``contents`` is Gemini's only required key; ``model`` is the lab's routing key."""
+    otel_name = "gcp.gemini"
+    request_paths = {":streamGenerateContent": "", ":generateContent": ""}
+    request_header_markers = ("x-goog-api-key",)
+    request_body_markers = {"contents[]": ""}
 
     # -- request side -------------------------------------------------------------------
 
@@ -855,13 +862,13 @@ class GoogleAdapter(StreamAdapter):
     def normalize_http_error(
         cls, status: int, body_text: str, *, body_error_codes: bool = False
     ) -> ProviderError:
-        """§11.3 over the body text, with the HTTP status as the code."""
+        """``handleProviderError`` over the body text, with the HTTP status as the code."""
         original = {"provider": cls.provider, "status": status, "body": body_text}
         return google_provider_error(body_text or "", code=status, original_error=original)
 
     def transport_error(self, exc: BaseException) -> ProviderError:
-        """§11.1 errors: ``handleProviderError`` over the thrown message (no code: the text
-        heuristics of §11.3 decide, api_error not retryable when none matches)."""
+        """A thrown error: ``handleProviderError`` over its message (no code: the text
+        heuristics decide, api_error not retryable when none matches)."""
         return google_provider_error(self.transport_message(exc))
 
     # -- per-attempt state --------------------------------------------------------------
@@ -1039,7 +1046,7 @@ class GoogleAdapter(StreamAdapter):
     # -- stage 03 -----------------------------------------------------------------------
 
     def process_chunk(self, chunk: dict) -> ProcessedChunk:
-        """§11.2, in order."""
+        """The reference's ``processChunk`` (docs/reference.md, "5.2 Gemini process_chunk"), in order."""
         err = chunk.get("error")
         if err is not None:
             self._record_finish("error")

@@ -67,6 +67,7 @@ class OpenAIAdapter(OpenAICompatibleAdapter):
     error_prefix = "OpenAI"
     max_tokens_key = "max_completion_tokens"
     drops_reasoning_history = True
+    request_paths = {"/responses": "the OpenAI Responses API, host {host!r}"}
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 
@@ -105,6 +106,7 @@ class ZaiAdapter(OpenAICompatibleAdapter):
     balance_codes = frozenset({"1113"})
     plan_access_codes = frozenset({"1309", "1311"})
     default_base_url = "https://api.z.ai/api/paas/v4"
+    host_aliases = ("open.bigmodel.cn",)
     api_key_env = "ZAI_API_KEY"
 
 
@@ -141,6 +143,7 @@ class XaiAdapter(OpenAICompatibleAdapter):
     error_prefix = "xAI"
     default_base_url = "https://api.x.ai/v1"
     api_key_env = "XAI_API_KEY"
+    otel_name = "x_ai"
     completion_excludes_reasoning = True
 
 
@@ -152,6 +155,7 @@ class MistralAdapter(OpenAICompatibleAdapter):
     error_prefix = "Mistral"
     default_base_url = "https://api.mistral.ai/v1"
     api_key_env = "MISTRAL_API_KEY"
+    otel_name = "mistral_ai"
     typed_content_lists = True
 
     @classmethod
@@ -216,6 +220,9 @@ class CustomAdapter(OpenAICompatibleAdapter):
     api_key_env = "CUSTOM_API_KEY"
     include_persona_speaker_stop = False
     requires_base_url = True
+    request_paths = {"/chat/completions": "OpenAI-compatible, host {host!r}"}
+    request_body_markers = {"messages[]": "OpenAI-compatible"}
+    generic_markers = True  # any OpenAI-shaped request of an unknown vendor
     # mypy reads a callable class attribute as a method (self bound); this one is a plain
     # function, as the ClassVar on the base class says.
     should_retry_without_stop = staticmethod(custom_should_retry_without_stop)  # type: ignore[assignment]

@@ -1,13 +1,13 @@
 """OpenRouter: stage 02 (line rules, chunk normalization, guards, commit point) and stage 03.
 
-Per SSE event (``pipeline-reference.md`` §2.3–§2.8)::
+Per SSE event (docs/reference.md, "3.3 OpenRouter line rules" to "3.8 OpenRouter process_chunk")::
 
-    data line -> json (invalid: skipped, counted) -> normalize_openrouter_chunk (§2.4)
+    data line -> json (invalid: skipped, counted) -> normalize_openrouter_chunk
       -> mid-stream error before the commit point? ask the degradation plan (RetryAttempt)
-      -> split text + tool signal (§2.6.1)
+      -> split text + tool signal
       -> per piece: think strip -> spill guard -> dedup -> speaker guard -> commit check
          -> speaker tail flush before a non-text terminal chunk -> meaningful filter
-         -> process_chunk (§2.8) -> ProcessedChunk
+         -> process_chunk -> ProcessedChunk
 
 ``[DONE]`` is noted but does not stop reading (the body ends the stream). Several ``data:``
 lines inside one SSE event are processed one by one, as the reference's line reader does.
@@ -61,7 +61,7 @@ from lab.providers.wire import (
     wire_int,
 )
 
-# --------------------------------------------------------------------------- errors (§2.9)
+# --------------------------------------------------------------------------- errors
 
 OPENROUTER_CODE_TYPE_TABLE: tuple[tuple[tuple[str, ...], ErrorType, bool], ...] = (
     (("400", "401", "402", "413", "404"), "api_error", False),
@@ -175,7 +175,7 @@ def openrouter_http_failure_message(
 
 
 def is_provider_error_shape(err: Mapping[str, Any]) -> bool:
-    """§2.4 rule 3: an error object that is already a ProviderError (string ``type``,
+    """The normalizer's error rule: an error object that is already a ProviderError (string ``type``,
     string ``message``, boolean ``retryable``) is passed on unchanged."""
     return (
         isinstance(err.get("type"), str)
@@ -228,7 +228,8 @@ def openrouter_stream_error(error_obj: Mapping[str, Any] | ProviderError) -> Pro
 
 
 def is_openrouter_malformed_tool_call_error(error_obj: Mapping[str, Any]) -> bool:
-    """Code exactly "invalid_type" and a message containing one of the markers (§2.8 step 2,
+    """Code exactly "invalid_type" and a message containing one of the markers (the error step of the
+    reference's ``processChunk``,
     case-sensitive as in the reference, so zod's capitalised "Expected string, received
     null" matches only through "invalid_type" in its text): with a non-empty tool-call
     accumulator the adapter ends the call as ``done`` + ``malformedToolCall``."""
@@ -253,7 +254,7 @@ OPENROUTER_BODY_ORDER = (
     "logit_bias",
     "stop",
 )
-"""OpenRouter (§2.1) optional keys, in order."""
+"""OpenRouter's optional body keys, in the reference's order (docs/reference.md, "3.1 OpenRouter request body")."""
 
 _OR_CHOICE_KEYS = CHOICE_KEYS | {"finishReason"}
 _OR_DELTA_KEYS = DELTA_KEYS | {"toolCalls", "reasoningDetails"}
@@ -296,7 +297,8 @@ _ENVELOPE_KEYS = ("id", "object", "model", "provider")
 
 
 def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict | None:
-    """Normalize one parsed OpenRouter chunk (§2.4); None means "drop it". A hostile usage
+    """Normalize one parsed OpenRouter chunk (docs/reference.md, "3.4 OpenRouter chunk normalization");
+    None means "drop it". A hostile usage
     count is left out and its path appended to **bad** (:func:`~lab.providers.base.wire_int`)."""
     if not isinstance(raw, dict):
         return None
@@ -526,7 +528,7 @@ if _json.PARSER == "msgspec":
 
 
 def _keep_error_envelope(raw: dict, chunk: dict) -> None:
-    """The evidence an error chunk's envelope carries, which §2.4 rule 3 drops.
+    """The evidence an error chunk's envelope carries, which the normalizer's error rule drops.
 
     The normalizer returns ``{error}`` alone; the envelope can still name the backend
     (``provider``) and carry usage (wire-formats, "Mid-stream errors": ``"usage":
@@ -573,6 +575,10 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     names_backend = True
     default_base_url = "https://openrouter.ai/api/v1"
     api_key_env = "OPENROUTER_API_KEY"
+    request_paths = {
+        "/api/v1/chat/completions": "OpenRouter's /api/v1/",
+        "/api/v1/responses": "OpenRouter's Responses API",
+    }
     degrade_on_502 = True
     error_prefix = "OpenRouter"
     reasoning_key = "reasoning"
@@ -591,7 +597,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def build_body(
         cls, model: str, messages: list[dict], tools: list[dict] | None, options: dict
     ) -> dict[str, Any]:
-        """§2.1 body: the optional keys in the reference's order."""
+        """The reference OpenRouter body: the optional keys in the reference's order."""
         if tools:
             options["tools"] = tools
         return ordered_body(model, messages, OPENROUTER_BODY_ORDER, options)
@@ -637,13 +643,15 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def transport_message(self, exc: BaseException) -> str:
         import httpx
 
-        if isinstance(exc, httpx.TimeoutException):  # §2.3: the read raced a timer and lost
+        if isinstance(
+            exc, httpx.TimeoutException
+        ):  # the reference: the read raced a timer and lost
             return "OpenRouter stream timed out while waiting for data"
         return super().transport_message(exc)
 
     def transport_error(self, exc: BaseException) -> ProviderError:
-        """§2.2 outer catch: ``handleProviderError`` over the thrown message. It holds no
-        code, so the code is "unknown": type unknown, not retryable (§2.9)."""
+        """The reference's outer catch: ``handleProviderError`` over the thrown message. It holds
+        no code, so the code is "unknown": type unknown, not retryable."""
         return openrouter_provider_error(None, self.transport_message(exc))
 
     # -- stage 02 hooks -----------------------------------------------------------------
