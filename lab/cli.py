@@ -526,7 +526,7 @@ def _sweep_targets(args: argparse.Namespace, adapter: Any, key: str | None) -> l
         return sweep.model_targets(_csv(args.models), base_url=args.base_url)
     if not args.model:
         raise UsageError("--model is required (or --models a,b to sweep over models)")
-    if args.provider != "openrouter":
+    if not adapter.names_backend:  # only a provider that names its backends has some
         raise UsageError(
             f"--provider {args.provider} has no backends to sweep: give --models a,b or "
             "--base-urls URL1,URL2"

@@ -93,16 +93,13 @@ def demo_requests(n: int = 3, *, families: tuple[str, ...] | None = None) -> lis
         for model in scenarios:
             for i in range(n):
                 prompt = _PROMPTS[i % len(_PROMPTS)]
-                body = build_body(
+                body = build_body(  # each adapter puts the seed where its API reads it
                     provider,
                     model=model,
                     messages=_messages(model, prompt),
+                    seed=i,
                     **scenario_options(model),
                 )
-                if family == "google":
-                    body.setdefault("generationConfig", {})["seed"] = i
-                else:
-                    body["seed"] = i
                 items.append(
                     {"provider": provider, "family": family, "base_path": base_path, "body": body}
                 )
