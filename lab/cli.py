@@ -8,7 +8,8 @@
                [--n N] [--out DIR] [--config FILE] [--max-seconds S] [--max-bytes N]
     lab sweep --provider P --model M --prompts FILE.jsonl [--backends auto|a,b] [--n K]
               [--concurrency C] [--max-requests R] [--base-url URL] [--out DIR]
-              [--config FILE] [--max-seconds S] [--max-bytes N]
+              [--config FILE] [--max-seconds S] [--max-bytes N] [--compare PREVIOUS_OUT]
+    lab compare A B [--correction holm|bh] [--alpha A]   what changed between two runs
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
                     [--engine local|dask] [--scheduler ADDR]
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
@@ -564,6 +565,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "needs none)"
         )
     out = _check_out_dir("--out", args.out)
+    if args.compare is not None and not Path(args.compare).exists():
+        raise UsageError(f"--compare {args.compare}: no such file or directory")
     config = _live_config(args)  # a bad --config is bad input, before any request
     try:
         prompts = sweep.load_prompts(args.prompts)
@@ -593,6 +596,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         on_interrupt=interrupted,
     )
     _print_sweep(out, report, len(targets), len(prompts), args.n)
+    if args.compare is not None:
+        print(f"\nlab sweep: what changed since {args.compare}")
+        print_changes(args.compare, out, config=config, names=(str(args.compare), str(out)))
     if report.missing:
         why = (
             "interrupted"
@@ -607,6 +613,101 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 130 if report.interrupted else 0
+
+
+# --------------------------------------------------------------------------- lab compare
+
+COMPARE_VIEW = [
+    "serving_provider",
+    "verdict",
+    "a_n",
+    "a_value",
+    "b_n",
+    "b_value",
+    "difference",
+    "test",
+    "p_adjusted",
+    "changed",
+]
+"""The columns ``lab compare`` prints (``--format csv`` / ``json`` print them all)."""
+
+
+def print_changes(
+    a: Any,
+    b: Any,
+    *,
+    correction: str = "holm",
+    alpha: float = 0.05,
+    config: Any = None,
+    names: tuple[str, str] = ("A", "B"),
+) -> Any:
+    """Compare two runs (:func:`lab.changes.compare_runs`) and print what changed, one
+    sentence each, then the notes; returns the table."""
+    from lab.changes import change_sentences, compare_runs
+
+    table = compare_runs(a, b, correction=correction, alpha=alpha, config=config, names=names)
+    for line in change_sentences(table):
+        print(displayable(line))
+    return table
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    for run in (args.a, args.b):
+        if not Path(run).exists():
+            raise UsageError(f"{run}: no such file or directory")
+    if not 0.0 < args.alpha < 1.0:
+        raise UsageError(f"--alpha {args.alpha}: must be between 0 and 1")
+    from lab.config import LabConfig
+
+    config = LabConfig.coerce(args.config) if args.config else None
+    table = print_changes(
+        args.a,
+        args.b,
+        correction=args.correction,
+        alpha=args.alpha,
+        config=config,
+        names=(args.a, args.b),
+    )
+    print()
+    columns = None if args.format in ("csv", "json") else COMPARE_VIEW
+    _print_table("compare", table, columns, _table_view(args))
+    return 0
+
+
+def _add_compare_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
+    from lab.console import FORMATS
+
+    cp = sub.add_parser(
+        "compare",
+        parents=[tv],
+        help="what changed between two runs, per backend and verdict, with tests",
+        description="Compare two runs (captures, result directories of lab replay --out, or "
+        "sweep --out directories) per serving backend and verdict: leak, error and stall "
+        "rates (two-proportion z test, Fisher exact when counts are small) and latency "
+        "(Mann-Whitney U on the per-stream values), each with its interval, p-values "
+        "adjusted for the number of comparisons. Prints one sentence per change, then the "
+        "table.",
+    )
+    cp.add_argument("a", help="the earlier run (capture, result dir or sweep dir)")
+    cp.add_argument("b", help="the later run")
+    cp.add_argument(
+        "--correction",
+        choices=("holm", "bh"),
+        default="holm",
+        help="holm (family-wise error) or bh (Benjamini-Hochberg, false discovery rate) "
+        "(default: holm)",
+    )
+    cp.add_argument("--alpha", type=float, default=0.05, help="level of a change (default 0.05)")
+    cp.add_argument(
+        "--config", default=None, help="a LabConfig JSON to replay captures with (default: none)"
+    )
+    cp.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table, markdown, or csv / json for programs (default: table)",
+    )
+    cp.set_defaults(func=cmd_compare)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -1242,7 +1343,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--label", default=None, help="a label stored with the recording (default: lab sweep)"
     )
     sw.add_argument("--quiet", action="store_true", help="no progress bar (default: show it)")
+    sw.add_argument(
+        "--compare",
+        default=None,
+        metavar="PREVIOUS_OUT",
+        help="end with what changed since this earlier sweep's --out, per backend and "
+        "verdict with tests (lab compare PREVIOUS_OUT OUT; default: none)",
+    )
     sw.set_defaults(func=cmd_sweep)
+    _add_compare_parser(sub, tv)
 
     rp = sub.add_parser(
         "replay",
