@@ -200,7 +200,7 @@ class ProxyConfig:
     require_recording: bool = False
     """Refuse new requests with 503 once the capture cannot be written (a full disk)
     instead of forwarding them unrecorded."""
-    summary_max_bytes: int = 8 * 1024 * 1024
+    window_bytes: int = 8 * 1024 * 1024
     """The proxy keeps an exchange's reads for its summary line up to this many bytes; a
     longer exchange is not summarized (``summary=skipped``: replay the capture for it), so
     the proxy's memory per exchange stays bounded whatever the stream's length."""
@@ -226,7 +226,7 @@ class ProxyExchange:
     error: str | None = None
     recorded: bool = True
     summarized: bool = True
-    """False when the exchange went past ``summary_max_bytes``: not replayed for its line."""
+    """False when the exchange went past ``window_bytes``: not replayed for its line."""
 
     def line(self) -> str:
         """The one short line ``lab proxy`` prints (client-sent text is made printable)."""
@@ -264,7 +264,7 @@ class _Recording:
         from lab.capture import CaptureWriter
         from lab.http.transports import AsyncRecordingTransport
 
-        self.writer = CaptureWriter(config.out, label=config.label)
+        self.writer = CaptureWriter(config.out, label=config.label, spill_bytes=config.window_bytes)
         self.transport = AsyncRecordingTransport(self.writer, inner=inner)
         self.started = time.monotonic()
         self.n_bytes = 0
@@ -528,7 +528,7 @@ class ProxyApp:
         where = rec.writer.path if rec is not None else None
         state = _Exchange(info, scope["method"], path, session, where)
         state.keep = cfg.summarize
-        state.keep_bytes = cfg.summary_max_bytes
+        state.keep_bytes = cfg.window_bytes
         try:
             with deadline(self.limits.max_exchange_s) as limit:
                 state.deadline = limit
@@ -932,7 +932,7 @@ class _Exchange:
     """Bytes sent on to the client."""
     reads: list[bytes] | None = field(default_factory=list)
     """The reads kept for the summary line; None once they went past
-    ``summary_max_bytes`` (then none are kept: the summary is skipped)."""
+    ``window_bytes`` (then none are kept: the summary is skipped)."""
     keep: bool = True
     keep_bytes: int = 8 * 1024 * 1024
     held: int = 0

@@ -166,7 +166,7 @@ def test_an_error_body_is_read_only_up_to_max_error_body_bytes(tmp_path):
 
 def test_an_exchange_past_the_summary_window_is_not_held_for_its_line(tmp_path):
     with FakeServer(delay_scale=0) as fake:
-        with _proxy(fake.base_url + "/v1", tmp_path, summary_max_bytes=1000) as p:
+        with _proxy(fake.base_url + "/v1", tmp_path, window_bytes=1000) as p:
             size = len(httpx.post(p.url + "/chat/completions", json=BODY).content)
             _wait_for(lambda: len(p.exchanges) == 1)
     assert size > 1000
@@ -559,3 +559,56 @@ def test_lab_proxy_on_a_full_disk_exits_4_saying_what_is_safe_and_where(tmp_path
     ]
     flag.unlink()
     assert len(open_capture(recording).exchanges()) == 2
+
+
+# -- memory per exchange: a fixed window -----------------------------------------------------
+
+
+def test_reads_past_spill_bytes_leave_memory_once_journaled_and_stay_in_the_journal(tmp_path):
+    from lab.capture import CaptureWriter
+
+    reads = [bytes([65 + i]) * 1000 for i in range(5)]
+    writer = CaptureWriter(tmp_path, capture_id="spill", journal_interval=0, spill_bytes=2500)
+    rec = writer.exchange(
+        stream_id="s0",
+        attempt=0,
+        attempt_label="default",
+        provider="openai",
+        model="m",
+        method="POST",
+        url="http://127.0.0.1/v1/chat/completions",
+        request_headers={},
+        request_body=b"{}",
+    )
+    rec.on_response(200, {"content-type": "text/event-stream"}, "HTTP/1.1")
+    held = []
+    for r in reads:
+        rec.on_read(r)
+        held.append(sum(map(len, rec._reads)))
+    assert held == [1000, 2000, 0, 0, 0]  # past 2,500 on disk, none is held
+    rec.on_end("eof")
+    writer.close()
+    assert writer.in_journal_only == 1
+    assert sorted(p.name for p in writer.path.iterdir()) == ["journal-00000.journal"]
+    (ex,) = open_capture(writer.path).exchanges()
+    assert (ex.reads, ex.end_reason) == (reads, "eof")
+
+
+def test_a_long_proxied_exchange_is_held_only_up_to_the_window(tmp_path):
+    def paced(head, sock, stop):
+        sock.sendall(sse_headers())
+        for _ in range(10):  # the journal is written between reads (every 50 ms at most)
+            sock.sendall(b"%x\r\n%s\r\n" % (len(CHUNK * 10), CHUNK * 10))
+            if stop.wait(0.1):
+                return
+        sock.sendall(b"0\r\n\r\n")
+
+    with RawUpstream(paced) as up, _proxy(up.url + "/v1", tmp_path, window_bytes=1500) as p:
+        got = httpx.post(p.url + "/chat/completions", json=BODY).content
+        _wait_for(lambda: len(p.exchanges) == 1)
+        (recording,) = p.recordings
+    assert got == CHUNK * 100
+    assert p.exchanges[0].line() == f"openai fake/clean 200 eof summary=skipped {len(got)}B"
+    assert sorted(f.name for f in recording.iterdir()) == ["journal-00000.journal"]
+    (ex,) = open_capture(recording).exchanges()
+    assert (ex.body, ex.end_reason) == (got, "eof")

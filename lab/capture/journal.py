@@ -217,16 +217,28 @@ class JournalWriter:
                     )
                     self._thread.start()
 
-    def begin(self, exchange: int, record: bytes, reads: list[bytes], read_t_ns: list[int]) -> None:
+    def begin(
+        self,
+        exchange: int,
+        record: bytes,
+        reads: list[bytes],
+        read_t_ns: list[int],
+        spill_bytes: int | None = None,
+    ) -> None:
         """Queue an exchange's first record and make sure the flusher runs.
 
         ``reads`` / ``read_t_ns``: the recorder's lists, appended to as reads arrive (the
         read first, then its time); the flusher journals what is new in them.
+        ``spill_bytes``: once more than this many of the exchange's bytes are in the
+        journal, every read written to it is dropped from ``reads`` (replaced by ``b""``:
+        the indexes stay), so the exchange holds no more than about this much in memory
+        whatever its length; :meth:`spilled` says how many bytes were dropped.
         """
         if self._closed:
             raise ValueError(f"{self.directory}: journal is closed")
         self.start()
-        self._tracked[exchange] = [reads, read_t_ns, 0]
+        # [reads, ts, reads journaled, spill_bytes, bytes dropped, bytes journaled, dropped up to]
+        self._tracked[exchange] = [reads, read_t_ns, 0, spill_bytes, 0, 0, 0]
         self._queue.append((exchange, record))
         self._wake.set()
         if not self.interval:
@@ -237,7 +249,7 @@ class JournalWriter:
         with self._wlock:
             entry = self._tracked.pop(exchange, None)
             if entry is not None:
-                reads, ts, done = entry
+                reads, ts, done = entry[:3]
                 n = len(ts)
                 if n > done:  # not journaled yet (or a write of them failed): before the end
                     rest = b"".join(reads_record(exchange, done, reads[done:n], ts[done:n]))
@@ -281,7 +293,7 @@ class JournalWriter:
         buffers = [record for _, record in items]
         new_reads: list[tuple[int, list[Any], int]] = []  # (exchange, entry, new done)
         for k, entry in list(self._tracked.items()):  # begin() adds from other threads
-            reads, ts, done = entry
+            reads, ts, done = entry[:3]
             n = len(ts)  # a read is appended before its time: both are there up to len(ts)
             if n > done:
                 buffers += reads_record(k, done, reads[done:n], ts[done:n])
@@ -313,12 +325,24 @@ class JournalWriter:
             seg.live.add(k)
             if record[2:3] == b"E":  # its end record, every earlier one before it
                 self.complete.add(k)
-        for (k, entry, n), end in zip(new_reads, ends[len(items) :], strict=True):
+        for i, ((k, entry, n), end) in enumerate(zip(new_reads, ends[len(items) :], strict=True)):
             if end <= written:
                 entry[2] = n
                 seg.live.add(k)
+                if entry[3] is not None:  # spill_bytes: drop what is on disk past it
+                    entry[5] += len(buffers[len(items) + 2 * i + 1])
+                    if entry[5] > entry[3]:
+                        _drop(entry, n)
         if whole < len(items):
             self._requeue(items[whole:])
+
+    def spilled(self, exchange: int, reads: list[bytes]) -> tuple[int, int]:
+        """``(bytes of the exchange's reads, of those the bytes dropped from memory)``,
+        counted together while no write can drop more (``begin``'s ``spill_bytes``)."""
+        with self._wlock:
+            entry = self._tracked.get(exchange)
+            dropped = entry[4] if entry is not None else 0
+            return dropped + sum(map(len, reads)), dropped
 
     def _requeue(self, items: list[tuple[int, bytes]]) -> None:
         self._queue.extendleft(reversed(items))
@@ -419,6 +443,18 @@ class JournalWriter:
                     os.close(seg.fd)
                     seg.fd = None
             self._drop_finished()
+
+
+def _drop(entry: list[Any], n: int) -> None:
+    """Drop an exchange's journaled reads ``[dropped up to, n)`` from memory (``b""`` in
+    their place), counting their bytes."""
+    reads = entry[0]
+    dropped = 0
+    for i in range(entry[6], n):
+        dropped += len(reads[i])
+        reads[i] = b""
+    entry[4] += dropped
+    entry[6] = n
 
 
 _IOV_MAX = 1024  # POSIX minimum is 16; Linux and macOS allow 1024

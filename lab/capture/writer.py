@@ -84,6 +84,8 @@ class _Finished:
     reads: list[bytes]
     read_t_ns: list[int]
     finished_at: float
+    in_journal_only: bool = False
+    """Its reads went past ``spill_bytes``: they are in the journal only, which keeps it."""
 
 
 _monotonic_ns = time.monotonic_ns
@@ -145,6 +147,7 @@ class ExchangeRecorder:
             json_record(b"H", exchange, header) + bytes_record(b"B", exchange, body),
             self._reads,
             self._ts,
+            writer.spill_bytes,
         )
         self._t0 = time.monotonic_ns()  # offsets are measured from here ("request send")
 
@@ -497,13 +500,14 @@ class ExchangeRecorder:
         row["end_reason"] = reason
         row["error"] = text
         row["t_end_ns"] = t
+        n_bytes, dropped = self._journal.spilled(self.exchange, self._reads)
         end: dict[str, Any] = {
             "end_reason": reason,
             "error": text,
             "t_end_ns": t,
             # what the journal must hold for the reader to vouch for this exchange
             "n_reads": len(self._reads),
-            "n_bytes": sum(map(len, self._reads)),
+            "n_bytes": n_bytes,
         }
         redacted = self.redacted
         if redacted:  # say that the response was changed, and where
@@ -521,8 +525,8 @@ class ExchangeRecorder:
         row["t_first_read_ns"] = ts[0] if ts else None
         row["t_last_read_ns"] = ts[-1] if ts else None
         row["n_reads"] = len(reads)
-        row["n_bytes"] = sum(map(len, reads))
-        item = _Finished(row, reads, ts, time.monotonic())
+        row["n_bytes"] = n_bytes
+        item = _Finished(row, reads, ts, time.monotonic(), in_journal_only=bool(dropped))
         self._writer._finished(self, item)
 
     @property
@@ -568,6 +572,12 @@ class CaptureWriter:
       recording thread writes them to the journal (default 5 ms; 0: every read, at once).
     - **journal_idle_interval** – how often the flusher thread writes what a paused
       stream's thread could not (default 50 ms).
+    - **spill_bytes** – an exchange holds at most about this many bytes of reads in
+      memory (default None: all of them until its part is written): past it, the reads
+      written to the journal are dropped from memory, and the exchange stays in the
+      journal instead of going into a Parquet part (``lab.capture.open`` reads it from
+      there; the journal is kept). ``lab proxy`` sets it, so an endless stream costs it a
+      fixed window of memory.
     """
 
     def __init__(
@@ -579,8 +589,12 @@ class CaptureWriter:
         flush_interval: float = 1.0,
         journal_interval: float = 0.005,
         journal_idle_interval: float = 0.05,
+        spill_bytes: int | None = None,
     ) -> None:
         check_intervals(journal_interval, journal_idle_interval)  # before the directory
+        self.spill_bytes = spill_bytes
+        self.in_journal_only = 0
+        """Exchanges that went past ``spill_bytes``: kept in the journal, not in a part."""
         self.capture_id = capture_id or new_capture_id()
         if (
             not self.capture_id
@@ -828,7 +842,10 @@ class CaptureWriter:
     def _finished(self, recorder: ExchangeRecorder, item: _Finished) -> None:
         with self._cond:
             self._live.discard(recorder)
-            self._pending.append(item)
+            if item.in_journal_only:  # its reads are on disk only: it stays in its journal
+                self.in_journal_only += 1
+            else:
+                self._pending.append(item)
             self._cond.notify_all()
 
     def _run(self) -> None:
