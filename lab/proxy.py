@@ -37,7 +37,14 @@ How it works
   or is ``roll_seconds`` old, new exchanges go to a new recording directory, and the old one
   is closed when its last exchange ends, so a proxy that runs for weeks writes bounded parts.
 - One short line per finished exchange (provider, model, status, end, backend, leak and
-  anomaly flags), from a replay of the recorded bytes through the full stack.
+  anomaly flags), from a replay of the recorded bytes through the full stack; an exchange
+  past ``window_bytes`` is not held for it (``summary=skipped``).
+- Fit to leave running (docs/RELIABILITY.md, "The proxy, fit to leave running"): the limits
+  of ``lab record`` (``lab_config``: ``time_limit`` / ``byte_limit``), a fixed memory window
+  per exchange (its reads leave memory once journaled), limits on what clients send (413,
+  431, 408), loopback only unless ``--allow-remote``, an optional token
+  (``X-Lab-Proxy-Token`` or ``/lab-token/TOKEN/``), request targets that cannot leave the
+  upstream base path, and a capture that cannot be written said at once (exit 4).
 
 Why a plain ASGI application under uvicorn
 ------------------------------------------
