@@ -1,7 +1,7 @@
 """Scripted fake LLM providers on a real loopback HTTP server.
 
-They speak each provider family's real wire format (OpenRouter, OpenAI-compatible, Gemini,
-Anthropic) on real sockets; the scenario is chosen by the requested model id (for example
+They speak each wire family's real format (OpenRouter, OpenAI-compatible, Gemini, Anthropic)
+on real sockets; the scenario is chosen by the requested model id (for example
 ``fake/think-leak``), so any client can be pointed at them by base URL alone.
 """
 

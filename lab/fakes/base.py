@@ -7,6 +7,9 @@ events into network reads, and the scenario registry the family modules fill in.
 Everything here is pure: a scenario is a function of ``(family, model, body, seed,
 call_index)`` and returns a :class:`Script` (status, headers, reads, delays). The server only
 plays scripts back.
+
+"Family" here is the wire family (``StreamAdapter.family``) a fake speaks, by a short name:
+``openai`` is the ``openai_compatible`` family; the others are spelled alike.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FAMILIES: tuple[str, ...] = ("openrouter", "openai", "google", "anthropic")
-FAMILY_ALIASES: dict[str, str] = {"gemini": "google", "openai-compatible": "openai"}
+FAMILY_ALIASES: dict[str, str] = {
+    "gemini": "google",
+    "openai-compatible": "openai",
+    "openai_compatible": "openai",
+}
 
 # Base epoch for `created` fields: fixed so identical seeds give identical bytes.
 _EPOCH = 1_760_000_000
@@ -31,10 +38,10 @@ MAX_READ_DELAY = 0.015
 
 
 def canonical_family(family: str) -> str:
-    """Map a family name or alias to one of :data:`FAMILIES` (ValueError otherwise)."""
+    """Map a wire family's name or alias to one of :data:`FAMILIES` (ValueError otherwise)."""
     name = FAMILY_ALIASES.get(family.lower(), family.lower())
     if name not in FAMILIES:
-        raise ValueError(f"unknown provider family {family!r}; expected one of {FAMILIES}")
+        raise ValueError(f"unknown wire family {family!r}; expected one of {FAMILIES}")
     return name
 
 

@@ -7,8 +7,8 @@ exact bytes the fake server would send::
     render_body("openrouter", "fake/think-leak", seed=3)      # -> bytes
     scenario_reads("anthropic", "fake/thinking")               # -> list[bytes], one per read
 
-Families: ``openrouter``, ``openai`` (OpenAI-compatible), ``google`` (alias ``gemini``),
-``anthropic``. ``SCENARIOS[family][model] -> one-line description``.
+Wire families, by their short names: ``openrouter``, ``openai`` (OpenAI-compatible), ``google``
+(alias ``gemini``), ``anthropic``. ``SCENARIOS[family][model] -> one-line description``.
 
 Determinism: the same ``(family, model, body, seed, call_index)`` always gives the same bytes.
 For OpenRouter the serving backend (the chunk ``provider`` field) is

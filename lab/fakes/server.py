@@ -326,7 +326,7 @@ class FakeServer:
         return f"http://{HOST}:{self.port}"
 
     def family_base_url(self, family: str) -> str:
-        """The base URL a provider SDK/client expects for each family."""
+        """The base URL a provider SDK or client expects for each wire family the fakes speak."""
         suffix = {
             "openrouter": "/api/v1",
             "openai": "/v1",
