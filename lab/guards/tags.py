@@ -35,7 +35,6 @@ __all__ = [
     "THINK_CLOSE_TAG",
     "TagMatch",
     "TagPrefix",
-    "ends_with_reasoning_tag_prefix",
     "find_reasoning_tag",
     "find_reasoning_tag_close",
     "find_reasoning_tag_open",
@@ -140,8 +139,3 @@ def find_trailing_tag_prefix(text: str, start: int = 0) -> TagPrefix | None:
     elif run and not _is_name_prefix(run) and _FORMING_NAMESPACE_RE.fullmatch(run) is None:
         return None
     return TagPrefix(i, "close" if slash or not run else "open")
-
-
-def ends_with_reasoning_tag_prefix(text: str) -> bool:
-    """:func:`find_trailing_tag_prefix` as a boolean."""
-    return find_trailing_tag_prefix(text) is not None
