@@ -44,12 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.exceptions import LabError
 from lab.view import KEY_COLUMNS
 
 __all__ = ["main"]
 
 
-class UsageError(Exception):
+class UsageError(LabError):
     """Bad input from the command line: printed as one line, exit status 2."""
 
 

@@ -8,10 +8,13 @@ name, where there is one, is the other base)::
     ├── CaptureError                  lab.capture.errors
     │   └── CaptureWriteError         lab.capture.errors
     ├── ConfigError, ValueError       lab.config
+    ├── CorpusError, ValueError       lab.tuning
     ├── FixtureError, ValueError      lab.fixtures
     ├── InterchangeError, ValueError  lab.interchange
     ├── NoAPIKeyError, ValueError     lab.recorder
     ├── SweepError, ValueError        lab.sweep
+    ├── RetryAttempt                  lab.providers.base (a degradation retry, before the commit point)
+    ├── UsageError                    lab.cli (bad command-line input: one line, exit status 2)
     ├── LimitExceeded, httpx.TransportError   lab.http.limits
     ├── RecordingCut, httpx.TransportError    lab.http.transports
     ├── ReplayExhausted, httpx.TransportError lab.http.transports

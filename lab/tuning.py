@@ -45,6 +45,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from lab.exceptions import LabError
 from lab.guards.spill import SpillGuardConfig, evaluate_spill, find_spill_seam
 
 __all__ = [
@@ -81,7 +82,7 @@ _REFERENCE = SpillGuardConfig()
 _BUNDLED = "seam_corpus.jsonl"
 
 
-class CorpusError(ValueError):
+class CorpusError(ValueError, LabError):
     """A corpus file or frame is malformed; the message names the file and line."""
 
 

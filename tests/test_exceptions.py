@@ -20,6 +20,13 @@ from lab.exceptions import LabError
 LAB = Path(lab.__file__).parent
 
 
+# Exceptions that are deliberately not errors of the lab (lab.exceptions says why).
+OUTSIDE_THE_TREE = {
+    "lab.capture.errors.CaptureWarning",  # a warning category
+    "lab.cli.Terminated",  # a KeyboardInterrupt: SIGTERM taken the way Ctrl-C is
+}
+
+
 def _module_names() -> list[str]:
     return sorted(m.name for m in pkgutil.walk_packages(lab.__path__, "lab."))
 
@@ -42,6 +49,13 @@ def _exception_classes() -> dict[str, type[BaseException]]:
 def test_lab_error_is_exported_from_the_package():
     assert lab.LabError is LabError
     assert "LabError" in lab.__all__
+
+
+def test_every_exception_class_of_the_package_derives_from_lab_error():
+    classes = _exception_classes()
+    assert len(classes) > 15  # the walk found the package's exceptions, not nothing
+    outside = {name for name, cls in classes.items() if not issubclass(cls, LabError)}
+    assert outside == OUTSIDE_THE_TREE
 
 
 def test_exceptions_defined_inside_functions_derive_from_lab_error_too():

@@ -92,3 +92,16 @@ def test_the_old_citation_table_maps_every_row_to_existing_headings():
         cited = re.findall(r'"([^"]+)"', row)
         assert cited, row
         assert [c for c in cited if c not in headings] == [], row
+
+
+def test_no_section_sign_remains_in_the_code_docs_or_notebooks():
+    """Citations say the rule or point into docs/reference.md; a section sign pointed at
+    documents the repository does not hold."""
+    sign = "\u00a7"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in _cited_files()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if sign in line
+    ]
+    assert offenders == []

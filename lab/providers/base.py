@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from lab.config import LabConfig
 from lab.degrade import ExtraClassifier
 from lab.errors import normalize_http_error_for_family, parse_error_message_for_family
+from lab.exceptions import LabError
 from lab.guards.base import GuardNote
 from lab.guards.json_repair import parse_tool_arguments
 from lab.http.sse import SSEDecoder, SSEEvent
@@ -70,7 +71,7 @@ __all__ = [
 ]
 
 
-class RetryAttempt(Exception):
+class RetryAttempt(LabError):
     """Raised by ``feed`` when a pre-commit error made the degradation plan choose a retry."""
 
     def __init__(self, status: int | None, message: str) -> None:
