@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 import lab.capture
-import lab.replay
-from lab.replay import _guided_bounds, replay
+import lab.replay.many
+import lab.replay.pool
+from lab.replay import _gc, replay
+from lab.replay.pool import guided_bounds
 from lab.result import ChunkOrigin
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
@@ -52,18 +54,18 @@ def test_progress_bar_counts_every_stream_of_every_process(serial, capsys):
 
 
 def test_a_worker_that_dies_loses_nothing(serial, monkeypatch):
-    real = lab.replay._child_main
+    real = lab.replay.pool._child_main
 
-    def dies_after_one_share(source, config, shares, state, lock, folder):
-        i = lab.replay._claim(state, lock)  # claims a share, then dies without delivering it
+    def dies_after_one_share(source, replay_one, shares, state, lock, folder):
+        i = lab.replay.pool._claim(state, lock)  # claims a share, then dies without delivering it
         assert i < len(shares)
         os._exit(3)
 
-    monkeypatch.setattr(lab.replay, "_child_main", dies_after_one_share)
+    monkeypatch.setattr(lab.replay.pool, "_child_main", dies_after_one_share)
     with pytest.warns(RuntimeWarning, match=r"exited with code \[3\]"):
         parallel = replay(CAPTURES, workers=2)
     assert [_full(r) for r in parallel] == serial
-    assert real is not lab.replay._child_main
+    assert real is not lab.replay.pool._child_main
 
 
 def test_one_request_runs_in_this_process():
@@ -78,7 +80,7 @@ def test_records_built_per_share_equal_the_whole_capture():
     plan = capture.request_plan()
     assert len(plan) == len(whole) > 0
     fresh = lab.capture.open(CAPTURES)  # nothing built yet: requests_at reads the tables
-    for start, stop in _guided_bounds(len(plan), 2):
+    for start, stop in guided_bounds(len(plan), 2):
         assert fresh.requests_at(plan[start:stop]) == whole[start:stop]
     assert fresh.requests_at(plan[::-7]) == whole[::-7]  # any order, any subset
 
@@ -86,13 +88,13 @@ def test_records_built_per_share_equal_the_whole_capture():
 def test_guided_bounds_cover_every_request_once_and_shrink_at_the_end():
     for n in (1, 2, 3, 17, 132, 1760):
         for workers in (2, 3, 8):
-            bounds = _guided_bounds(n, workers)
+            bounds = guided_bounds(n, workers)
             covered = [i for a, b in bounds for i in range(a, b)]
             assert covered == list(range(n))
             sizes = [b - a for a, b in bounds]
             assert sizes == sorted(sizes, reverse=True)
-    assert [b - a for a, b in _guided_bounds(3, 2)] == [1, 1, 1]
-    assert max(b - a for a, b in _guided_bounds(10_000, 2)) == 64
+    assert [b - a for a, b in guided_bounds(3, 2)] == [1, 1, 1]
+    assert max(b - a for a, b in guided_bounds(10_000, 2)) == 64
 
 
 def test_results_survive_pickling_exactly():
@@ -132,7 +134,7 @@ def test_spawned_workers_give_the_serial_results(serial, monkeypatch):
     import multiprocessing
 
     spawn = multiprocessing.get_context("spawn")
-    monkeypatch.setattr(lab.replay, "_context", lambda: spawn)
+    monkeypatch.setattr(lab.replay.pool, "mp_context", lambda: spawn)
     assert [_full(r) for r in replay(CAPTURES, workers=2)] == serial
 
 
@@ -157,13 +159,13 @@ def test_replay_returns_once_every_share_is_delivered_not_when_children_exit(ser
     import multiprocessing
     import time
 
-    real = lab.replay._child_main
+    real = lab.replay.pool._child_main
 
     def slow_to_exit(*args):
         real(*args)
         time.sleep(30)  # delivered everything, then lingers
 
-    monkeypatch.setattr(lab.replay, "_child_main", slow_to_exit)
+    monkeypatch.setattr(lab.replay.pool, "_child_main", slow_to_exit)
     before = set(multiprocessing.active_children())
     results = replay(CAPTURES, workers=2)
     lingering = [c for c in multiprocessing.active_children() if c not in before]
@@ -191,7 +193,7 @@ def test_workers_fork_on_linux_asked_for_by_name():
     import multiprocessing
     import sys
 
-    method = lab.replay._context().get_start_method()
+    method = lab.replay.pool.mp_context().get_start_method()
     default = multiprocessing.get_context().get_start_method()
     assert method == ("fork" if sys.platform == "linux" else default)
 
@@ -248,7 +250,7 @@ def test_nested_pauses_collect_per_replay_and_restore_the_collector_at_the_outer
     import gc
 
     def twice_inside_a_pause() -> None:
-        with lab.replay._gc_paused():
+        with _gc.paused():
             _replay_one()
             _replay_one()
             assert not gc.isenabled()
@@ -268,7 +270,7 @@ def test_serial_replay_builds_its_records_with_the_collector_paused(monkeypatch)
             built.append(gc.isenabled())
             return []
 
-    monkeypatch.setattr(lab.replay, "_open_source", lambda _: Source())
+    monkeypatch.setattr(lab.replay.many, "_open_source", lambda _: Source())
     assert replay("a capture") == []
     assert built == [False]
     assert gc.isenabled()
@@ -289,8 +291,8 @@ def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch
         at_fork.append({t.name for t in threading.enumerate() if t.ident not in before})
         return real_start(self)
 
-    real_child = lab.replay._child_main
-    gate = lab.replay._context().Event()
+    real_child = lab.replay.pool._child_main
+    gate = lab.replay.pool.mp_context().Event()
 
     def slow_to_exit(*args):
         real_child(*args)
@@ -298,7 +300,7 @@ def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch
         time.sleep(0.2)  # ... and not at once: its reaper is still waiting at the next fork
 
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
-    monkeypatch.setattr(lab.replay, "_child_main", slow_to_exit)
+    monkeypatch.setattr(lab.replay.pool, "_child_main", slow_to_exit)
     first = replay(CAPTURES, workers=2, progress=True)
     assert [t.name for t in threading.enumerate()].count("lab-replay-reap") == 1
     gate.set()
@@ -310,12 +312,12 @@ def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch
 
 def test_progress_bar_ends_at_every_stream_when_a_child_counts_late(serial, capsys, monkeypatch):
     # a child publishes its share, then counts it: the parent may load the share first
-    real = lab.replay._count_done
-    monkeypatch.setattr(lab.replay, "_count_done", lambda state, lock, k: None)
+    real = lab.replay.pool._count_done
+    monkeypatch.setattr(lab.replay.pool, "_count_done", lambda state, lock, k: None)
     try:
         replay(CAPTURES, workers=2, progress=True)
     finally:
-        monkeypatch.setattr(lab.replay, "_count_done", real)
+        monkeypatch.setattr(lab.replay.pool, "_count_done", real)
     err = capsys.readouterr().err
     n = len(serial)
     assert f"{n}/{n}" in err
@@ -328,7 +330,7 @@ def test_progress_bar_ends_at_every_stream_when_children_count_while_it_draws(
     # the bar must still end at every stream (it once ended at 114/132, CI at 130/132)
     import time
 
-    real = lab.replay._progress_bar
+    real = lab.replay.pool.progress_bar
     bars = []
 
     def slow_bar(total):
@@ -343,7 +345,7 @@ def test_progress_bar_ends_at_every_stream_when_children_count_while_it_draws(
         bars.append(bar)
         return bar
 
-    monkeypatch.setattr(lab.replay, "_progress_bar", slow_bar)
+    monkeypatch.setattr(lab.replay.pool, "progress_bar", slow_bar)
     for _ in range(3):
         replay(CAPTURES, workers=2, progress=True)
     n = len(serial)

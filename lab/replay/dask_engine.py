@@ -1,7 +1,7 @@
 """``replay(path, out=DIR, engine="dask", scheduler=...)``: capture units on a Dask cluster.
 
-The same unit function as the local engine (:func:`lab.resultfiles._replay_unit`: open one
-self-contained unit, replay it, write its ``streams-``/``leaks-``/``attempts-NNNNN.parquet``)
+The same unit function as the local engine (handed in by :func:`lab.replay.files.replay_to`:
+open one self-contained unit, replay it, write its ``streams-``/``leaks-``/``attempts-NNNNN.parquet``)
 is mapped over the units with :func:`dask.dataframe.from_map`; each task returns one small
 row (unit, streams, files), so results go straight to Parquet and only those rows travel
 back. The same code runs on a laptop's ``LocalCluster`` and on a multi-node
@@ -15,10 +15,15 @@ scheduler for this call. Dask is the optional extra ``[dask]``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from lab.replay.pool import mp_context
 
 __all__ = ["replay_dask"]
 
@@ -43,24 +48,23 @@ _META = pd.DataFrame(
 )
 
 
-def _task(item: tuple[int, tuple[str, ...]], out: str, cfg: Any, provider: str | None):
+def _task(
+    item: tuple[int, tuple[str, ...]],
+    out: str,
+    cfg: Any,
+    provider: str | None,
+    replay_unit: Callable[..., tuple[int, list]],
+):
     """One Dask task: one unit replayed and written; its summary row."""
-    from lab.resultfiles import _replay_unit
-
     index, files = item
-    n, written = _replay_unit([Path(f) for f in files], Path(out), index, cfg, provider)
+    n, written = replay_unit([Path(f) for f in files], Path(out), index, cfg, provider)
     return pd.DataFrame({"unit": [index], "streams": [n], "files": [";".join(map(str, written))]})
 
 
 def _on_local_processes(frame: Any) -> pd.DataFrame:
     """Dask's process scheduler on the lab's own context (fork on Linux: the children do not
     import the caller's script again, as spawn would)."""
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    from lab.replay import _context
-
-    with ProcessPoolExecutor(os.cpu_count() or 1, mp_context=_context()) as pool:
+    with ProcessPoolExecutor(os.cpu_count() or 1, mp_context=mp_context()) as pool:
         return frame.compute(scheduler="processes", pool=pool)
 
 
@@ -69,10 +73,12 @@ def replay_dask(
     out: Path,
     cfg: Any,
     *,
+    replay_unit: Callable[..., tuple[int, list]],
     scheduler: str | None = None,
     provider: str | None = None,
 ) -> pd.DataFrame:
-    """Replay ``units`` on Dask; returns one row per unit (unit, streams, files)."""
+    """Replay ``units`` on Dask, each with **replay_unit** (``(files, out, index, config,
+    provider) -> (streams, files written)``); returns one row per unit (unit, streams, files)."""
     _dask()
     import dask.dataframe as dd
 
@@ -85,6 +91,7 @@ def replay_dask(
         out=str(out),
         cfg=cfg,
         provider=provider,
+        replay_unit=replay_unit,
         meta=_META,
         enforce_metadata=False,
         label="lab-replay-unit",

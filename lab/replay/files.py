@@ -1,0 +1,336 @@
+"""Replay straight to Parquet: one capture unit at a time, result tables as files.
+
+``replay(path, out=DIR)`` (and ``lab replay PATH --out DIR``) reads one self-contained unit
+of the capture (:func:`lab.capture.units.capture_units`), replays it, writes its rows of
+each result table and lets it go before the next, so memory is bounded by the largest unit,
+not by the capture. The files are named after their table and unit::
+
+    DIR/streams-00000.parquet   lab.tables.streams   (one row per logical request)
+    DIR/leaks-00000.parquet     lab.tables.leaks     (one row per guard event that moved text)
+    DIR/attempts-00000.parquet  lab.tables.attempts  (one row per HTTP exchange)
+    DIR/gaps-00000.parquet      lab.tables.gaps      (one row per gap between content reads)
+
+The per-stream timing figures are columns of ``streams`` (``ttfb_ms``, ``gap_p99_ms``,
+``stalls``, ...); ``lab.tables.latency(read_results(DIR))`` summarizes them per backend.
+
+Every file of a table has the same Arrow schema (a column that is empty in one unit is
+still typed), so ``pd.read_parquet`` over a table's files, pyarrow datasets and DuckDB
+(``read_parquet('DIR/streams-*.parquet')``) read them as one table; glob one table's prefix,
+never ``DIR/*.parquet`` (that mixes the tables). :func:`read_results` does it for you.
+
+``workers > 1`` replays units on that many processes; each writes its own units' files, so
+only a row count crosses a process boundary.
+
+This module does not import the replay: :func:`replay_to` is handed the function that
+replays a loaded capture (``replay(capture, config=..., provider=...)``), and hands the
+function that replays one unit to the process pool or to the Dask engine.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import lab.capture
+from lab.capture.errors import CaptureWarning
+from lab.capture.units import capture_units
+from lab.config import LabConfig
+from lab.replay.pool import mp_context
+
+__all__ = ["RESULT_TABLES", "ResultFiles", "read_results", "replay_to", "replay_unit"]
+
+ReplayCapture = Callable[..., list]
+"""What :func:`replay_to` is handed: ``replay(capture, config=..., provider=...)`` replays a
+loaded capture in memory (:func:`lab.replay.replay` without ``out``)."""
+
+RESULT_TABLES = ("streams", "leaks", "attempts", "gaps")
+"""The tables ``replay(..., out=DIR)`` writes, in this order."""
+
+_INT = pa.int64()
+_FLOAT = pa.float64()
+_BOOL = pa.bool_()
+_TIME = pa.timestamp("us", tz="UTC")
+# Column types that differ from "string" (a column not listed here is a string column).
+_TYPES: dict[str, dict[str, pa.DataType]] = {
+    "streams": {
+        "leaked": _BOOL,
+        "retryable": _BOOL,
+        **{
+            c: _INT
+            for c in (
+                "leak_chars",
+                "guard_events",
+                "attempts",
+                "n_chunks",
+                "text_chars",
+                "reasoning_chars",
+                "n_tool_calls",
+                "input_tokens",
+                "output_tokens",
+                "reasoning_tokens",
+                "cached_tokens",
+                "content_reads",
+                "stalls",
+                "first_chunk_chars",
+            )
+        },
+        **{
+            c: _FLOAT
+            for c in (
+                "ttft_ms",
+                "duration_ms",
+                "cost",
+                "tokens_per_s",
+                "ttfb_ms",
+                "ttft_content_ms",
+                "ttft_reasoning_ms",
+                "gap_p50_ms",
+                "gap_p90_ms",
+                "gap_p99_ms",
+                "gap_max_ms",
+                "stall_ms",
+            )
+        },
+        "timed": _BOOL,
+        "started_at": _TIME,
+    },
+    "leaks": {
+        **{c: _INT for c in ("attempt", "seq", "read_seq", "offset", "moved_chars")},
+        "t_ms": _FLOAT,
+    },
+    "attempts": {
+        **{c: _INT for c in ("attempt", "status", "n_reads")},
+        "committed": _BOOL,
+        "final": _BOOL,
+    },
+    "gaps": {
+        **{c: _INT for c in ("attempt", "read_seq")},
+        **{c: _FLOAT for c in ("t_ms", "gap_ms")},
+        "stall": _BOOL,
+    },
+}
+
+
+@dataclass
+class ResultFiles:
+    """What ``replay(..., out=DIR)`` wrote."""
+
+    out: Path
+    units: int = 0
+    streams: int = 0  # logical requests replayed
+    files: list[Path] = field(default_factory=list)
+
+    def read(self, table: str = "streams") -> pd.DataFrame:
+        """One result table, all units (see :func:`read_results`)."""
+        return read_results(self.out, table)
+
+
+def _builders(stall_s: float) -> dict[str, Callable[[list], pd.DataFrame]]:
+    # the one arrow up out of the replay layer (pyproject's import contracts): the result
+    # tables these files hold are lab.tables' own; imported here, at the first write, so
+    # that lab.tables (and its analysis) never loads with the replay
+    from lab import tables
+
+    return {
+        "streams": functools.partial(tables.streams, stall_s=stall_s),
+        "leaks": tables.leaks,
+        "attempts": tables.attempts,
+        "gaps": functools.partial(tables.gaps, stall_s=stall_s),
+    }
+
+
+def _cell(value: Any, kind: pa.DataType) -> Any:
+    if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+        return None
+    if kind == _INT:
+        return int(value)
+    if kind == _FLOAT:
+        return float(value)
+    if kind == _BOOL:
+        return bool(value)
+    if kind == _TIME:
+        return pd.Timestamp(value).to_pydatetime()
+    return value if isinstance(value, str) else str(value)
+
+
+def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
+    """``df`` with the table's fixed column types (the same schema in every unit)."""
+    types = _TYPES[table]
+    fields, arrays = [], []
+    for col in df.columns:
+        kind = types.get(col, pa.string())
+        fields.append(pa.field(col, kind))
+        arrays.append(pa.array([_cell(v, kind) for v in df[col].tolist()], type=kind))
+    schema = pa.schema(fields, metadata={b"lab.table": f"results.{table}".encode()})
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:
+    written = []
+    for table, build in _builders(config.stall_s).items():
+        path = out / f"{table}-{index:05d}.parquet"
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(_arrow(table, build(results)), tmp, compression="zstd")
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
+def replay_unit(
+    files: Sequence[Path],
+    out: Path,
+    index: int,
+    config: Any,
+    provider: str | None = None,
+    *,
+    replay: ReplayCapture,
+) -> tuple[int, list]:
+    """Open one unit, replay it with **replay**, write its tables; returns (requests, files
+    written)."""
+    with warnings.catch_warnings():  # capture_units said it once for the whole capture
+        warnings.simplefilter("ignore", CaptureWarning)
+        capture = lab.capture.open(list(files))
+    results = replay(capture, config=config, **_family(provider))
+    del capture
+    return len(results), _write_unit(results, out, index, LabConfig.coerce(config))
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out}: not a directory")
+    if out.is_dir():
+        taken = sorted(p.name for t in RESULT_TABLES for p in out.glob(f"{t}-*.parquet"))
+        if taken:
+            raise ValueError(
+                f"out={out}: already holds result tables ({taken[0]}, ...); give an empty or "
+                "new directory"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def replay_to(
+    capture_or_path: Any,
+    out: str | Path,
+    *,
+    config: Any = None,
+    workers: int | None = None,
+    progress: bool = False,
+    provider: str | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+    replay: ReplayCapture,
+) -> ResultFiles:
+    """Replay ``capture_or_path`` unit by unit into result tables under ``out``, each unit
+    with **replay** (see :data:`ReplayCapture`).
+
+    ``engine="local"``: this process, or ``workers`` processes; ``engine="dask"``: the units
+    are mapped over a Dask cluster (:mod:`lab.replay.dask_engine`, ``scheduler`` None or an
+    address); the tables are the same.
+    """
+    cfg = LabConfig.coerce(config)
+    out = Path(out)
+    _check_out(out)
+    done = ResultFiles(out)
+    if not isinstance(capture_or_path, (str, Path)):  # loaded already: one unit
+        results = replay(capture_or_path, config=cfg, **_family(provider))
+        done.units, done.streams = 1, len(results)
+        done.files = _write_unit(results, out, 0, cfg)
+        return done
+    if engine not in ("local", "dask"):
+        raise ValueError(f"engine must be 'local' or 'dask', not {engine!r}")
+    if scheduler is not None and engine != "dask":
+        raise ValueError("scheduler= is for engine='dask'")
+    units = capture_units(capture_or_path)
+    unit_fn = functools.partial(replay_unit, replay=replay)
+    if engine == "dask":
+        from lab.replay.dask_engine import replay_dask  # the optional extra [dask]
+
+        summary = replay_dask(
+            units, out, cfg, replay_unit=unit_fn, scheduler=scheduler, provider=provider
+        )
+        done.units = len(summary)
+        done.streams = int(summary["streams"].sum())
+        done.files = sorted(Path(f) for fs in summary["files"] for f in fs.split(";") if f)
+        return done
+    bar = _bar(units) if progress else None
+    try:
+        if workers and workers > 1 and len(units) > 1:
+            _parallel(units, out, cfg, workers, done, bar, provider, unit_fn)
+        else:
+            for i, unit in enumerate(units):
+                n, files = unit_fn(unit.files, out, i, cfg, provider)
+                _count(done, n, files, bar, unit)
+    finally:
+        if bar is not None:
+            bar.close()
+    done.files.sort()
+    return done
+
+
+def _count(done: ResultFiles, n: int, files: list, bar: Any, unit: Any) -> None:
+    done.units += 1
+    done.streams += n
+    done.files.extend(files)
+    if bar is not None:
+        bar.update(_exchanges(unit))
+
+
+def _exchanges(unit: Any) -> int:
+    return sum(
+        pq.ParquetFile(f).metadata.num_rows for f in unit.files if f.name.startswith("streams-")
+    )
+
+
+def _bar(units: list) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=sum(_exchanges(u) for u in units), desc="replay", unit="exchange")
+
+
+def _family(provider: str | None) -> dict[str, Any]:
+    return {"provider": provider} if provider is not None else {}
+
+
+def _parallel(
+    units: list,
+    out: Path,
+    cfg: Any,
+    workers: int,
+    done: ResultFiles,
+    bar: Any,
+    provider: str | None,
+    unit_fn: Callable[..., tuple[int, list]],
+) -> None:
+    """Units on ``workers`` processes, each writing its own files (fork on Linux)."""
+    with ProcessPoolExecutor(min(workers, len(units)), mp_context=mp_context()) as pool:
+        futures = {
+            pool.submit(unit_fn, unit.files, out, i, cfg, provider): unit
+            for i, unit in enumerate(units)
+        }
+        for fut in as_completed(futures):
+            n, files = fut.result()
+            _count(done, n, files, bar, futures[fut])
+
+
+def read_results(out: str | Path, table: str = "streams") -> pd.DataFrame:
+    """One result table of ``replay(..., out=out)``: every unit's file, in unit order."""
+    if table not in RESULT_TABLES:
+        raise ValueError(f"unknown result table {table!r}; one of {', '.join(RESULT_TABLES)}")
+    files = sorted(Path(out).glob(f"{table}-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{out}: no {table}-*.parquet (write them with replay(out=...))")
+    df = pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
+    for col, kind in _TYPES[table].items():  # nullable ints stay ints, as lab.tables has them
+        if kind == _INT and col in df and df[col].isna().any():
+            df[col] = df[col].astype("Int64")
+    return df

@@ -1,0 +1,216 @@
+"""Replay one recorded response body, or one recorded request with all its attempts.
+
+Both run :func:`lab.stream.run_stream` — the same code as a live recording — with a
+:class:`~lab.http.transports.ReplayTransport` that serves the recorded reads back with their
+original boundaries. The degradation ladder runs again: when it asks for an attempt whose
+body differs from the recorded one, or for more attempts than were recorded, the result's
+``divergence`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from lab._json import loads as json_loads
+from lab.config import LabConfig
+from lab.http.transports import ReplayTransport, replay_transport_for_body
+from lab.infer import model_from_path, resolve_family
+from lab.model import ProcessedChunk, ProviderError
+from lab.providers import PROVIDERS, adapter_for, get_adapter
+from lab.replay._gc import paused as _gc_paused
+from lab.result import StreamResult
+from lab.stream import run_stream
+
+__all__ = ["replay_request", "replay_sse"]
+
+_REPLAY_BASE_URL = "http://replay.invalid"
+
+
+def replay_sse(
+    provider: str,
+    body: str | bytes | Iterable[bytes],
+    *,
+    tools: list[dict] | None = None,
+    config: Any = None,
+    model: str | None = None,
+    stream_id: str = "replay",
+    path: str | None = None,
+) -> StreamResult:
+    """One recorded response body (HTTP 200) through the whole stack.
+
+    Pass a distinct **stream_id** when several results go into one table. **path** is the
+    request path the body answered, when it picks another API than the family's default
+    (``"/responses"``: an OpenAI Responses API stream of openai, openrouter or deepseek).
+
+    **body** is the raw SSE text or bytes (one read) or an iterable of reads (boundaries are
+    kept). No degradation runs: there is no recorded next attempt to degrade into, so an error
+    is reported as the stream reported it.
+    """
+    cfg = LabConfig.coerce(config).model_copy(update={"degrade": False})
+    if provider not in PROVIDERS:
+        return _error_result(
+            provider,
+            model,
+            stream_id,
+            "unknown_provider",
+            f"unknown provider {provider!r}; known providers: {', '.join(sorted(PROVIDERS))}",
+        )
+    try:
+        adapter_cls = adapter_for(provider, path)
+    except ValueError as exc:
+        return _error_result(provider, model, stream_id, "unknown_api", str(exc))
+    turns = "input" if "input" in adapter_cls.mandatory_keys else "messages"
+    request: dict[str, Any] = {"model": model or "replay", turns: [], "stream": True}
+    if tools:
+        request["tools"] = tools
+    transport = replay_transport_for_body(body)
+    with _gc_paused():
+        result = run_stream(
+            provider,
+            request,
+            transport=transport,
+            base_url=_REPLAY_BASE_URL,
+            config=cfg,
+            tools=tools,
+            stream_id=stream_id,
+            path=path,
+        )
+    if model is None:
+        result.model = None
+    return result
+
+
+def _error_result(
+    provider: str, model: str | None, stream_id: str, code: str, message: str
+) -> StreamResult:
+    """A result that carries only an error chunk (bad input that never reached a stream)."""
+    error = ProviderError(type="unknown", code=code, message=message, retryable=False)
+    return StreamResult(
+        stream_id=stream_id,
+        provider=provider,
+        model=model,
+        chunks=[ProcessedChunk(type="error", error=error)],
+        error=error,
+        finish_reason="error",
+        outcome="stop",
+    )
+
+
+def replay_request(
+    request: Any, *, config: Any = None, provider: str | None = None
+) -> StreamResult:
+    """Replay one :class:`~lab.capture.RecordedRequest` (all its attempts).
+
+    The family is **provider** when given (``lab replay --provider``), else the recorded
+    one, else the one :func:`lab.infer.infer_family` reads from the request; when none can
+    be told, the result is one error row (``unknown_provider``) and nothing raises.
+    """
+    exchanges = list(request.exchanges)
+    first = exchanges[0]
+    family = _family_for(request, first, provider)
+    if isinstance(family, StreamResult):
+        return _stamp(family, request)
+    try:
+        body = json.loads(first.request_body)
+    except ValueError:
+        body = {"model": request.model, "messages": [], "stream": True}
+    model = request.model or model_from_path(first.url)
+    if isinstance(body, dict) and "model" not in body and model:
+        body = {"model": model, **body}  # a family that moves the model into the URL
+    transport = ReplayTransport(exchanges)
+    try:
+        with _gc_paused():
+            result = run_stream(
+                family,
+                body,
+                transport=transport,
+                base_url=_REPLAY_BASE_URL,
+                config=config,
+                stream_id=request.stream_id,
+                meta=request.meta,
+                path=_recorded_path(first, family),
+            )
+    except (ValueError, TypeError) as exc:  # this request cannot be sent (no model, ...)
+        result = _error_result(
+            family,
+            request.model,
+            request.stream_id,
+            "unreplayable",
+            f"cannot replay {first.method} {first.url} as {family!r}: {exc}",
+        )
+        return _stamp(result, request)
+    # Timings: the recorded arrival offsets, not the replay's; none for an exchange whose
+    # source did not time its reads (an imported cassette), so timing tables leave it out.
+    for ex in exchanges:
+        if ex.attempt in result.read_t_ns or ex.attempt < len(result.attempts):
+            timed = (ex.meta or {}).get("timing", "reads") == "reads"
+            result.read_t_ns[ex.attempt] = list(ex.read_t_ns) if timed else []
+    _stamp(result, request)
+    seen = transport.requests_seen
+    for i, (req, ex) in enumerate(zip(seen, exchanges, strict=False)):
+        if _canonical(req.content) != _canonical(ex.request_body):
+            result.divergence.append(
+                f"attempt {i}: the ladder sent a different body than recorded "
+                f"({ex.attempt_label!r} was recorded)"
+            )
+    if len(seen) < len(exchanges):
+        result.divergence.append(f"replay used {len(seen)} of {len(exchanges)} recorded attempts")
+    return result
+
+
+def _stamp(result: StreamResult, request: Any) -> StreamResult:
+    """``result`` given what the recording says of its request: the caller's metadata, the
+    wall clock its first attempt was sent at and the recording it came from."""
+    result.meta = dict(request.meta or {})
+    exchanges = getattr(request, "exchanges", None) or [None]
+    result.started_at = getattr(exchanges[0], "started_at", None)
+    result.capture_id = getattr(request, "capture_id", None)
+    return result
+
+
+def _family_for(request: Any, first: Any, provider: str | None) -> str | StreamResult:
+    """The family one recorded request replays with, or its error row (see replay_request)."""
+    known = ", ".join(sorted(PROVIDERS))
+    if provider is not None:
+        if provider in PROVIDERS:
+            return provider
+        message = f"unknown provider {provider!r} (given to replay); known providers: {known}"
+    else:
+        guess = resolve_family(request.provider, first)
+        if guess is not None:
+            return guess.family
+        message = (
+            f"cannot tell the provider family of {first.method} {first.url} (recorded "
+            f"provider {request.provider!r}; no known path, header or body shape); "
+            f"replay it with provider=... (lab replay --provider P), one of: {known}"
+        )
+    result = _error_result(
+        request.provider, request.model, request.stream_id, "unknown_provider", message
+    )
+    result.meta = dict(request.meta or {})
+    return result
+
+
+def _recorded_path(exchange: Any, provider: str) -> str | None:
+    """The path the recorded request went to when it picks an API of ``provider`` other
+    than the family's default (``/responses``), else None (the family's own adapter)."""
+    url = getattr(exchange, "url", None)
+    if not isinstance(url, str):
+        return None
+    try:
+        path = urlsplit(url).path
+        if adapter_for(provider, path) is not get_adapter(provider):
+            return path
+    except ValueError:  # an unknown provider fails in run_stream, with its own message
+        pass
+    return None
+
+
+def _canonical(body: bytes | str) -> Any:
+    try:
+        return json_loads(body.decode() if isinstance(body, bytes) else body)
+    except (ValueError, TypeError, RecursionError):
+        return body
