@@ -26,7 +26,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from lab._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from lab.capture import open as open_capture

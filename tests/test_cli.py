@@ -274,7 +274,7 @@ def test_an_out_in_a_read_only_directory_is_refused_before_recording(tmp_path, c
     real_access = os.access
     # as root (CI) every directory is writable: answer for `locked` as an ordinary user would
     monkeypatch.setattr(
-        "lab.cli.os.access",
+        "os.access",
         lambda path, mode: False if Path(path) == locked else real_access(path, mode),
     )
     try:

@@ -330,7 +330,7 @@ def test_ctrl_c_lets_the_requests_in_flight_finish_and_a_rerun_sends_none_twice(
 
 
 def test_lab_demo_ends_with_a_sweep_that_names_the_leaky_backends(tmp_path, capsys):
-    from lab.cli import _demo_sweep
+    from lab.cli.demo import _demo_sweep
 
     _demo_sweep(tmp_path / "sweep", quiet=True)
     out = capsys.readouterr().out

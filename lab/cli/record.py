@@ -1,0 +1,191 @@
+"""``lab record``: live streams into a capture."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lab.cli.common import (
+    STREAM_VIEW,
+    Terminated,
+    UsageError,
+    add_live_config_args,
+    check_base_url,
+    check_out_dir,
+    displayable,
+    key_env_names,
+    key_help,
+    live_config,
+    n_requests,
+    positive,
+    print_table,
+    progress,
+    providers,
+    stop_on_sigterm,
+    table_view,
+)
+
+API_PATHS: dict[str, str | None] = {"chat": None, "responses": "/responses"}
+"""``lab record --api``: the provider API a recording goes to, as the endpoint path after the
+base URL (None: the family's own, chat completions for the OpenAI-shaped families). An API is
+named rather than a path given because the base URL already carries the version prefix
+(``/v1``, ``/api/v1``) and the path also decides the body shape and the adapter."""
+
+
+RECORD_ALL_FAILED = 1
+"""``lab record``'s exit status when every request failed (each is still in the capture)."""
+
+
+RECORD_SOME_FAILED = 3
+"""``lab record``'s exit status when some requests failed and others got an answer."""
+
+
+RECORD_WRITE_FAILED = 4
+"""``lab record``'s exit status when the capture could not be written (disk full, I/O
+error): it stopped sending, and the last line on stderr says how many exchanges are safe on
+disk and where."""
+
+
+RECORD_TERMINATED = 143
+"""``lab record``'s exit status on SIGTERM (128 + 15, what a shell reports for a process the
+signal killed): it stops sending like on Ctrl-C (130), and the last line on stderr says
+where the partial capture is."""
+
+
+_RECORD_EPILOG = (
+    "exit status: 0 when every request got an answer; 1 when every request failed; 3 when "
+    "some failed (each failure is recorded too, and the last line on stderr says how many "
+    "of N failed and where the capture is); 4 when the capture could not be written "
+    "(disk full, I/O error: it stops sending, and the last line on stderr says how many "
+    "exchanges are safe on disk and where); 2 on bad input, before anything is sent or "
+    "written; 130 on Ctrl-C and 143 on SIGTERM, after saying where the partial capture is."
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lab.capture.errors import CaptureWriteError
+    from lab.providers import adapter_for, build_body
+    from lab.recorder import Recorder
+
+    path = API_PATHS[args.api]
+    try:
+        adapter = adapter_for(args.provider, path)
+    except ValueError as exc:
+        raise UsageError(str(exc) if path is None else f"--api {args.api}: {exc}") from None
+    if args.base_url is not None:
+        check_base_url(args.base_url)
+    elif not adapter.default_base_url:  # 'custom' has no public API to default to
+        raise UsageError(
+            f"provider {args.provider!r} needs a base URL (e.g. --base-url http://host/v1)"
+        )
+    key = adapter.api_key_from_env()
+    if not key and not args.base_url:
+        names = key_env_names(adapter)
+        raise UsageError(
+            f"no API key: set {names} (or pass --base-url to a server that needs none)"
+        )
+    check_out_dir("--out", args.out)
+    body = build_body(args.provider, model=args.model, prompt=args.prompt)
+    if path is not None:
+        from lab.providers.openai_responses import responses_body
+
+        body = responses_body(body)
+    config = live_config(args)
+    try:
+        rec = Recorder(args.out, label=args.label, config=config)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {args.out}: cannot create a recording directory: {exc.strerror or exc}"
+        ) from None
+    restore = stop_on_sigterm()
+    try:
+        with rec:
+            for _ in progress(list(range(args.n)), "record", disable=args.n == 1):
+                r = rec.record(args.provider, body, base_url=args.base_url, api_key=key, path=path)
+                if args.n == 1:
+                    print(displayable(r.text))
+                if r.error is not None:
+                    message = displayable(r.error.message)
+                    print(f"stream error ({r.error.type}): {message}", file=sys.stderr)
+            results = rec.results
+            print(f"capture written to {rec.path}")
+    except KeyboardInterrupt as stop:
+        done = len(rec.results)
+        how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        print(
+            f"lab: {how} after {done} of {n_requests(args.n)}; "
+            f"partial capture written to {rec.path}",
+            file=sys.stderr,
+        )
+        return RECORD_TERMINATED if isinstance(stop, Terminated) else 130
+    except CaptureWriteError as first:  # disk full, I/O error: stop sending, say what is safe
+        error = first
+        try:
+            rec.close()  # a no-op when leaving the with block closed it already
+        except CaptureWriteError as final:  # the last word on what reached the disk
+            error = final
+        print(
+            f"lab: error: cannot write the capture: {error}; stopped sending after "
+            f"{len(rec.results)} of {n_requests(args.n)}",
+            file=sys.stderr,
+        )
+        return RECORD_WRITE_FAILED
+    finally:
+        restore()
+    from lab import tables
+
+    print_table("streams", tables.streams(results), STREAM_VIEW, table_view(args))
+    failed = sum(1 for r in results if r.error is not None)
+    if failed:
+        severity = "error" if failed == len(results) else "warning"
+        print(
+            f"lab: {severity}: {failed} of {n_requests(len(results))} failed; "
+            f"capture written to {rec.path}",
+            file=sys.stderr,
+        )
+        return RECORD_ALL_FAILED if failed == len(results) else RECORD_SOME_FAILED
+    return 0
+
+
+def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
+    """Add ``lab record`` to ``sub`` (``tv``: the table options parent parser)."""
+    r = sub.add_parser(
+        "record",
+        parents=[tv],
+        help="record live streams into a capture",
+        description="Send one prompt to a provider, stream the answer and record it byte for "
+        "byte (every read, its timing, every degradation attempt) into a new recording "
+        "directory under --out. The API key comes from the provider's environment variable: "
+        + key_help()
+        + ". It is sent, never written to the capture.",
+        epilog=_RECORD_EPILOG,
+    )
+    r.add_argument("--provider", required=True, help="one of: " + ", ".join(providers()))
+    r.add_argument("--model", required=True, help="the model name as the provider spells it")
+    r.add_argument("--prompt", required=True, help="the user message")
+    r.add_argument(
+        "--base-url",
+        default=None,
+        help="another endpoint of the provider's API family, e.g. a vLLM server "
+        "(default: the provider's public API; 'custom' needs one)",
+    )
+    r.add_argument(
+        "--api",
+        choices=sorted(API_PATHS),
+        default="chat",
+        help="which API of the provider: chat (its chat completions or native API, the "
+        "default) or responses (the OpenAI Responses API, POST {base}/responses: openai, "
+        "openrouter, deepseek)",
+    )
+    r.add_argument("--n", type=positive, default=1, help="how many times (default 1)")
+    add_live_config_args(r)
+    r.add_argument(
+        "--out",
+        default="recordings",
+        help="capture root directory (default: recordings; captures/ holds the bundled sample)",
+    )
+    r.add_argument(
+        "--label", default=None, help="a label stored with the recording (default: none)"
+    )
+    r.set_defaults(func=run)
