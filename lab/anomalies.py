@@ -72,8 +72,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lab.capture.schema import CUT_END_REASONS, LIMIT_END_REASONS
 from lab.guards.tags import REASONING_TAG_RE
-from lab.result import CUT_END_REASONS, LIMIT_END_REASONS
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -101,6 +101,7 @@ __all__ = [
     "glued_reasoning_summaries",
     "limit_reached",
     "recording_cut",
+    "shown_before_close",
     "think_tags_after_guards",
     "tool_markup_in_content",
     "tool_calls_dropped",
@@ -483,10 +484,30 @@ def tool_call_header_resent(result: StreamResult, config: AnomalyConfig | None =
     return bool(result.facts.get("resent_tool_headers"))
 
 
+def shown_before_close(result: StreamResult) -> list[tuple[str, str]]:
+    """Leaks the think stripper cleaned only in part, as ``(shown, moved)`` pairs.
+
+    A closing reasoning tag with no opening tag (``orphan_close``) makes everything before it
+    reasoning, but only what the stripper still held: text it had already emitted as the
+    answer stays there. The event's ``offset`` counts the stripper's input, so
+    ``result.text[:offset]`` is what the user saw before the tag arrived (text moved
+    earlier is not in ``result.text``; each earlier move shifts that window by its length).
+    """
+    out: list[tuple[str, str]] = []
+    removed = 0  # characters of the stripper's input earlier events took out of the text
+    for e in result.guard_events:
+        if e.guard != "think_stripper":
+            continue
+        if e.detail.get("rule") == "orphan_close" and e.offset > removed:
+            shown = result.text[: e.offset - removed]
+            if shown.strip():
+                out.append((shown, e.moved))
+        removed += len(e.moved)
+    return out
+
+
 def reasoning_shown_before_close(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Reasoning was already shown as the answer before its closing tag arrived."""
-    from lab.view import shown_before_close  # the one definition (it renders it too)
-
     return bool(shown_before_close(result))
 
 

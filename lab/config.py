@@ -11,7 +11,10 @@ tuner notebook: :meth:`LabConfig.coerce` accepts all of them.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lab.exceptions import LabError
 from lab.guards.spill import SpillGuardConfig
 
-__all__ = ["ConfigError", "LabConfig"]
+__all__ = ["ConfigError", "LabConfig", "field_docs"]
 
 
 class ConfigError(ValueError, LabError):
@@ -255,3 +258,24 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Attribute docstrings (the string literal under each field) of a model class, each
+    on one line (the tuner's tooltips and ``lab config example`` read them)."""
+    docs: dict[str, str] = {}
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return docs
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    for node, nxt in zip(body, body[1:], strict=False):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs

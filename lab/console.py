@@ -2,8 +2,10 @@
 
 - :func:`render` – a DataFrame as a ``table`` that fits ``width`` columns (long cells cut
   with ``…``, columns that still do not fit left out and named), or as ``markdown``, ``csv``
-  or ``json``. One missing-value marker, :data:`lab.view.MISSING`, in tables and markdown;
+  or ``json``. One missing-value marker, :data:`MISSING`, in tables and markdown;
   csv leaves the cell empty and json writes ``null``.
+- :data:`MISSING`, :data:`DECIMALS`, :func:`format_cost` – the number formats every table
+  view of the lab uses (console, report, notebook summary).
 - :func:`displayable` – text from a model or provider made safe to print on a terminal:
   every control character but newline and tab shown as a visible ``\\xNN`` escape.
 - :func:`config_example` – every :class:`~lab.config.LabConfig` field at its default, each
@@ -21,19 +23,55 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.view import DECIMALS, MISSING, format_cost
+from lab.config import ConfigError, LabConfig, field_docs
+from lab.guards.spill import SpillGuardConfig
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `lab --help` stays fast
     import pandas as pd
 
 __all__ = [
+    "DECIMALS",
     "FORMATS",
+    "MISSING",
     "config_example",
     "displayable",
+    "format_cost",
     "load_config",
     "render",
     "strip_comments",
 ]
+
+MISSING = "—"
+"""How every table and view of the lab shows a missing value (no usage, no error, ...)."""
+
+DECIMALS = {
+    "ttft_ms": 1,
+    "median_ttft_ms": 1,
+    "duration_ms": 1,
+    "t_ms": 1,
+    "tokens_per_s": 1,
+    "median_tokens_per_s": 1,
+    "leak_rate": 3,
+    "error_rate": 3,
+    "leak_rate_ci_low": 3,
+    "leak_rate_ci_high": 3,
+    "rest_leak_rate": 3,
+    "error_rate_ci_low": 3,
+    "error_rate_ci_high": 3,
+    "rest_error_rate": 3,
+}
+"""Decimals shown per float column in every table view (console, report, summary); the data
+keep every digit. The report shows the two rates as percentages to one decimal instead."""
+
+
+def format_cost(value: float | None) -> str:
+    """USD with 3 significant digits of a small cost (``$0.0000405``), at least 4 decimals;
+    :data:`MISSING` when unknown. Every view of a cost (report, console) uses it."""
+    if value is None or value != value:  # None or NaN
+        return MISSING
+    digits = 4 if value <= 0 else max(4, 2 - math.floor(math.log10(value)))
+    return f"${value:.{digits}f}"
+
 
 FORMATS = ("table", "markdown", "csv", "json")
 """What ``--format`` accepts."""
@@ -198,10 +236,6 @@ def config_example() -> str:
     :func:`load_config` (``lab replay --config FILE``) reads it back; change a value and
     delete the lines you leave at their defaults.
     """
-    from lab.config import LabConfig
-    from lab.guards import SpillGuardConfig
-    from lab.tuning import field_docs
-
     cfg = LabConfig()
     data = json.loads(cfg.model_dump_json())
     docs = field_docs(LabConfig)
@@ -238,14 +272,10 @@ def strip_comments(text: str) -> str:
 
 
 def _named_complete() -> Any:
-    from lab.config import LabConfig
-
     return LabConfig.complete()
 
 
 def _named_reference() -> Any:
-    from lab.config import LabConfig
-
     return LabConfig()
 
 
@@ -261,8 +291,6 @@ def load_config(path: str | Path | None) -> Any:
     switch beyond the reference on), so ``lab replay CAPTURE --compare complete`` shows what
     the reference pipeline loses on a capture.
     """
-    from lab.config import ConfigError, LabConfig
-
     if path is None:
         return LabConfig()
     p = Path(path)

@@ -27,8 +27,8 @@ from typing import Any
 
 import pandas as pd
 
+from lab.console import DECIMALS, MISSING, format_cost
 from lab.result import StreamResult
-from lab.view import DECIMALS, MISSING, format_cost
 
 __all__ = ["build_html", "write_report"]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from lab.capture.schema import CUT_END_REASONS, LIMIT_END_REASONS
 from lab.model import (
     FunctionCall,
     GuardEvent,
@@ -29,18 +30,6 @@ __all__ = [
     "StreamResult",
     "counted_thoughts",
 ]
-
-CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
-"""Recorded end reasons that say the *recorder's* side stopped, not the provider's:
-``incomplete`` (the recording process died; the exchange was rebuilt from its journal) and
-``cancelled`` (the client stopped reading: interrupted, or a guard stopped the stream). A
-replay that reads past the last read of such an exchange ends the attempt with that reason
-(:class:`lab.http.transports.RecordingCut`)."""
-
-
-LIMIT_END_REASONS = frozenset({"time_limit", "byte_limit"})
-"""End reasons that say the lab's own limit ended the exchange (``LabConfig.max_exchange_s``
-/ ``max_exchange_bytes``): recorded so, and the end reason of the attempt it ended."""
 
 
 def counted_thoughts(chunk: ProcessedChunk) -> list[ThoughtLogEntry]:

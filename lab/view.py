@@ -11,8 +11,9 @@ and no script.
   text the guards moved highlighted, the guard events, the attempts (label, status, how it
   ended), usage and cost, the anomalies and what each means, replay divergence.
 - :func:`results_html` / :func:`results_text` – the summary table of many streams.
-- :func:`shown_before_close` – the text a guard could no longer take back (a closing
-  reasoning tag that arrived after the text before it was already shown as the answer).
+- :func:`~lab.anomalies.shown_before_close` (re-exported here) – the text a guard could no
+  longer take back (a closing reasoning tag that arrived after the text before it was
+  already shown as the answer); the anomaly detectors own it, this view renders it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from lab.anomalies import shown_before_close
+from lab.console import DECIMALS, MISSING, format_cost
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,28 +43,6 @@ __all__ = [
     "shown_before_close",
     "stream_html",
 ]
-
-MISSING = "—"
-"""How every table and view of the lab shows a missing value (no usage, no error, ...)."""
-
-DECIMALS = {
-    "ttft_ms": 1,
-    "median_ttft_ms": 1,
-    "duration_ms": 1,
-    "t_ms": 1,
-    "tokens_per_s": 1,
-    "median_tokens_per_s": 1,
-    "leak_rate": 3,
-    "error_rate": 3,
-    "leak_rate_ci_low": 3,
-    "leak_rate_ci_high": 3,
-    "rest_leak_rate": 3,
-    "error_rate_ci_low": 3,
-    "error_rate_ci_high": 3,
-    "rest_error_rate": 3,
-}
-"""Decimals shown per float column in every table view (console, report, summary); the data
-keep every digit. The report shows the two rates as percentages to one decimal instead."""
 
 KEY_COLUMNS = [  # what matters first, in every stream table (summary, CLI, report)
     "stream_id",
@@ -93,41 +75,8 @@ _TABLE = "border-collapse: collapse; font-size: 0.85em; margin: 2px 0 8px 0"
 _CELL = "border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top"
 
 
-def format_cost(value: float | None) -> str:
-    """USD with 3 significant digits of a small cost (``$0.0000405``), at least 4 decimals;
-    :data:`MISSING` when unknown. Every view of a cost (report, console) uses it."""
-    import math
-
-    if value is None or value != value:  # None or NaN
-        return MISSING
-    digits = 4 if value <= 0 else max(4, 2 - math.floor(math.log10(value)))
-    return f"${value:.{digits}f}"
-
-
 def _esc(value: Any) -> str:
     return MISSING if value is None else html.escape(str(value))
-
-
-def shown_before_close(result: StreamResult) -> list[tuple[str, str]]:
-    """Leaks the think stripper cleaned only in part, as ``(shown, moved)`` pairs.
-
-    A closing reasoning tag with no opening tag (``orphan_close``) makes everything before it
-    reasoning, but only what the stripper still held: text it had already emitted as the
-    answer stays there. The event's ``offset`` counts the stripper's input, so
-    ``result.text[:offset]`` is what the user saw before the tag arrived (text moved
-    earlier is not in ``result.text``; each earlier move shifts that window by its length).
-    """
-    out: list[tuple[str, str]] = []
-    removed = 0  # characters of the stripper's input earlier events took out of the text
-    for e in result.guard_events:
-        if e.guard != "think_stripper":
-            continue
-        if e.detail.get("rule") == "orphan_close" and e.offset > removed:
-            shown = result.text[: e.offset - removed]
-            if shown.strip():
-                out.append((shown, e.moved))
-        removed += len(e.moved)
-    return out
 
 
 def _mark_moved(text: str, pieces: Sequence[str]) -> str:

@@ -389,7 +389,7 @@ def test_tuner_generates_controls_from_the_model_fields_generically():
 
     import ipywidgets as w
 
-    from lab.tuning import _make_control
+    from lab.tuning_ui import _make_control
 
     class Extra(BaseModel):
         words: tuple[str, ...] = ("um", "uh")
@@ -621,7 +621,7 @@ def test_notebook_stops_with_a_capture_error_on_a_path_that_does_not_exist(tmp_p
 
 
 def test_tuner_controls_are_wide_enough_and_buttons_fit_their_labels(corpus):
-    from lab.tuning import CONTROL_LABEL_WIDTH, CONTROL_WIDTH
+    from lab.tuning_ui import CONTROL_LABEL_WIDTH, CONTROL_WIDTH
 
     tuner = SpillTuner(corpus)
     assert {c.layout.width for c in tuner.controls.values()} == {CONTROL_WIDTH}

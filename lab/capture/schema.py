@@ -22,13 +22,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from lab._version import __version__
+
 __all__ = [
     "CHUNKS_SCHEMA",
+    "CUT_END_REASONS",
     "END_REASONS",
     "FOOTER_CAPTURE",
     "FOOTER_REDACTION",
     "FOOTER_SCHEMA_VERSION",
     "FOOTER_TABLE",
+    "LIMIT_END_REASONS",
     "SCHEMA_VERSION",
     "STREAMS_SCHEMA",
     "UPGRADERS",
@@ -53,6 +57,18 @@ END_REASONS = (
     "time_limit",
     "byte_limit",
 )
+"""Every ``end_reason`` an exchange is recorded with (the ``streams`` table's column)."""
+
+CUT_END_REASONS = frozenset({"incomplete", "cancelled"})
+"""Recorded end reasons that say the *recorder's* side stopped, not the provider's:
+``incomplete`` (the recording process died; the exchange was rebuilt from its journal) and
+``cancelled`` (the client stopped reading: interrupted, or a guard stopped the stream). A
+replay that reads past the last read of such an exchange ends the attempt with that reason
+(:class:`lab.http.transports.RecordingCut`)."""
+
+LIMIT_END_REASONS = frozenset({"time_limit", "byte_limit"})
+"""End reasons that say the lab's own limit ended the exchange (``LabConfig.max_exchange_s``
+/ ``max_exchange_bytes``): recorded so, and the end reason of the attempt it ended."""
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -108,15 +124,13 @@ UPGRADERS: dict[tuple[str, int], Any] = {}
 
 def capture_info(capture_id: str, label: str | None, created_at: str) -> dict[str, Any]:
     """The ``lab.capture`` footer value for a new recording."""
-    import httpx
-
-    import lab
+    import httpx  # its version only; reading a capture never needs the HTTP client
 
     return {
         "capture_id": capture_id,
         "label": label,
         "created_at": created_at,
-        "tool_version": lab.__version__,
+        "tool_version": __version__,
         "python": sys.version.split()[0],
         "httpx": httpx.__version__,
         "pyarrow": pa.__version__,

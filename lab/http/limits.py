@@ -25,8 +25,8 @@ from typing import Any
 import httpcore
 import httpx
 
+from lab.capture.schema import LIMIT_END_REASONS  # re-exported: the one definition is there
 from lab.exceptions import LabError
-from lab.result import LIMIT_END_REASONS  # re-exported here: the one definition is there
 
 __all__ = [
     "LIMIT_END_REASONS",

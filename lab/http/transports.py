@@ -47,15 +47,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from lab.capture.records import RecordedExchange
+from lab.capture.schema import CUT_END_REASONS, LIMIT_END_REASONS
 from lab.exceptions import LabError
-from lab.http.limits import (
-    LIMIT_END_REASONS,
-    LimitExceeded,
-    current_deadline_message,
-    expired,
-    install,
-)
-from lab.result import CUT_END_REASONS
+from lab.http.limits import LimitExceeded, current_deadline_message, expired, install
 
 if TYPE_CHECKING:
     from lab.capture.writer import CaptureWriter, ExchangeRecorder
