@@ -23,11 +23,14 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from lab.config import LabConfig
+from lab.degrade import Attempt, DegradationPlan
+from lab.errors import classify_error
 from lab.http.decoding import decoder_for
 from lab.http.limits import (
     LimitExceeded,
@@ -37,7 +40,9 @@ from lab.http.limits import (
     expired,
 )
 from lab.http.limits import install as install_limits
+from lab.http.transports import RecordingCut, ReplayExhausted
 from lab.model import ProcessedChunk, ProviderError, Usage
+from lab.processor import Processor, model_info
 from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
 from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_thoughts
@@ -57,8 +62,6 @@ class _SinglePlan:
     """A plan that never degrades (``LabConfig.degrade = False``)."""
 
     def __init__(self, body: dict) -> None:
-        from lab.degrade import Attempt
-
         self.current = Attempt(label="default", body=body)
 
     def on_failure(self, status: int | None, message: str) -> None:
@@ -68,8 +71,6 @@ class _SinglePlan:
 def _make_plan(adapter: StreamAdapter, body: dict, degrade: bool) -> Any:
     if not degrade or not adapter.degrades:
         return _SinglePlan(body)
-    from lab.degrade import DegradationPlan
-
     return DegradationPlan(
         body,
         mandatory_keys=adapter.mandatory_keys_for(body),
@@ -158,6 +159,7 @@ def run_stream(
             for c in new:
                 on_chunk(c)
 
+    request = _Request(client, adapter, plan, url, headers, emit, sid, meta, divergence)
     try:
         n = 0
         while True:
@@ -168,21 +170,7 @@ def run_stream(
             times: list[int] = []
             read_t_ns[n] = times
             with deadline(cfg.max_exchange_s) as limit:
-                retry_next = _run_attempt(
-                    client,
-                    adapter,
-                    plan,
-                    attempt,
-                    url,
-                    headers,
-                    info,
-                    times,
-                    emit,
-                    sid,
-                    meta,
-                    divergence,
-                    limit,
-                )
+                retry_next = request.run_attempt(attempt, info, times, limit)
             if not retry_next:
                 break
             n += 1
@@ -195,206 +183,214 @@ def run_stream(
     return result
 
 
-def _run_attempt(
-    client: httpx.Client,
-    adapter: StreamAdapter,
-    plan: Any,
-    attempt: Any,
-    url: str,
-    headers: dict[str, str],
-    info: AttemptInfo,
-    times: list[int],
-    emit: Callable[[list[ProcessedChunk]], None],
-    stream_id: str,
-    meta: dict | None,
-    divergence: list[str],
-    limit: Any = None,
-) -> bool:
-    """Run one attempt. Returns True when the plan chose a next attempt.
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """What every attempt of one logical request shares; :func:`run_stream` builds it once
+    and runs each attempt with :meth:`run_attempt`."""
 
-    ``limit`` is the attempt's :func:`lab.http.limits.deadline`: a timeout it caused ends
-    the attempt with ``time_limit``; the decoded body is counted against
-    ``max_exchange_bytes`` read by read (``byte_limit``)."""
-    from lab.http.transports import RecordingCut, ReplayExhausted
+    client: httpx.Client
+    adapter: StreamAdapter
+    plan: Any
+    url: str
+    headers: dict[str, str]
+    emit: Callable[[list[ProcessedChunk]], None]
+    """Appends the chunks an attempt produced to the result (and calls ``on_chunk``)."""
+    stream_id: str
+    meta: dict | None
+    divergence: list[str]
+    """Where a replay that left the recording says so (``StreamResult.divergence``)."""
 
-    wire = adapter.wire_body(attempt.body)
-    payload = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
-    request = client.build_request(
-        "POST",
-        url,
-        content=payload,
-        headers=headers,
-        extensions={
-            "lab": {
-                "stream_id": stream_id,
-                "attempt": info.attempt,
-                "attempt_label": attempt.label,
-                "provider": adapter.provider,
-                "model": adapter.model,
-                "meta": meta or {},
-            }
-        },
-    )
-    t0 = time.monotonic_ns()
-    try:
-        response = client.send(request, stream=True)
-    except ReplayExhausted as exc:
-        divergence.append(f"attempt {info.attempt} ({attempt.label}): {exc}")
-        info.end_reason = "not_recorded"
-        emit(
-            adapter.fail(
-                ProviderError(
-                    type="unknown",
-                    retryable=False,
-                    code="replay_diverged",
-                    message=f"replay diverged: the ladder asked for attempt {info.attempt} "
-                    f"({attempt.label}) but the capture holds no such exchange",
-                )
-            )
+    def run_attempt(
+        self, attempt: Any, info: AttemptInfo, times: list[int], limit: Any = None
+    ) -> bool:
+        """Run one attempt (``attempt``: the plan's current one; ``info``: its row, filled in
+        here; ``times``: its read arrival times). Returns True when the plan chose a next
+        attempt.
+
+        ``limit`` is the attempt's :func:`lab.http.limits.deadline`: a timeout it caused ends
+        the attempt with ``time_limit``; the decoded body is counted against
+        ``max_exchange_bytes`` read by read (``byte_limit``)."""
+        client, adapter, plan, emit = self.client, self.adapter, self.plan, self.emit
+        wire = adapter.wire_body(attempt.body)
+        payload = json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
+        request = client.build_request(
+            "POST",
+            self.url,
+            content=payload,
+            headers=self.headers,
+            extensions={
+                "lab": {
+                    "stream_id": self.stream_id,
+                    "attempt": info.attempt,
+                    "attempt_label": attempt.label,
+                    "provider": adapter.provider,
+                    "model": adapter.model,
+                    "meta": self.meta or {},
+                }
+            },
         )
-        return False
-    except RecordingCut as exc:  # replay: the recorder stopped before the response came
-        info.end_reason = exc.end_reason
-        info.error = str(exc)
-        emit(adapter.finish())
-        return False
-    except httpx.HTTPError as exc:
-        if isinstance(exc, LimitExceeded) or expired(limit):
-            _end_at_limit(adapter, info, emit, _limit_reason(exc), str(exc))
-            return False
-        info.end_reason = "connect_error"
-        info.error = f"{type(exc).__name__}: {exc}"
-        emit(adapter.fail(adapter.transport_error(exc)))
-        return False
-
-    info.status = response.status_code
-    cfg = adapter.config
-    max_bytes = cfg.max_exchange_bytes
-    if response.status_code >= 400:  # an error body is small: read it only so far
-        cap = cfg.max_error_body_bytes
-        max_bytes = cap if max_bytes is None else min(max_bytes, cap)
-    body = _Body(response, max_bytes, times, t0)
-    try:
-        if response.status_code >= 400:
-            cut_reason = None
-            parts: list[bytes] = []
-            cut_at_limit = False
-            try:  # read by read, as the stream is (counted); kept up to the byte limit
-                parts.extend(p for _, p in body.pieces())
-            except LimitExceeded as exc:  # replay: the lab's limit ended the recorded body
-                if exc.end_reason == "time_limit":
-                    info.n_reads = body.n_reads
-                    _end_at_limit(adapter, info, emit, "time_limit", str(exc))
-                    return False
-                cut_at_limit = True  # byte_limit: the body is what the recording holds
-            except RecordingCut as exc:  # replay: the body was not recorded whole
-                parts, cut_reason = [], exc.end_reason
-            except httpx.HTTPError as exc:
-                if expired(limit):
-                    info.n_reads = body.n_reads
-                    _end_at_limit(adapter, info, emit, "time_limit", str(exc))
-                    return False
-                parts = [f"{type(exc).__name__}: {exc}".encode()]
-            text = b"".join(parts).decode("utf-8", errors="replace")
-            if body.over:
-                _note_exchange_end(response, "byte_limit", error_body_limit_message(max_bytes))
-            info.n_reads = body.n_reads
-            info.end_reason = cut_reason or "http_error"
-            message = adapter.failure_message(response.status_code, text)
-            info.error = message
-            if body.over or cut_at_limit:
-                info.error += f" [error body cut at {max_bytes} bytes: the lab's byte limit]"
-            nxt = plan.on_failure(response.status_code, message)
-            info.degradable = _classification(plan)
-            if nxt is not None:
-                return True
+        t0 = time.monotonic_ns()
+        try:
+            response = client.send(request, stream=True)
+        except ReplayExhausted as exc:
+            self.divergence.append(f"attempt {info.attempt} ({attempt.label}): {exc}")
+            info.end_reason = "not_recorded"
             emit(
                 adapter.fail(
-                    adapter.http_error(
-                        response.status_code, text, body=attempt.body, label=attempt.label
+                    ProviderError(
+                        type="unknown",
+                        retryable=False,
+                        code="replay_diverged",
+                        message=f"replay diverged: the ladder asked for attempt {info.attempt} "
+                        f"({attempt.label}) but the capture holds no such exchange",
                     )
                 )
             )
             return False
-
-        def precommit(status: int | None, message: str) -> bool:
-            nxt = plan.on_failure(status, message)
-            info.degradable = _classification(plan)
-            return nxt is not None
-
-        adapter.on_precommit_error = precommit
-        chunks_before = len(adapter.emitted)
-        decoder = adapter.new_decoder()
-        # replay of a recording cut on the recorder's side (killed, interrupted): the stream
-        # ends where the recording does, as it had for the user, with the recorded end
-        # reason; no provider error is made up for it
-        cut: RecordingCut | None = None
-        try:
-            try:
-                for seq, piece in body.pieces():
-                    for event in decoder.decode(piece, seq):
-                        emit(adapter.feed(event))
-                        if adapter.stopped:
-                            break
-                    if adapter.stopped:
-                        break
-            except RecordingCut as exc:
-                cut = exc
-            except LimitExceeded as exc:  # replay: the limit ended the recorded exchange
-                info.n_reads = body.n_reads
-                _end_at_limit(adapter, info, emit, exc.end_reason, str(exc))
-                return False
-            info.n_reads = body.n_reads
-            if body.over and not adapter.stopped:
-                message = byte_limit_message(max_bytes)
-                _note_exchange_end(response, "byte_limit", message)
-                _end_at_limit(adapter, info, emit, "byte_limit", message)
-                return False
-            if adapter.stopped:
-                info.end_reason = adapter.end_reason or "stopped_by_guard"
-            else:
-                for event in decoder.flush():
-                    emit(adapter.feed(event))
-                info.end_reason = "eof" if cut is None else cut.end_reason
-                if cut is not None:
-                    info.error = str(cut)
-                emit(adapter.finish())
-                if (
-                    cut is None
-                    and adapter.config.empty_response_is_error
-                    and _empty(adapter, chunks_before)
-                ):
-                    # the guards were flushed by finish(); only the error chunk is added
-                    adapter._record_finish("error")
-                    emit(
-                        [
-                            ProcessedChunk(
-                                type="error",
-                                error=_empty_response_error(adapter),
-                                metadata={"finish_reason": "error"},
-                            )
-                        ]
-                    )
-        except RetryAttempt as exc:
-            info.n_reads = body.n_reads
-            info.end_reason = "retried"
-            info.error = exc.message
-            _note_exchange_error(response, f"pre-commit stream error, retried: {exc.message}")
-            info.status = exc.status if exc.status is not None else info.status
-            return True
+        except RecordingCut as exc:  # replay: the recorder stopped before the response came
+            info.end_reason = exc.end_reason
+            info.error = str(exc)
+            emit(adapter.finish())
+            return False
         except httpx.HTTPError as exc:
-            info.n_reads = body.n_reads
-            if expired(limit):
-                _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+            if isinstance(exc, LimitExceeded) or expired(limit):
+                _end_at_limit(adapter, info, emit, _limit_reason(exc), str(exc))
                 return False
-            info.end_reason = "timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+            info.end_reason = "connect_error"
             info.error = f"{type(exc).__name__}: {exc}"
             emit(adapter.fail(adapter.transport_error(exc)))
-        return False
-    finally:
-        info.committed = adapter.committed
-        info.n_events = adapter.seq + 1
-        response.close()
+            return False
+
+        info.status = response.status_code
+        cfg = adapter.config
+        max_bytes = cfg.max_exchange_bytes
+        if response.status_code >= 400:  # an error body is small: read it only so far
+            cap = cfg.max_error_body_bytes
+            max_bytes = cap if max_bytes is None else min(max_bytes, cap)
+        body = _Body(response, max_bytes, times, t0)
+        try:
+            if response.status_code >= 400:
+                cut_reason = None
+                parts: list[bytes] = []
+                cut_at_limit = False
+                try:  # read by read, as the stream is (counted); kept up to the byte limit
+                    parts.extend(p for _, p in body.pieces())
+                except LimitExceeded as exc:  # replay: the lab's limit ended the recorded body
+                    if exc.end_reason == "time_limit":
+                        info.n_reads = body.n_reads
+                        _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+                        return False
+                    cut_at_limit = True  # byte_limit: the body is what the recording holds
+                except RecordingCut as exc:  # replay: the body was not recorded whole
+                    parts, cut_reason = [], exc.end_reason
+                except httpx.HTTPError as exc:
+                    if expired(limit):
+                        info.n_reads = body.n_reads
+                        _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+                        return False
+                    parts = [f"{type(exc).__name__}: {exc}".encode()]
+                text = b"".join(parts).decode("utf-8", errors="replace")
+                if body.over:
+                    _note_exchange_end(response, "byte_limit", error_body_limit_message(max_bytes))
+                info.n_reads = body.n_reads
+                info.end_reason = cut_reason or "http_error"
+                message = adapter.failure_message(response.status_code, text)
+                info.error = message
+                if body.over or cut_at_limit:
+                    info.error += f" [error body cut at {max_bytes} bytes: the lab's byte limit]"
+                nxt = plan.on_failure(response.status_code, message)
+                info.degradable = _classification(plan)
+                if nxt is not None:
+                    return True
+                emit(
+                    adapter.fail(
+                        adapter.http_error(
+                            response.status_code, text, body=attempt.body, label=attempt.label
+                        )
+                    )
+                )
+                return False
+
+            def precommit(status: int | None, message: str) -> bool:
+                nxt = plan.on_failure(status, message)
+                info.degradable = _classification(plan)
+                return nxt is not None
+
+            adapter.on_precommit_error = precommit
+            chunks_before = len(adapter.emitted)
+            decoder = adapter.new_decoder()
+            # replay of a recording cut on the recorder's side (killed, interrupted): the stream
+            # ends where the recording does, as it had for the user, with the recorded end
+            # reason; no provider error is made up for it
+            cut: RecordingCut | None = None
+            try:
+                try:
+                    for seq, piece in body.pieces():
+                        for event in decoder.decode(piece, seq):
+                            emit(adapter.feed(event))
+                            if adapter.stopped:
+                                break
+                        if adapter.stopped:
+                            break
+                except RecordingCut as exc:
+                    cut = exc
+                except LimitExceeded as exc:  # replay: the limit ended the recorded exchange
+                    info.n_reads = body.n_reads
+                    _end_at_limit(adapter, info, emit, exc.end_reason, str(exc))
+                    return False
+                info.n_reads = body.n_reads
+                if body.over and not adapter.stopped:
+                    message = byte_limit_message(max_bytes)
+                    _note_exchange_end(response, "byte_limit", message)
+                    _end_at_limit(adapter, info, emit, "byte_limit", message)
+                    return False
+                if adapter.stopped:
+                    info.end_reason = adapter.end_reason or "stopped_by_guard"
+                else:
+                    for event in decoder.flush():
+                        emit(adapter.feed(event))
+                    info.end_reason = "eof" if cut is None else cut.end_reason
+                    if cut is not None:
+                        info.error = str(cut)
+                    emit(adapter.finish())
+                    if (
+                        cut is None
+                        and adapter.config.empty_response_is_error
+                        and _empty(adapter, chunks_before)
+                    ):
+                        # the guards were flushed by finish(); only the error chunk is added
+                        adapter._record_finish("error")
+                        emit(
+                            [
+                                ProcessedChunk(
+                                    type="error",
+                                    error=_empty_response_error(adapter),
+                                    metadata={"finish_reason": "error"},
+                                )
+                            ]
+                        )
+            except RetryAttempt as exc:
+                info.n_reads = body.n_reads
+                info.end_reason = "retried"
+                info.error = exc.message
+                _note_exchange_error(response, f"pre-commit stream error, retried: {exc.message}")
+                info.status = exc.status if exc.status is not None else info.status
+                return True
+            except httpx.HTTPError as exc:
+                info.n_reads = body.n_reads
+                if expired(limit):
+                    _end_at_limit(adapter, info, emit, "time_limit", str(exc))
+                    return False
+                info.end_reason = (
+                    "timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+                )
+                info.error = f"{type(exc).__name__}: {exc}"
+                emit(adapter.fail(adapter.transport_error(exc)))
+            return False
+        finally:
+            info.committed = adapter.committed
+            info.n_events = adapter.seq + 1
+            response.close()
 
 
 def _reads_of(response: httpx.Response) -> tuple[Iterable[bytes], bool]:
@@ -558,8 +554,6 @@ def _assemble(
         u = c.metadata.get("usage") if c.metadata else None
         if isinstance(u, Usage):
             usage = u
-    from lab.errors import classify_error
-
     result = StreamResult(
         stream_id=adapter.stream_id,
         provider=adapter.provider,
@@ -586,8 +580,6 @@ def _assemble(
 
 
 def _run_processor(result: StreamResult) -> None:
-    from lab.processor import Processor, model_info
-
     info = model_info(result.model) if result.model else None
     processor = Processor(info)
     result.outcome = processor.process(result.chunks)
