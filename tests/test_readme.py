@@ -23,7 +23,8 @@ def test_quick_start_makes_a_venv_first_and_ci_runs_the_test_command():
         "python3 -m venv .venv && . .venv/bin/activate",
         "python -m pip install -e . && lab demo",
         'python -m pip install -q -e ".[dev]" && python -m ruff check . '
-        "&& python -m ruff format --check lab tests && python -m mypy lab && python -m pytest -q",
+        "&& python -m ruff format --check lab tests && python -m mypy lab && lint-imports "
+        "&& python -m pytest -q",
     ]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert commands[-1] in ci.splitlines()
