@@ -74,6 +74,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lab.capture.schema import CUT_END_REASONS, LIMIT_END_REASONS
 from lab.guards.tags import REASONING_TAG_RE
+from lab.guards.text import is_word_repeat
+from lab.providers import PROVIDERS, get_adapter
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -128,8 +130,6 @@ REPETITION_MAX_PERIOD = 4000
 
 
 def _no_done_sentinel_providers() -> frozenset[str]:
-    from lab.providers import PROVIDERS, get_adapter
-
     return frozenset(p for p in PROVIDERS if not get_adapter(p).sends_done_sentinel)
 
 
@@ -444,8 +444,6 @@ def hostile_value(result: StreamResult, config: AnomalyConfig | None = None) -> 
 
 def dedup_dropped_repeat(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The dedup guard dropped a whole delta that was whitespace or one repeated word."""
-    from lab.guards.text import is_word_repeat
-
     return any(
         e.guard == "dedup" and e.detail.get("rule") == "full_repeat" and is_word_repeat(e.moved)
         for e in result.guard_events

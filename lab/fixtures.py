@@ -46,10 +46,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lab import anomalies
+from lab import capture as capture_mod
+from lab._version import __version__
+from lab.capture import CaptureError
 from lab.capture.records import RecordedExchange, RecordedRequest
-from lab.config import LabConfig
+from lab.capture.redact import REDACTION_POLICY, redact_headers, redact_url
+from lab.capture.schema import capture_info, schema_for
+from lab.config import ConfigError, LabConfig
 from lab.exceptions import LabError
 from lab.http.sse import SSEDecoder
+from lab.replay import replay_request
 from lab.result import StreamResult
 
 __all__ = [
@@ -102,16 +109,12 @@ class Fixture:
 
     def replay(self, config: Any = None) -> StreamResult:
         """Replay the fixture's capture (under ``config``, default: the fixture's own)."""
-        from lab.replay import replay_request
-
         cfg = self.config if config is None else LabConfig.coerce(config)
         return replay_request(self.request, config=cfg)
 
 
 def load_fixture(path: str | Path) -> Fixture:
     """Read a fixture directory (``capture/``, ``expected.json``, ``fixture.json``)."""
-    from lab import capture as capture_mod
-
     p = Path(path)
     if not (p / META_FILE).is_file():
         raise FixtureError(f"{p}: not a fixture directory ({META_FILE} missing)")
@@ -289,8 +292,6 @@ def render_sse(request: RecordedRequest, *, name: str | None = None) -> str:
 
 def _redacted(ex: RecordedExchange) -> RecordedExchange:
     """Belt and braces: re-apply the recorder's redaction (idempotent on a redacted capture)."""
-    from lab.capture.redact import redact_headers, redact_url
-
     return replace(
         ex,
         request_headers=dict(redact_headers(ex.request_headers)),
@@ -308,8 +309,6 @@ def _write_capture(
 ) -> None:
     """The request's exchanges as a one-part capture in ``out``, through the capture
     writer's :func:`~lab.capture.writer.write_part` (the one writer of the format)."""
-    from lab.capture.redact import REDACTION_POLICY
-    from lab.capture.schema import schema_for
     from lab.capture.writer import encode_body, write_part
 
     out.mkdir(parents=True, exist_ok=True)
@@ -370,8 +369,6 @@ def _source_info(cap: Any, request: RecordedRequest, name: str) -> dict[str, Any
     if cap is not None:
         info = dict((cap.metadata.get("captures") or {}).get(request.capture_id) or {})
     if not info:
-        from lab.capture.schema import capture_info
-
         info = capture_info(request.capture_id or "fixture", None, "")
         # keep fixture files reproducible: no per-machine facts
         for key in ("platform", "python", "httpx", "pyarrow"):
@@ -396,8 +393,6 @@ def _started_at(cap: Any, request: RecordedRequest) -> dict[int, Any]:
 
 
 def _open(source: Any) -> Any:
-    from lab import capture as capture_mod
-
     if isinstance(source, (str, Path)):
         return capture_mod.open(source)
     return source
@@ -459,8 +454,6 @@ def export_fixture(
     the golden is produced under it. An existing fixture directory is an error unless
     **overwrite**.
     """
-    from lab.replay import replay_request
-
     cap = None
     if isinstance(capture_or_path, RecordedRequest):
         source = capture_or_path
@@ -529,7 +522,6 @@ def _fill_fixture(
     )
     if cfg != LabConfig():
         cfg.save(out / CONFIG_FILE)
-    import lab
 
     meta: dict[str, Any] = {
         "format": FIXTURE_FORMAT,
@@ -543,7 +535,7 @@ def _fill_fixture(
         "config_fingerprint": cfg.fingerprint(),
         "predicate": predicate,
         "shrink": shrink_info,
-        "created_by": f"lab.fixtures (stream-lab {lab.__version__})",
+        "created_by": f"lab.fixtures (stream-lab {__version__})",
     }
     (out / META_FILE).write_text(
         json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -597,8 +589,6 @@ def predicate_from_spec(spec: str | Predicate) -> Predicate:
         if key == "error_type":
             return _named(lambda r: r.error is not None and r.error.type == value, text)
         if key == "anomaly":
-            from lab import anomalies
-
             if value not in anomalies.DETECTORS:
                 raise FixtureError(
                     f"unknown anomaly {value!r}; known: {', '.join(anomalies.DETECTORS)}"
@@ -785,8 +775,6 @@ def shrink_request(
     progress: bool | None = None,
 ) -> ShrinkResult:
     """:func:`shrink` with its statistics (pieces before/after, replays, cap hit)."""
-    from lab.replay import replay_request
-
     pred = predicate_from_spec(predicate)
     spec = getattr(pred, "spec", getattr(pred, "__name__", repr(pred)))
     cfg = LabConfig.coerce(config)
@@ -926,8 +914,6 @@ def shrink_fixture(
         progress=progress,
     )
     if name is None:
-        from lab.replay import replay_request
-
         name = default_name(source, replay_request(source, config=config)) + "-shrunk"
     path = export_fixture(
         cap,
@@ -948,9 +934,6 @@ def shrink_fixture(
 
 def cli(args: argparse.Namespace) -> int:
     """``lab fixtures export`` / ``lab fixtures shrink``; 0 on success, 2 on bad input."""
-    from lab.capture import CaptureError
-    from lab.config import ConfigError
-
     command = getattr(args, "fixtures_command", None)
     try:
         cap = _open(getattr(args, "capture", None) or args.path)

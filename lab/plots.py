@@ -16,7 +16,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from lab import tables
 from lab.result import StreamResult, counted_thoughts
+from lab.tables import backend_labels
 
 __all__ = [
     "LabFigure",
@@ -123,8 +125,6 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
 
 def ttft_by_backend(stream_table: pd.DataFrame) -> Figure:
     """Box plot of time to first token (ms) per serving backend."""
-    from lab.tables import backend_labels
-
     df = stream_table.dropna(subset=["ttft_ms"]).copy()
     df["serving_provider"] = backend_labels(df)
     groups = sorted(df["serving_provider"].unique())
@@ -295,8 +295,6 @@ def write_all(
     results: Sequence[StreamResult] | Iterable[StreamResult], out: str | Path
 ) -> dict[str, Path]:
     """Save the standard figures as PNG files under ``out``; returns name -> path."""
-    from lab import tables
-
     results = list(results)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,13 @@ from typing import Any
 
 import httpx
 
+from lab.capture import CaptureWriter
 from lab.capture.errors import CaptureWriteError
 from lab.config import LabConfig
 from lab.exceptions import LabError
+from lab.http.transports import RecordingTransport
 from lab.providers import get_adapter
+from lab.providers.openai_responses import RESPONSES_PATH
 from lab.result import StreamResult
 from lab.stream import new_stream_id, run_stream
 
@@ -62,9 +65,6 @@ class Recorder:
         transport: httpx.BaseTransport | None = None,
         timeout: float | None = None,
     ) -> None:
-        from lab.capture import CaptureWriter
-        from lab.http.transports import RecordingTransport
-
         self.config = LabConfig.coerce(config)
         self.writer = CaptureWriter(out, label=label)
         self._transport = RecordingTransport(self.writer, inner=transport)
@@ -108,8 +108,6 @@ class Recorder:
         if not isinstance(body, dict):
             raise TypeError("body must be a dict (the provider's JSON request body)")
         if path is None and "input" in body and "messages" not in body:
-            from lab.providers.openai_responses import RESPONSES_PATH
-
             path = RESPONSES_PATH
         adapter = get_adapter(provider)
         if adapter.stream_key and "stream" not in body:

@@ -55,7 +55,12 @@ from typing import Any
 import httpx
 import pandas as pd
 
+import lab.capture
+from lab import tables
+from lab.capture.journal import JOURNAL_SUFFIX
 from lab.exceptions import LabError
+from lab.recorder import Recorder
+from lab.replay import replay
 
 __all__ = [
     "MAX_RETRY_AFTER_S",
@@ -274,8 +279,6 @@ def _sweep_meta(text: object) -> dict[str, Any]:
 def _sweep_exchanges(out: Path) -> pd.DataFrame:
     """The sweep's exchanges under ``out``: one row per exchange, with its sweep key and
     target, in the order they started. Empty when ``out`` holds no capture yet."""
-    import lab.capture
-
     columns = ["stream_id", "attempt", "status", "end_reason", "key", "target", "pin", "order"]
     if not out.is_dir():
         return pd.DataFrame(columns=columns)
@@ -313,8 +316,6 @@ def _capture_streams(out: Path) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    import lab.capture
-    from lab.capture.journal import JOURNAL_SUFFIX
     from lab.capture.reader import _resolve
 
     parts, journals = _resolve(out)
@@ -455,8 +456,6 @@ def run_sweep(
     is missing). ``on_interrupt(in_flight)`` is called on the first Ctrl-C.
     """
     from tqdm.auto import tqdm
-
-    from lab.recorder import Recorder
 
     if concurrency < 1:
         raise SweepError(f"--concurrency {concurrency}: at least 1")
@@ -609,9 +608,6 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
     ``pinned_elsewhere`` (a backend other than the pinned one served it) are added.
     """
     import tempfile
-
-    from lab import tables
-    from lab.replay import replay
 
     out = Path(out)
     exchanges = _sweep_exchanges(out)

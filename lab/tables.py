@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from lab.anomalies import detect
 from lab.latency import (
     DEFAULT_STALL_S,
     TIMING_COLUMNS,
@@ -34,6 +35,7 @@ from lab.latency import (
     content_gaps,
     timing_row,
 )
+from lab.providers import PROVIDERS, get_adapter
 from lab.result import StreamResult
 from lab.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, DEFAULT_CONFIDENCE, wilson_interval
 from lab.trends import CUSUM_PERMUTATIONS, trend_table
@@ -174,10 +176,6 @@ def _duration_ms(r: StreamResult) -> float | None:
 
 
 def _anomalies(r: StreamResult) -> list[str]:
-    try:
-        from lab.anomalies import detect
-    except ImportError:  # pragma: no cover - anomalies module is optional while building
-        return []
     return detect(r)
 
 
@@ -385,8 +383,6 @@ def _unnamed_backend(provider: object) -> str | None:
 
 def _names_backend(provider: str) -> bool:
     """Does this provider's stream name its serving backend (the adapter's ``names_backend``)?"""
-    from lab.providers import PROVIDERS, get_adapter
-
     return provider in PROVIDERS and get_adapter(provider).names_backend
 
 

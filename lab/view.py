@@ -22,8 +22,10 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lab.anomalies import shown_before_close
-from lab.console import DECIMALS, MISSING, format_cost
+from lab import tables
+from lab.anomalies import detect, explain, shown_before_close
+from lab.console import DECIMALS, MISSING, format_cost, table_text
+from lab.tables import LEAK_GUARDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,8 +128,6 @@ def _chars(n: int) -> str:
 
 def stream_html(result: StreamResult) -> str:
     """One stream as a self-contained, escaped HTML fragment (``StreamResult._repr_html_``)."""
-    from lab.anomalies import detect, explain
-
     r = result
     backend = r.serving_provider or f"{r.provider} (direct)"
     status = "error" if r.error is not None else (r.finish_reason or MISSING)
@@ -233,8 +233,6 @@ def _short(text: str, limit: int = 200) -> str:
 
 def _summary(results: Sequence[StreamResult]) -> tuple[str, pd.DataFrame]:
     """The one-line summary and the summary table of ``results``."""
-    from lab import tables
-
     st = tables.streams(results)
     n = len(st)
     leaked = int(st["leaked"].sum()) if n else 0
@@ -252,8 +250,6 @@ def _summary(results: Sequence[StreamResult]) -> tuple[str, pd.DataFrame]:
 def results_text(results: Sequence[StreamResult], limit: int = 20, width: int = 100) -> str:
     """The summary as text (``repr(Results)``): one line, then the first ``limit`` rows in
     a table fitted to ``width`` columns (:func:`lab.console.table_text`, as the CLI prints)."""
-    from lab.console import table_text
-
     line, view = _summary(results)
     if view.empty:
         return f"Results: {line}"
@@ -332,8 +328,6 @@ def show_table(df: pd.DataFrame, *, caption: str | None = None) -> None:
 
 def _pick_label(r: StreamResult) -> tuple[int, str]:
     """(sort key, menu label) of one stream: leaked first, then failed, then the rest."""
-    from lab.tables import LEAK_GUARDS
-
     leaked = any(e.moved for e in r.guard_events if e.guard in LEAK_GUARDS)
     state, rank = ("leaked", 0) if leaked else ("error", 1) if r.error else ("ok", 2)
     if shown_before_close(r):
