@@ -4,7 +4,8 @@ Replays every bundled capture (``captures/``), every regression fixture (``tests
 and every real provider body (``tests/realworld/*.sse``) under the default config and under
 ``LabConfig.complete()``, and writes what came out:
 
-- ``lab.tables.streams``, ``leaks``, ``attempts`` and ``by_backend`` of each source and config;
+- ``lab.tables.streams``, ``leaks``, ``attempts``, ``by_backend`` (and ``gaps`` where the
+  version has it) of each source and config;
 - every result in full (``to_dict()``, its chunks, read offsets and divergence);
 - the Parquet tables ``lab replay captures --out DIR`` writes (the CLI, both configs);
 - every real HTTP error body of ``tests/realworld/http_errors.json`` through
@@ -43,7 +44,7 @@ def _full(result: Any) -> dict:
     return d
 
 
-_CLOCKED = ("ttft", "duration", "tokens_per_s", "t_ms")
+_CLOCKED = ("ttft", "ttfb", "duration", "tokens_per_s", "t_ms", "gap", "stall")
 
 
 def _tables(results: list, clocked: bool = False) -> dict[str, Any]:
@@ -58,8 +59,12 @@ def _tables(results: list, clocked: bool = False) -> dict[str, Any]:
         "by_backend": tables.by_backend(results),
         "results": [_full(r) for r in results],
     }
+    if hasattr(tables, "gaps"):  # the read-gap table (not in every version)
+        out["gaps"] = tables.gaps(results)
     if clocked:
-        for name in ("streams", "leaks", "attempts", "by_backend"):
+        for name in ("streams", "leaks", "attempts", "by_backend", "gaps"):
+            if name not in out:
+                continue
             df = out[name]
             out[name] = df.drop(columns=[c for c in df.columns if any(k in c for k in _CLOCKED)])
         for r in out["results"]:
