@@ -14,7 +14,7 @@ name, where there is one, is the other base)::
     ├── NoAPIKeyError, ValueError     lab.recorder
     ├── SweepError, ValueError        lab.sweep
     ├── RetryAttempt                  lab.providers.base (a degradation retry, before the commit point)
-    ├── UsageError                    lab.cli (bad command-line input: one line, exit status 2)
+    ├── UsageError                    lab.cli.common (bad command-line input: one line, exit 2)
     ├── LimitExceeded, httpx.TransportError   lab.http.limits
     ├── RecordingCut, httpx.TransportError    lab.http.transports
     ├── ReplayExhausted, httpx.TransportError lab.http.transports
@@ -25,7 +25,7 @@ own answers and cuts (``lab.proxy._UpstreamCut``, ``_Refused``, ``_ClientGone``,
 and the delta-debugging budget of ``lab.fixtures``.
 
 Not in the tree, on purpose: ``lab.capture.errors.CaptureWarning`` is a warning category
-(``warnings.warn``), and ``lab.cli.Terminated`` is a ``KeyboardInterrupt`` (SIGTERM taken the
+(``warnings.warn``), and ``lab.cli.common.Terminated`` is a ``KeyboardInterrupt`` (SIGTERM taken the
 way Ctrl-C is), which ``except Exception`` must not swallow.
 
 This module imports nothing from ``lab``: every layer can import it.

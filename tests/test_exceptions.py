@@ -23,7 +23,7 @@ LAB = Path(lab.__file__).parent
 # Exceptions that are deliberately not errors of the lab (lab.exceptions says why).
 OUTSIDE_THE_TREE = {
     "lab.capture.errors.CaptureWarning",  # a warning category
-    "lab.cli.Terminated",  # a KeyboardInterrupt: SIGTERM taken the way Ctrl-C is
+    "lab.cli.common.Terminated",  # a KeyboardInterrupt: SIGTERM taken the way Ctrl-C is
 }
 
 
