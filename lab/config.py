@@ -78,6 +78,14 @@ class LabConfig(BaseModel):
     the lab reads no further (the capture records ``byte_limit``) and the attempt's
     ``error`` says the body was cut, so a huge or inflating error body costs neither memory
     nor minutes of error classification."""
+    client_retry_window_s: float = Field(60.0, ge=0)
+    """Recording an SDK (``lab.recording_client``, ``lab proxy``): a request equal to one
+    that failed (same method, URL and body; a transport error or HTTP 408, 409, 429 or 5xx)
+    sent again within this many seconds of the failure is the client's automatic retry, and
+    is recorded as the next attempt of the same logical request (label ``client_retry``).
+    A request carrying the Stainless SDKs' ``x-stainless-retry-count`` header (openai,
+    anthropic) is told by that header instead. 60 s: the longest ``Retry-After`` those SDKs
+    honour; their own back-off tops out at 8 s. 0: only the header says so."""
     repair_cut_number_prefixes: bool = False
     """Lab addition, off as in the reference (docs/reference.md, "7.9 JSON repair" calls
     ``{"n": 12.`` malformed and refuses it): tool arguments cut inside a number (``12.``,

@@ -334,6 +334,10 @@ class ProxyApp:
         self._on_capture_error = on_capture_error or (
             lambda text: print(text, file=sys.stderr, flush=True)
         )
+        from lab.clients import RetryChains
+        from lab.config import LabConfig
+
+        self._retries = RetryChains(LabConfig().client_retry_window_s)
         self._lock = threading.Lock()
         self._current: _Recording | None = None
         self._writers: list[Any] = []
@@ -523,6 +527,7 @@ class ProxyApp:
 
         meta = {"via": "proxy"} | ({"session": session} if session is not None else {})
         info = exchange_info(request, cfg.provider, meta)
+        retry_key = self._retries.name(request, info)  # an SDK's retry: the same stream
         request.extensions = {
             "lab": info,
             "timeout": {
@@ -545,6 +550,7 @@ class ProxyApp:
             pass  # the response stays incomplete: the server closes the client's connection
         finally:
             self._release(rec, state.n_bytes)
+            self._retries.ended(retry_key, state.status)
         self._check_capture(rec)
         await self._report(state)
 

@@ -191,6 +191,7 @@ def replay_request(
                 stream_id=request.stream_id,
                 meta=request.meta,
                 path=_recorded_path(first, family),
+                recorded_labels=[ex.attempt_label for ex in exchanges],
             )
     except (ValueError, TypeError) as exc:  # this request cannot be sent (no model, ...)
         result = _error_result(
