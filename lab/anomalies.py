@@ -59,6 +59,9 @@ Detectors and the real-world bug each one catches
   count that understates what was generated (``facts["provisional_usage"]``; a stream
   that ended in an error is not flagged, the error says it failed; under
   ``LabConfig.final_usage_only`` the result reports no usage instead).
+- ``body_not_as_sent`` – an imported body is not the bytes the server sent: the file's
+  writer replaced bytes it could not decode with U+FFFD (``meta.source_body == "lossy"``,
+  :mod:`lab.interchange`), so the text around them may differ from what the app saw.
 
 Every threshold is a field of :class:`AnomalyConfig` whose default is the module constant of
 the same name in capitals; pass ``config=`` to :func:`detect` (or to a detector) to change it.
@@ -507,6 +510,11 @@ def usage_not_final(result: StreamResult, config: AnomalyConfig | None = None) -
     return bool(result.facts.get("provisional_usage"))
 
 
+def body_not_as_sent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """An imported body is not the bytes sent: the file's writer replaced undecodable bytes."""
+    return bool(result.meta) and result.meta.get("source_body") == "lossy"
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -543,6 +551,7 @@ DETECTORS: dict[str, Detector] = {
     "reasoning_shown_before_close": reasoning_shown_before_close,
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,
+    "body_not_as_sent": body_not_as_sent,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

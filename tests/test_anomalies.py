@@ -238,6 +238,7 @@ def test_registry_lists_every_detector_in_report_order():
         "reasoning_shown_before_close",
         "tool_calls_dropped",
         "usage_not_final",
+        "body_not_as_sent",
     ]
 
 
