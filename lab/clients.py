@@ -4,7 +4,7 @@
 
     import openai, lab
 
-    http = lab.recording_client("captures", provider="openai")
+    http = lab.recording_client("recordings", provider="openai")
     client = openai.OpenAI(base_url=..., api_key=..., http_client=http)
     ...                                  # use the SDK as usual; every stream is recorded
     http.close()                         # writes the capture; http.capture_path says where

@@ -360,7 +360,7 @@ def _har_entry(raw: Mapping[str, Any]) -> _Entry:
 
 
 def import_har(
-    path: str | Path, out: str | Path = "captures", *, label: str | None = None
+    path: str | Path, out: str | Path = "recordings", *, label: str | None = None
 ) -> ImportReport:
     """Import every streamed LLM exchange of a HAR file into a new capture under **out**.
 
@@ -431,7 +431,7 @@ def _vcr_headers(headers: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def import_vcr(
     paths: str | Path | Sequence[str | Path],
-    out: str | Path = "captures",
+    out: str | Path = "recordings",
     *,
     label: str | None = None,
 ) -> ImportReport:

@@ -151,8 +151,9 @@ class ProxyConfig:
     """The family recorded with each exchange (a name in ``lab.providers.PROVIDERS``)."""
     upstream: str
     """The upstream base URL the proxy's root stands for (no trailing slash needed)."""
-    out: str | Path = "captures"
-    """The captures root: each recording (one per roll-over) is a directory under it."""
+    out: str | Path = "recordings"
+    """The captures root: each recording (one per roll-over) is a directory under it
+    (default ``recordings/``; ``captures/`` holds the bundled sample)."""
     label: str | None = None
     roll_bytes: int = 256 * 1024 * 1024
     """Start a new recording once the current one holds this many response bytes."""

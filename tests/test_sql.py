@@ -100,3 +100,18 @@ def test_lab_sql_refuses_bad_input_in_one_line(capsys, argv, message):
     rc = main(["sql", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and err.count("\n") == 1
+
+
+def test_the_docs_body_recipe_gives_attempt_0_of_a_retried_stream():
+    import re
+
+    doc = (ROOT / "docs" / "capture-schema.md").read_text(encoding="utf-8")
+    query = re.search(r'df = lab\.sql\("""(.*?)""", captures="captures"\)', doc, re.S).group(1)
+    assert "ORDER BY attempt" in query
+    cap = lab.capture.open(BUNDLED)
+    counts = cap.streams.groupby("stream_id").attempt.nunique()
+    sid = counts[counts > 1].index[0]  # a stream with several attempts
+    df = lab.sql(query.replace("s18ed...", sid), captures=BUNDLED)
+    assert list(df.attempt) == sorted(set(cap.streams[cap.streams.stream_id == sid].attempt))
+    first = cap.chunks[(cap.chunks.stream_id == sid) & (cap.chunks.attempt == 0)]
+    assert b"".join(df.reads[0]) == b"".join(first.sort_values("seq").raw)
