@@ -115,3 +115,20 @@ def test_the_docs_body_recipe_gives_attempt_0_of_a_retried_stream():
     assert list(df.attempt) == sorted(set(cap.streams[cap.streams.stream_id == sid].attempt))
     first = cap.chunks[(cap.chunks.stream_id == sid) & (cap.chunks.attempt == 0)]
     assert b"".join(df.reads[0]) == b"".join(first.sort_values("seq").raw)
+
+
+def test_lab_results_reads_one_table_where_read_parquet_of_the_dir_mixes_them(results_dir):
+    import pandas as pd
+
+    import lab.results
+
+    st = lab.results.read(results_dir, "streams")
+    assert len(st) == 132 and list(st.columns) == list(read_results(results_dir).columns)
+    assert sorted(lab.results.TABLE_GLOBS) == sorted(lab.results.TABLES)
+    for table, pattern in lab.results.TABLE_GLOBS.items():
+        files = sorted(results_dir.glob(pattern))
+        assert files and all(f.name.startswith(f"{table}-") for f in files)
+    mixed = pd.read_parquet(results_dir)  # the trap the module docstring names
+    assert len(mixed) == sum(len(lab.results.read(results_dir, t)) for t in lab.results.TABLES)
+    with pytest.raises(ValueError, match="unknown result table 'chunks'"):
+        lab.results.read(results_dir, "chunks")
