@@ -144,6 +144,34 @@ def _cell(value: Any, kind: pa.DataType) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
+def _pandas_metadata(columns: list[str], types: dict[str, pa.DataType]) -> bytes:
+    """The ``pandas`` schema metadata that makes plain ``pd.read_parquet`` give every
+    integer column as a nullable integer (``Int64``), as :mod:`lab.tables` has the token
+    counts, instead of ``float64`` wherever a unit holds a null. Built from the fixed column
+    types only, so every unit's file carries the same schema."""
+    import json
+
+    def numpy_type(kind: pa.DataType) -> str:
+        if kind == _INT:
+            return "Int64"
+        if kind == _FLOAT:
+            return "float64"
+        return "bool" if kind == _BOOL else "object"
+
+    entries = [
+        {
+            "name": col,
+            "field_name": col,
+            "pandas_type": str(types.get(col, pa.string())).replace("string", "unicode"),
+            "numpy_type": numpy_type(types.get(col, pa.string())),
+            "metadata": None,
+        }
+        for col in columns
+    ]
+    meta = {"index_columns": [], "column_indexes": [], "columns": entries}
+    return json.dumps(meta, separators=(",", ":")).encode()
+
+
 def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
     """``df`` with the table's fixed column types (the same schema in every unit)."""
     types = _TYPES[table]
@@ -152,8 +180,11 @@ def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
         kind = types.get(col, pa.string())
         fields.append(pa.field(col, kind))
         arrays.append(pa.array([_cell(v, kind) for v in df[col].tolist()], type=kind))
-    schema = pa.schema(fields, metadata={b"lab.table": f"results.{table}".encode()})
-    return pa.Table.from_arrays(arrays, schema=schema)
+    metadata = {
+        b"lab.table": f"results.{table}".encode(),
+        b"pandas": _pandas_metadata(list(df.columns), types),
+    }
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
 
 
 def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:

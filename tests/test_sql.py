@@ -132,3 +132,14 @@ def test_lab_results_reads_one_table_where_read_parquet_of_the_dir_mixes_them(re
     assert len(mixed) == sum(len(lab.results.read(results_dir, t)) for t in lab.results.TABLES)
     with pytest.raises(ValueError, match="unknown result table 'chunks'"):
         lab.results.read(results_dir, "chunks")
+
+
+def test_plain_pandas_reads_token_columns_of_a_result_file_as_nullable_integers(results_dir):
+    import pandas as pd
+
+    for path in sorted(results_dir.glob("streams-*.parquet")):
+        df = pd.read_parquet(path)
+        for col in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
+            assert str(df[col].dtype) == "Int64", (path.name, col)
+    attempts = pd.read_parquet(sorted(results_dir.glob("attempts-*.parquet"))[0])
+    assert str(attempts["status"].dtype) == "Int64"
