@@ -336,9 +336,8 @@ class ProxyApp:
             lambda text: print(text, file=sys.stderr, flush=True)
         )
         from lab.clients import RetryChains
-        from lab.config import LabConfig
 
-        self._retries = RetryChains(LabConfig().client_retry_window_s)
+        self._retries = RetryChains(self.limits.client_retry_window_s)  # an SDK's retries
         self._lock = threading.Lock()
         self._current: _Recording | None = None
         self._writers: list[Any] = []
