@@ -5,10 +5,11 @@ A result directory holds several tables side by side, one file per capture unit:
     DIR/streams-00000.parquet    lab.tables.streams   one row per logical request
     DIR/leaks-00000.parquet      lab.tables.leaks     one row per guard event that moved text
     DIR/attempts-00000.parquet   lab.tables.attempts  one row per HTTP exchange
+    DIR/gaps-00000.parquet       lab.tables.gaps      one row per gap between content reads
 
 Read one table by its own prefix (:data:`TABLE_GLOBS`), never the whole directory:
-``pd.read_parquet(DIR)`` or ``DIR/*.parquet`` unions the three tables into one frame whose
-rows are a mix of requests, guard events and exchanges (every other table's columns empty).
+``pd.read_parquet(DIR)`` or ``DIR/*.parquet`` unions the tables into one frame whose rows
+are a mix of requests, guard events, exchanges and gaps (every other table's columns empty).
 
 >>> import lab.results
 >>> sorted(lab.results.TABLE_GLOBS.items())[0]
@@ -40,7 +41,7 @@ TABLE_GLOBS: dict[str, str] = {table: f"{table}-*.parquet" for table in TABLES}
 def read(out: str | Path, table: str = "streams") -> pd.DataFrame:
     """One result table of ``replay(..., out=out)``: every unit's file, in unit order.
 
-    **table** – ``"streams"`` (default), ``"leaks"`` or ``"attempts"``. Raises ValueError
+    **table** – one of :data:`TABLES` (default ``"streams"``). Raises ValueError
     for another name and FileNotFoundError when ``out`` holds no file of that table.
     """
     from lab.resultfiles import read_results
