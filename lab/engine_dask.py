@@ -24,10 +24,12 @@ from typing import Any
 
 import pandas as pd
 
+from lab.exceptions import LabError
+
 __all__ = ["WorkerCannotSee", "replay_dask"]
 
 
-class WorkerCannotSee(FileNotFoundError):
+class WorkerCannotSee(FileNotFoundError, LabError):
     """A Dask worker does not see a path the replay gave it (the capture or ``out``)."""
 
 
