@@ -141,10 +141,10 @@ def _print_table(
     from lab.console import render
 
     view = view or TableView()
-    shown = df[[c for c in columns if c in df.columns]] if columns else df
-    if view.fmt in ("csv", "json"):  # for programs: every row, no title
-        print(render(shown if view.limit is None else shown.head(view.limit), fmt=view.fmt)[0])
+    if view.fmt in ("csv", "json"):  # for programs: every column and row, no title
+        print(render(df if view.limit is None else df.head(view.limit), fmt=view.fmt)[0])
         return
+    shown = df[[c for c in columns if c in df.columns]] if columns else df
     limited = view.limit is not None and len(df) > view.limit
     rows = f"{len(df)} rows" + (
         f"; the first {view.limit} shown, --all for every row" if limited else ""
@@ -973,7 +973,11 @@ def _add_import_parser(sub: Any) -> None:
     vc = im_sub.add_parser("vcr", help="import vcrpy / pytest-recording YAML cassettes")
     vc.add_argument("cassettes", nargs="+", help="cassette files (one capture for all)")
     for p in (har, vc):
-        p.add_argument("--out", default="captures", help="capture root (default: captures)")
+        p.add_argument(
+            "--out",
+            default="recordings",
+            help="capture root (default: recordings; captures/ holds the bundled sample)",
+        )
         p.add_argument("--label", default=None, help="a label for the capture (default: none)")
     im.set_defaults(func=cmd_import)
 
@@ -1124,7 +1128,11 @@ def _add_proxy_parser(sub: Any) -> None:
     )
     px.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 = any free)")
     px.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
-    px.add_argument("--out", default="captures", help="capture root directory (default: captures)")
+    px.add_argument(
+        "--out",
+        default="recordings",
+        help="capture root directory (default: recordings; captures/ holds the bundled sample)",
+    )
     px.add_argument(
         "--label", default=None, help="a label stored with each recording (default: none)"
     )
