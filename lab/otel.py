@@ -85,6 +85,7 @@ def otel_provider_name(provider: str) -> str:
             return provider
     return provider
 
+
 MESSAGE_CHARS = 20_000
 """``messages=True``: the most characters of one exported text value (a message's
 content, ``input.value``, ``output.value``); the rest is cut, and the cut said."""
