@@ -59,6 +59,9 @@ Detectors and the real-world bug each one catches
   count that understates what was generated (``facts["provisional_usage"]``; a stream
   that ended in an error is not flagged, the error says it failed; under
   ``LabConfig.final_usage_only`` the result reports no usage instead).
+- ``refusal`` – the model refused: OpenAI's ``delta.refusal`` or the Responses API's
+  refusal parts carried its answer (``result.refusal``); the reference shows an empty,
+  ``stop``-finished answer (``LabConfig.refusal_content_filter`` finishes ``content_filter``).
 - ``body_not_as_sent`` – an imported body is not the bytes the server sent: the file's
   writer replaced bytes it could not decode with U+FFFD (``meta.source_body == "lossy"``,
   :mod:`lab.interchange`), so the text around them may differ from what the app saw.
@@ -510,6 +513,11 @@ def usage_not_final(result: StreamResult, config: AnomalyConfig | None = None) -
     return bool(result.facts.get("provisional_usage"))
 
 
+def refusal(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The model refused: its answer is a refusal (``result.refusal``), not text."""
+    return bool(result.refusal)
+
+
 def body_not_as_sent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """An imported body is not the bytes sent: the file's writer replaced undecodable bytes."""
     return bool(result.meta) and result.meta.get("source_body") == "lossy"
@@ -552,6 +560,7 @@ DETECTORS: dict[str, Detector] = {
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,
     "body_not_as_sent": body_not_as_sent,
+    "refusal": refusal,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

@@ -129,6 +129,16 @@ class LabConfig(BaseModel):
     ``done`` for ``finish_reason: "length"`` and does not emit that chunk's content; it is
     kept in ``metadata["dropped_content"]`` and the anomaly ``length_content_dropped`` names
     it): emit it, as vLLM sends its last token in that chunk."""
+    refusal_content_filter: bool = False
+    """Lab addition, off as in the reference (which reads neither OpenAI's ``delta.refusal``
+    nor the Responses API's ``response.refusal.delta``; the lab keeps the text in the
+    result's ``refusal`` either way and the anomaly ``refusal`` names it): a stream whose
+    answer is a refusal finishes ``content_filter`` instead of ``stop``."""
+    usage_everywhere: bool = False
+    """Lab addition, off as in the reference (whose ``custom`` catch-all reads a chunk's
+    top-level ``usage`` only; usage where a named endpoint puts it, Groq's
+    ``x_groq.usage``, is counted as an ``unhandled_shape``): ``custom`` reads usage in every
+    place a registered endpoint reads it."""
     merge_resent_tool_headers: bool = False
     """Lab addition, off as in the reference (which appends every ``function.name`` piece,
     so a backend that sends a call's whole header again, same id and name, with its
@@ -258,6 +268,8 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "final_usage_only",
     "usage_in_choices",
     "merge_resent_tool_headers",
+    "refusal_content_filter",
+    "usage_everywhere",
     "keep_length_content",
     "first_choice_only",
 )

@@ -21,6 +21,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
@@ -112,6 +113,14 @@ def replay_sse(
         )
     from lab.providers import adapter_for
 
+    if path is None and not isinstance(body, (str, bytes, bytearray, memoryview)):
+        body = [bytes(b) for b in body]  # read once: the sniff and the replay both see it
+    if path is None and _responses_body(body):
+        try:  # a Responses API stream, known by its events, of a family that has the API
+            adapter_for(provider, RESPONSES_PATH)
+            path = RESPONSES_PATH
+        except ValueError:
+            pass
     try:
         adapter_cls = adapter_for(provider, path)
     except ValueError as exc:
@@ -135,6 +144,26 @@ def replay_sse(
     if model is None:
         result.model = None
     return result
+
+
+RESPONSES_PATH = "/responses"
+_RESPONSES_EVENT = re.compile(
+    rb'^(?:event:[ \t]*response\.[a-z_.]+|data:[ \t]*\{\s*"type"\s*:\s*"response\.)', re.M
+)
+_SNIFF_BYTES = 4096
+
+
+def _responses_body(body: Any) -> bool:
+    """Does a body given without ``path=`` read as an OpenAI Responses API stream: one of
+    its first events (the first 4 KiB) typed ``response.*`` (``response.created``, ...)?
+    Such a body replayed as chat completions would come out empty."""
+    if isinstance(body, str):
+        head = body[:_SNIFF_BYTES].encode("utf-8", "replace")
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        head = bytes(body[:_SNIFF_BYTES])
+    else:
+        head = b"".join(body)[:_SNIFF_BYTES]
+    return _RESPONSES_EVENT.search(head) is not None
 
 
 def _error_result(

@@ -239,6 +239,7 @@ def test_registry_lists_every_detector_in_report_order():
         "tool_calls_dropped",
         "usage_not_final",
         "body_not_as_sent",
+        "refusal",
     ]
 
 

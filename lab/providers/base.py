@@ -469,6 +469,19 @@ class StreamAdapter:
         if event.comment is not None:  # is_comment, without the property call: per event
             self.facts["comments"] += 1
 
+    def _note_refusal(self, text: str) -> None:
+        """A piece of the model's refusal (OpenAI ``delta.refusal``, the Responses API's
+        ``response.refusal.delta``): kept in ``facts["refusal"]``, the result's ``refusal``."""
+        if text:
+            self.facts["refusal"] = self.facts.get("refusal", "") + text
+
+    def _refusal_finish(self, finish: str) -> str:
+        """``content_filter`` for a ``stop`` that ends a refusal under
+        ``LabConfig.refusal_content_filter``; ``finish`` otherwise (the reference)."""
+        if finish == "stop" and self.facts.get("refusal") and self.config.refusal_content_filter:
+            return "content_filter"
+        return finish
+
     def _record_finish(self, reason: str | None) -> None:
         if reason:
             self.finish_reason = reason
