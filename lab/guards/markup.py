@@ -776,8 +776,10 @@ _QWEN_FN_RE = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|\Z)", re.DOTA
 _QWEN_PARAM_RE = re.compile(
     r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL
 )
+# the ``<arg_value>`` opener is optional: GLM-4.7/5 sometimes drops it while the value and
+# its closer are whole (vllm-project/vllm issue 49248, raw sampled tokens)
 _GLM_PAIR_RE = re.compile(
-    r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|\Z)", re.DOTALL
+    r"<arg_key>(.*?)</arg_key>\s*(?:<arg_value>)?(.*?)(?:</arg_value>|\Z)", re.DOTALL
 )
 _MM_INVOKE_RE = re.compile(r"<invoke name=([^>]*)>(.*?)(?:</invoke>|\Z)", re.DOTALL)
 _MM_PARAM_RE = re.compile(r"<parameter name=([^>]*)>(.*?)(?:</parameter>|\Z)", re.DOTALL)
@@ -848,8 +850,10 @@ def parse_tool_block(
         else:  # GLM-4.5: NAME\n<arg_key>k</arg_key><arg_value>v</arg_value>...
             head = inner.split("<arg_key>", 1)[0]
             name = head.strip().split("\n", 1)[0].strip()
-            if name and "<" not in name and " " not in name:
-                pairs = [(p.group(1), p.group(2).strip()) for p in _GLM_PAIR_RE.finditer(inner)]
+            pairs = [(p.group(1), p.group(2).strip()) for p in _GLM_PAIR_RE.finditer(inner)]
+            # a call that would silently lose an argument is not recovered
+            whole = len(pairs) == inner.count("<arg_key>")
+            if name and "<" not in name and " " not in name and whole:
                 calls.append(_xml_call(name, pairs, kind, tools, closed=closed))
     elif kind == MINIMAX:
         for im in _MM_INVOKE_RE.finditer(block):
