@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lab.exceptions import LabError
+from lab.guards.markup import MarkupGuardConfig
 from lab.guards.spill import SpillGuardConfig
 
 __all__ = ["ConfigError", "LabConfig"]
@@ -48,6 +49,17 @@ class LabConfig(BaseModel):
     """Rolling tail of streamed text that repeated deltas are compared with."""
     dedup_min_chars: int = Field(8, ge=0)
     """Deltas shorter than this are never deduplicated; also the minimum overlap."""
+    markup: MarkupGuardConfig = Field(default_factory=MarkupGuardConfig)
+    """What the markup guard recognizes as leaked protocol markup (harmony channels,
+    Kimi/DeepSeek/XML/MiniMax tool blocks, special tokens) and its bounds
+    (:class:`~lab.guards.markup.MarkupGuardConfig`)."""
+    recover_markup: bool = False
+    """Lab addition, off as in the reference (which passes leaked protocol markup through
+    as text; the guard only names it: guard events ``markup``, the anomaly
+    ``markup_leak``, the ``leak_kind`` column): recover it. Harmony ``analysis`` moves to
+    reasoning and ``final`` stays the answer, a leaked tool block becomes a real call
+    (``provider_fields["recovered_from"]`` names its class) and leaves the text, stray
+    special tokens are removed."""
     verbatim_tool_calls: bool = False
     """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
     inactivity_timeout_s: float = Field(120.0, gt=0)
@@ -272,6 +284,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "usage_everywhere",
     "keep_length_content",
     "first_choice_only",
+    "recover_markup",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

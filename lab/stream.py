@@ -227,6 +227,8 @@ def run_stream(
 
     result = _assemble(adapter, chunks, origins, attempts, read_t_ns, cfg)
     result.divergence = divergence
+    if tools:  # the tools the request offered: lab.toolcheck checks the calls against them
+        result.facts["request_tools"] = tools
     return result
 
 

@@ -244,6 +244,7 @@ def test_leaks_lists_every_guard_event_that_moved_text(results):
             "t_ms": 100.0,
             "guard": "think_stripper",
             "rule": "think_block",
+            "leak_kind": "think",
             "moved": "plan it",
             "moved_chars": 7,
         }

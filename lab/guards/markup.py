@@ -92,6 +92,8 @@ __all__ = [
     "MarkupGuard",
     "MarkupGuardConfig",
     "MarkupOutput",
+    "TOOL_BLOCK_OPENERS",
+    "markup_kinds",
     "parse_tool_block",
     "scan_markup",
 ]
@@ -150,6 +152,7 @@ _HARMONY_STOPS = frozenset((_H_END, _H_RETURN, _H_CALL))
 # tool blocks: opener -> (class, closer)
 _BLOCKS: dict[str, tuple[MarkupClass, str]] = {
     "<|tool_calls_section_begin|>": (KIMI, "<|tool_calls_section_end|>"),
+    "<|tool_call_section_begin|>": (KIMI, "<|tool_call_section_end|>"),  # singular (llama.cpp)
     "<|tool_call_begin|>": (KIMI, "<|tool_call_end|>"),
     "<｜tool▁calls▁begin｜>": (DEEPSEEK, "<｜tool▁calls▁end｜>"),
     "<｜tool▁call▁begin｜>": (DEEPSEEK, "<｜tool▁call▁end｜>"),
@@ -157,6 +160,10 @@ _BLOCKS: dict[str, tuple[MarkupClass, str]] = {
     "<function=": (XML, "</function>"),
     "<minimax:tool_call>": (MINIMAX, "</minimax:tool_call>"),
 }
+TOOL_BLOCK_OPENERS: tuple[str, ...] = tuple(_BLOCKS)
+"""Every literal that opens a leaked tool-call block (the one list: the anomaly detectors
+``tool_markup_in_content``/``_reasoning`` use it too)."""
+
 # markers that name their class when seen outside a block (stray closers, inner markers
 # distinctive enough to be markup wherever they appear)
 _STRAY: dict[str, MarkupClass] = {
@@ -682,6 +689,19 @@ def scan_markup(
     reasoning.append(out.reasoning)
     calls.extend(out.calls)
     return MarkupOutput("".join(text), "".join(reasoning), tuple(calls)), guard.detections
+
+
+def markup_kinds(*texts: str, config: MarkupGuardConfig | None = None) -> list[str]:
+    """The classes of markup found in whole ``texts``, in :data:`MARKUP_CLASSES` order.
+
+    >>> markup_kinds("a<|im_end|>", "<tool_call>x</tool_call>")
+    ['xml_tool_call', 'special_token']
+    """
+    found: set[str] = set()
+    for text in texts:
+        if text and "<" in text:
+            found.update(d.kind for d in scan_markup(text, config)[1])
+    return [k for k in MARKUP_CLASSES if k in found]
 
 
 # -- parsing one tool block ---------------------------------------------------------------
