@@ -57,6 +57,8 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
                 "text_chars",
                 "reasoning_chars",
                 "n_tool_calls",
+                "tool_calls_checked",
+                "tool_calls_valid",
                 "input_tokens",
                 "output_tokens",
                 "reasoning_tokens",

@@ -79,14 +79,6 @@ def _decision(names: object) -> str:
     return ",".join(sorted(set(names.split(","))))
 
 
-def _prompt(key: object) -> str | None:
-    """The prompt digest of a sweep key (``target|digest|rep``)."""
-    if not isinstance(key, str):
-        return None
-    parts = key.split("|")
-    return parts[1] if len(parts) >= 3 else None
-
-
 def _majority(decisions: list[str]) -> str:
     counts = Counter(decisions)
     top = max(counts.values())
@@ -96,12 +88,12 @@ def _majority(decisions: list[str]) -> str:
 def _agreement_rows(st: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     """One row per compared stream: backend, prompt, its decision, the reference one."""
     st = _served(st)
-    if "sweep_key" not in st or "tool_names" not in st:
+    if "sweep_prompt" not in st or "tool_names" not in st:
         return pd.DataFrame(columns=["serving_provider", "prompt", "decision", "expected"])
-    st = st[st["error_type"].isna()].assign(
-        prompt=st["sweep_key"].map(_prompt), decision=st["tool_names"].map(_decision)
+    st = st[st["error_type"].isna() & st["sweep_prompt"].notna()]
+    st = st.assign(
+        prompt=st["sweep_prompt"].astype("int64"), decision=st["tool_names"].map(_decision)
     )
-    st = st[st["prompt"].notna()]
     rows: list[dict[str, Any]] = []
     for prompt, group in st.groupby("prompt", sort=True):
         modal = {b: _majority(list(g["decision"])) for b, g in group.groupby("serving_provider")}
@@ -137,11 +129,11 @@ def trigger_agreement(
     ``reference`` backend's usual decision on the same prompt, or without one with the
     majority of the other backends' usual decisions (K2 Vendor Verifier style).
 
-    Needs a sweep's streams table (``lab.sweep.sweep_streams``: the prompt is the digest in
-    ``sweep_key``). A backend's usual decision on a prompt is its most frequent one over its
+    Needs a sweep's streams table (``lab.sweep.sweep_streams``: the prompt is
+    ``sweep_prompt``, its line in the prompts file). A backend's usual decision on a prompt is its most frequent one over its
     repetitions; streams that ended in an error are not compared. Columns: ``compared``,
     ``agreed``, ``agreement_rate`` with its Wilson interval, ``reference`` and
-    ``disagreeing_prompts`` (the prompt digests where a stream disagreed).
+    ``disagreeing_prompts`` (the prompt lines where a stream disagreed).
     """
     rows = _agreement_rows(streams, reference)
     out = []
@@ -158,7 +150,9 @@ def trigger_agreement(
                 "agreement_rate_ci_low": low,
                 "agreement_rate_ci_high": high,
                 "reference": reference or "majority",
-                "disagreeing_prompts": ",".join(sorted(set(g.loc[~agree, "prompt"]))),
+                "disagreeing_prompts": ",".join(
+                    str(p) for p in sorted(set(g.loc[~agree, "prompt"]))
+                ),
             }
         )
     cols = [

@@ -16,7 +16,9 @@ stream the lab replayed, one call at a time, and names the first thing wrong wit
   (``$.location``, ``$.items[2]``);
 - ``finish_mismatch``: the stream's calls and its finish reason disagree: calls with a
   finish reason other than ``tool_calls`` (a cut or failed stream, finish None or
-  ``error``, is not counted), or ``tool_calls`` with no call at all (one row, no name).
+  ``error``, is not counted, nor a call recovered from leaked markup, whose ``stop`` is
+  part of that leak and named by the ``markup_leak`` anomaly), or ``tool_calls`` with no
+  call at all (one row, no name).
 
 Schemas are validated with ``jsonschema`` (the maintained validator): the draft a schema
 names in ``$schema`` (draft-04, -06, -07, 2019-09, 2020-12), else Draft 2020-12, which is
@@ -189,7 +191,7 @@ def check_stream(
                 "finish_mismatch",
                 f"a tool call with finish reason {finish_reason!r}",
             )
-            if c.valid
+            if c.valid and not (calls[c.position].provider_fields or {}).get("recovered_from")
             else c
             for c in out
         ]

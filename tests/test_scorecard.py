@@ -195,6 +195,7 @@ def _sweep_table(rows: list[dict]) -> pd.DataFrame:
     ]
     st = tables.streams(results)
     st["sweep_key"] = [f"{r['backend']}|{r['prompt']}|{r['rep']}" for r in rows]
+    st["sweep_prompt"] = [r["prompt"] for r in rows]
     return st
 
 
@@ -213,7 +214,7 @@ def _planted() -> pd.DataFrame:
                     {
                         "sid": f"{b}{p}-{rep}",
                         "backend": b,
-                        "prompt": f"p{p:02d}",
+                        "prompt": p + 1,
                         "rep": rep,
                         "calls": calls,
                         "markup": "harmony" if b == "B" else None,
@@ -266,7 +267,7 @@ def test_scorecard_reference_backend_decides_trigger_agreement():
     st = _planted()
     ta = tables.trigger_agreement(st, reference="D").set_index("serving_provider")
     assert ta["agreement_rate"].to_dict() == {"A": 0.5, "B": 0.5, "C": 0.5, "D": 1.0}
-    assert ta.loc["A", "disagreeing_prompts"] == ",".join(f"p{p:02d}" for p in range(0, 20, 2))
+    assert ta.loc["A", "disagreeing_prompts"] == ",".join(str(p + 1) for p in range(0, 20, 2))
     card = tables.scorecard(st, reference="D").set_index("serving_provider")
     assert card.loc["D", "trigger_agreement_worse"] == False  # noqa: E712 - a numpy bool
 

@@ -182,3 +182,10 @@ def test_toolcheck_error_kinds_are_listed_in_check_order():
         "schema_violation",
         "finish_mismatch",
     )
+
+
+def test_toolcheck_a_call_recovered_from_markup_is_no_finish_mismatch():
+    call = FunctionCall(
+        name="weather", args={"city": "x"}, provider_fields={"recovered_from": "xml_tool_call"}
+    )
+    assert check_stream([call], "stop", SCHEMAS) == [ToolCallCheck(0, "weather", True, None, "")]
