@@ -46,6 +46,7 @@ __all__ = [
     "LEAK_GUARDS",
     "MIN_STREAMS_TO_COMPARE",
     "STREAM_COLUMNS",
+    "TOOL_CALL_COLUMNS",
     "attempts",
     "backend_labels",
     "backend_verdicts",

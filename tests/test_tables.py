@@ -449,6 +449,7 @@ def _documented(section: str) -> set[str]:
         ("attempts", tables.ATTEMPT_COLUMNS),
         ("latency", tables.latency([]).columns.tolist()),
         ("gaps", tables.GAP_COLUMNS),
+        ("tool_calls", tables.TOOL_CALL_COLUMNS),
     ],
 )
 def test_docs_describe_every_column(section, columns):
