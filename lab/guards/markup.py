@@ -222,6 +222,7 @@ class MarkupOutput(NamedTuple):
 
 
 _EMPTY = MarkupOutput()
+_tuple_new = tuple.__new__  # a NamedTuple without its Python __new__
 
 # states
 _TEXT, _BLOCK, _HEADER, _BODY = 0, 1, 2, 3
@@ -346,8 +347,10 @@ class MarkupGuard(NoteSink):
         if not text:
             return _EMPTY
         pending = self._pending
-        if not pending and "<" not in text:
+        if not pending and "<" not in text:  # the fast path: no marker can start here
             self._fed += len(text)
+            if self._state == _TEXT:
+                return _tuple_new(MarkupOutput, (text, "", ()))  # MarkupOutput(text), per delta
             return self._plain(text, self._fed - len(text))
         base = self._fed - len(pending)
         self._fed += len(text)
