@@ -360,3 +360,10 @@ def test_markup_finds_nothing_in_real_bodies_without_markup(src):
     assert raw and result.stream_id == src["name"]
     for text in (raw.decode("utf-8", "replace"), result.text, result.reasoning):
         assert scan_markup(text)[1] == []
+
+
+def test_markup_hermes_block_cut_by_the_end_of_stream_is_repaired_not_invented():
+    out, _ = scan_markup('<tool_call>\n{"name": "f", "arguments": {"a": 1, "b": "x', recover=True)
+    (call,) = out.calls
+    assert (call.name, call.args, call.arguments_truncated) == ("f", {"a": 1}, True)
+    assert call.provider_fields == {"recovered_from": "xml_tool_call", "block_unclosed": True}

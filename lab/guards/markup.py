@@ -82,7 +82,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lab.model import FunctionCall
 
 from .base import NoteSink
-from .json_repair import parse_tool_arguments
+from .json_repair import parse_tool_arguments, repair_truncated_json
 
 __all__ = [
     "DEFAULT_SPECIAL_TOKENS",
@@ -862,14 +862,19 @@ def parse_tool_block(
                 if fm.group(1).strip():
                     calls.append(_xml_call(fm.group(1), pairs, kind, tools, closed=closed))
         elif stripped.startswith("{"):  # Hermes / Qwen2.5 JSON
+            cut = False
             try:
                 obj = json.loads(stripped)
-            except ValueError:
-                obj = None
+            except ValueError:  # a block the stream cut: repaired, never fabricated
+                obj = None if closed else repair_truncated_json(stripped)
+                cut = obj is not None
             if isinstance(obj, dict) and isinstance(obj.get("name"), str):
                 args = obj.get("arguments", obj.get("parameters", {}))
                 raw = args if isinstance(args, str) else json.dumps(args)
-                calls.append(_make_call(obj["name"], raw, kind, closed=closed))
+                call = _make_call(obj["name"], raw, kind, closed=closed)
+                if cut:
+                    call = call.model_copy(update={"arguments_truncated": True})
+                calls.append(call)
         else:  # GLM-4.5: NAME\n<arg_key>k</arg_key><arg_value>v</arg_value>...
             head = inner.split("<arg_key>", 1)[0]
             name = head.strip().split("\n", 1)[0].strip()
