@@ -18,8 +18,10 @@ verdict on one row per backend:
   flagging any clean backend in the whole card at most ``1 - confidence``.
 
 Verdicts (a verdict with no trial anywhere is left out): ``think_leak``, ``markup_leak``
-(any class) and ``markup_<class>`` for each class seen, ``error``, ``tool_call_valid`` (a
-good rate: flagged when *lower*), ``trigger_agreement`` (sweeps: :func:`trigger_agreement`).
+(any class) and ``markup_<class>`` for each class seen, ``error``, ``stall`` (the timed
+streams with a stall, from the latency columns of :mod:`lab.latency`), ``tool_call_valid``
+(a good rate: flagged when *lower*), ``trigger_agreement`` (sweeps: :func:`trigger_agreement`).
+Latency quantiles per backend with their intervals are :func:`lab.tables.latency`.
 
 :func:`scorecard_sentences` says the flags in words ("Together: worse with confidence on
 tool-call validity, 61 % [52 %, 70 %] against 97 % for the rest ..."); the card carries
@@ -51,6 +53,7 @@ VERDICT_LABELS: dict[str, str] = {
     "markup_leak": "protocol markup leaked",
     **{f"markup_{k}": f"{k.replace('_', ' ')} markup leaked" for k in MARKUP_CLASSES},
     "error": "errors",
+    "stall": "streams that stalled (a gap between content reads over stall_s)",
     "tool_call_valid": "tool-call validity",
     "trigger_agreement": "tool-call trigger agreement",
 }
@@ -195,6 +198,13 @@ def _verdict_counts(
             out[f"markup_{cls}"] = (hit.groupby(st["serving_provider"]).sum(), streams)
     errored = st["error_type"].notna()
     out["error"] = (errored.groupby(st["serving_provider"]).sum(), streams)
+    if "stalls" in st and st["stalls"].notna().any():  # the latency columns (lab.latency)
+        timed = st["stalls"].notna()
+        stalled = (st["stalls"].fillna(0) > 0) & timed
+        out["stall"] = (
+            stalled.groupby(st["serving_provider"]).sum(),
+            timed.groupby(st["serving_provider"]).sum(),
+        )
     if "tool_calls_checked" in st and st["tool_calls_checked"].sum() > 0:
         checked = g["tool_calls_checked"].sum()
         valid = g["tool_calls_valid"].sum()
