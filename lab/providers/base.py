@@ -538,11 +538,15 @@ class StreamAdapter:
 
         Sets ``self.think`` (None when ``strip_think_blocks`` is off or **think** is False),
         ``self.spill``, ``self.dedup`` and ``self.speaker`` (None unless ``speaker_guard``
-        and **speaker**). A family uses the ones its pipeline runs (Gemini: dedup and the
-        speaker guard; Anthropic: think, spill and speaker). **capture_thoughts** defaults to
+        and **speaker**), and the markup guards ``self.markup`` (on content) and
+        ``self.markup_reasoning`` (on reasoning), which detect leaked protocol markup and
+        recover it under ``recover_markup``. A family uses the ones its pipeline runs
+        (Gemini: dedup and the speaker guard; Anthropic: think, spill and speaker; the chat
+        families: all). **capture_thoughts** defaults to
         ``capture_think_blocks_as_thoughts``.
         """
         from lab.guards import (
+            MarkupGuard,
             RecentTextDedup,
             SpeakerBoundaryGuard,
             SpillGuard,
@@ -559,6 +563,10 @@ class StreamAdapter:
             else None
         )
         self.spill = SpillGuard(cfg.spill)
+        self.markup = MarkupGuard(cfg.markup, recover=cfg.recover_markup, tools=self.tools)
+        self.markup_reasoning = MarkupGuard(
+            cfg.markup, recover=cfg.recover_markup, tools=self.tools
+        )
         self.dedup = RecentTextDedup(
             tail_chars=cfg.dedup_tail_chars,
             min_chars=cfg.dedup_min_chars,

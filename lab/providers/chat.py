@@ -706,6 +706,44 @@ class OpenAICompatibleAdapter(StreamAdapter):
             delta["content"] = g.content
             if g.reasoning:
                 delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
+        self.guard_markup(delta)
+
+    def guard_markup(self, delta: dict) -> None:
+        """The markup guard (:mod:`lab.guards.markup`) on the delta's reasoning, then on its
+        content after the think strip and the spill guard. Default: the text is untouched
+        and every marker is a guard event. Under ``recover_markup``: harmony analysis joins
+        the reasoning field, recovered calls follow this piece as ``function_call`` chunks,
+        stray tokens leave the text."""
+        key = self.reasoning_key
+        reasoning = delta.get(key)
+        if isinstance(reasoning, str) and reasoning:
+            m = self.markup_reasoning.feed(reasoning)
+            if self.markup_reasoning.notes:
+                self._drain(self.markup_reasoning)
+            if self.markup_reasoning.recover:
+                delta[key] = m.text + m.reasoning
+                self._extra.extend(self._call_chunk(c) for c in m.calls)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            m = self.markup.feed(content)
+            if self.markup.notes:
+                self._drain(self.markup)
+            if self.markup.recover:
+                delta["content"] = m.text
+                if m.reasoning:
+                    delta[key] = (delta.get(key) or "") + m.reasoning
+                self._extra.extend(self._call_chunk(c) for c in m.calls)
+
+    def _release_markup(self, out: list[ProcessedChunk]) -> None:
+        """End of stream: what the markup guards still hold (a partial marker, a block cut
+        before its closer: parsed as cut short)."""
+        for guard in (self.markup_reasoning, self.markup):
+            m = self._ran(guard, guard.flush())
+            if guard is self.markup:
+                self.release(m.text, m.reasoning, out)
+            else:
+                self.release("", m.text + m.reasoning, out)
+            out.extend(self._call_chunk(c) for c in m.calls)
 
     def split_pieces(self, chunk: dict) -> list[dict]:
         """Hook that maps a chunk whose first choice carries a tool call to the pieces the
@@ -1182,6 +1220,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         :meth:`post_flush` holds."""
         g = self._ran(self.spill, self.spill.flush())
         self.release(g.content, g.reasoning, out)
+        self._release_markup(out)
         if error_path:
             self._release_speaker(out)
             self._release_think(out)
