@@ -33,6 +33,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from lab.tables import FLOAT_COLUMNS
+
 __all__ = ["RESULT_TABLES", "ResultFiles", "read_results", "replay_to"]
 
 RESULT_TABLES = ("streams", "leaks", "attempts", "gaps")
@@ -68,23 +70,7 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
                 "first_chunk_chars",
             )
         },
-        **{
-            c: _FLOAT
-            for c in (
-                "ttft_ms",
-                "duration_ms",
-                "cost",
-                "tokens_per_s",
-                "ttfb_ms",
-                "ttft_content_ms",
-                "ttft_reasoning_ms",
-                "gap_p50_ms",
-                "gap_p90_ms",
-                "gap_p99_ms",
-                "gap_max_ms",
-                "stall_ms",
-            )
-        },
+        **{c: _FLOAT for c in FLOAT_COLUMNS},
         "timed": _BOOL,
         "started_at": _TIME,
     },

@@ -365,7 +365,7 @@ def streams(
         df[col] = df[col].astype("Int64")
     for col in ("tool_calls_checked", "tool_calls_valid"):
         df[col] = df[col].astype("int64")
-    for col in _FLOAT_COLUMNS:
+    for col in FLOAT_COLUMNS:
         df[col] = df[col].astype("float64")
     df["timed"] = df["timed"].astype(bool)
     df["content_reads"] = df["content_reads"].astype("int64")
@@ -381,7 +381,7 @@ _NULLABLE_INT_COLUMNS = (
     "stalls",
     "first_chunk_chars",
 )
-_FLOAT_COLUMNS = (
+FLOAT_COLUMNS = (
     "ttft_ms",
     "duration_ms",
     "cost",
