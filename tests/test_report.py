@@ -99,8 +99,8 @@ def _body_attrs(browser: str, page: Path, profile: Path, width: int) -> dict[str
 
 def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path):
     attrs = _body_attrs(_browser_or_skip(), report, tmp_path / "profile", 1280)
-    assert attrs["data-images"] == "4"
-    assert attrs["data-images-ok"] == "4"
+    assert attrs["data-images"] == "6"
+    assert attrs["data-images-ok"] == "6"
     assert attrs["data-errors"] == "0"
 
 
