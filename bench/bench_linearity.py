@@ -14,6 +14,12 @@
     200k ``partialArgs`` pieces (``google``, ``assemble_function_calls``), framed as SSE and
     as the streamed JSON array (no ``alt=sse``): per-piece cost within 1.3x of 20k pieces.
 
+(e) leaked protocol markup: a chat-completions body whose content is harmony channels,
+    Kimi and GLM tool blocks and special tokens, cut into deltas of 1-9 characters (markers
+    split across them): per-chunk cost of the full replay within 1.3x at 200k vs 20k
+    chunks, under the default (detection) and ``LabConfig.complete()`` (recovery), and of
+    the markup guard alone (``MarkupGuard.feed`` per delta).
+
 A guard that rescans a growing buffer (quadratic) fails (b) by orders of magnitude.
 
     python bench/bench_linearity.py [--big 200000] [--small 20000] [--repeat 3]
@@ -176,6 +182,59 @@ def replay_gemini(body: bytes, n: int) -> None:
     assert len(call.args["text"]) == 2 * n and r.finish_reason == "tool_calls"
 
 
+MARKUP_UNITS = (
+    "<|channel|>analysis<|message|>The user wants the weather; call the tool.<|end|>",
+    "<|start|>assistant<|channel|>final<|message|>It is sunny in Oslo.<|return|>",
+    "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>',
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>",
+    "Plain prose between the blocks, with a < b and <b>bold</b>.<|im_end|>",
+)
+
+
+def markup_deltas(n: int, seed: int = 0) -> list[str]:
+    """``n`` content deltas of 1-9 characters cut from repeated markup units."""
+    rng = random.Random(seed)
+    text = "".join(MARKUP_UNITS)
+    out: list[str] = []
+    pos = 0
+    while len(out) < n:
+        k = rng.randint(1, 9)
+        piece = (text * 2)[pos : pos + k]
+        out.append(piece)
+        pos = (pos + k) % len(text)
+    return out
+
+
+def markup_body(n: int) -> bytes:
+    """An OpenAI chat-completions body carrying :func:`markup_deltas` as content."""
+    parts = []
+    for piece in markup_deltas(n):
+        d = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        parts.append(b"data: " + json.dumps(d, separators=(",", ":")).encode() + b"\n\n")
+    tail = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    parts.append(b"data: " + json.dumps(tail).encode() + b"\n\ndata: [DONE]\n\n")
+    return b"".join(parts)
+
+
+def replay_markup(body: bytes, complete: bool) -> None:
+    from lab.config import LabConfig
+    from lab.replay import replay_sse
+
+    replay_sse("openai", body, config=LabConfig.complete() if complete else None)
+
+
+def run_markup_guard(deltas: list[str], recover: bool) -> int:
+    from lab.guards import MarkupGuard
+
+    guard = MarkupGuard(recover=recover)
+    out = 0
+    for d in deltas:
+        out += len(guard.feed(d).text)
+        guard.notes.clear()
+    return out + len(guard.flush().text) + len(guard.detections)
+
+
 def replay_n(body: bytes) -> None:
     from lab.replay import replay_sse
 
@@ -244,7 +303,38 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s_g / args.small * 1e6:.2f} us", "")  # fmt: skip
         table.add(f"gemini partialArgs ({framing})", f"{args.big} pieces", b_g,
                   f"{b_g / args.big * 1e6:.2f} us", r_g)  # fmt: skip
+    markup_ok = True
+    markup_rows = []
+    small_m, big_m = markup_body(args.small), markup_body(args.big)
+    small_d, big_d = markup_deltas(args.small), markup_deltas(args.big)
+    for label, small_run, big_run in (
+        ("markup replay (default)", lambda: replay_markup(small_m, False),
+         lambda: replay_markup(big_m, False)),
+        ("markup replay (complete)", lambda: replay_markup(small_m, True),
+         lambda: replay_markup(big_m, True)),
+        ("markup guard (detect)", lambda: run_markup_guard(small_d, False),
+         lambda: run_markup_guard(big_d, False)),
+        ("markup guard (recover)", lambda: run_markup_guard(small_d, True),
+         lambda: run_markup_guard(big_d, True)),
+    ):  # fmt: skip
+        s_m = median_time(small_run, repeat=max(5, args.repeat), warmup=1)
+        b_m = median_time(big_run, repeat=args.repeat, warmup=0)
+        r_m = (b_m / args.big) / (s_m / args.small)
+        markup_rows.append((label, r_m))
+        table.add(label, f"{args.small} deltas", s_m, f"{s_m / args.small * 1e6:.2f} us", "")
+        table.add(label, f"{args.big} deltas", b_m, f"{b_m / args.big * 1e6:.2f} us", r_m)
     table.print()
+    for label, r_m in markup_rows:
+        name = "linearity_" + label.replace("(", "").replace(")", "").replace(" ", "_")
+        markup_ok = (
+            verdict(
+                name,
+                r_m <= REPLAY_TARGET,
+                f"per-delta cost {args.big} vs {args.small} markup deltas ({label}) = "
+                f"{r_m:.2f}x (target <= {REPLAY_TARGET}x)",
+            )
+            and markup_ok
+        )
     for framing, _, _, r_g in gemini_rows:
         gemini_ok = (
             verdict(
@@ -273,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         f"per-char cost {len(big_text)} vs {len(small_text)} chars = {r_guard:.2f}x "
         f"(target <= {GUARD_TARGET}x)",
     )
-    return 0 if (ok1 and ok2 and ok3 and gemini_ok) else 1
+    return 0 if (ok1 and ok2 and ok3 and gemini_ok and markup_ok) else 1
 
 
 if __name__ == "__main__":

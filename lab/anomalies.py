@@ -16,6 +16,10 @@ Detectors and the real-world bug each one catches
 - ``tool_markup_in_reasoning`` – the same markup inside reasoning: Kimi-K2
   ``<|tool_calls_section_begin|> <|tool_call_begin|> functions.bash:0 …`` in the thinking
   block (anomalyco/opencode #8851, vybestack/llxprt-code #749); the call is never made.
+- ``markup_leak`` – any protocol markup the markup guard (:mod:`lab.guards.markup`) saw
+  in text or reasoning, recovered or not: gpt-oss harmony channels
+  (``<|channel|>analysis<|message|>``, Sidekick #75), tool blocks of every dialect, stray
+  special tokens (``<|im_end|>``, moltis #306); :func:`markup_leak_kinds` names the classes.
 - ``duplicated_deltas`` – every reasoning delta sent twice, ``TheThe user is user is``
   (maximhq/bifrost #6427), or a long passage repeated back to back in the answer.
 - ``glued_reasoning_summaries`` – summary headings concatenated with no separator,
@@ -59,6 +63,12 @@ Detectors and the real-world bug each one catches
   count that understates what was generated (``facts["provisional_usage"]``; a stream
   that ended in an error is not flagged, the error says it failed; under
   ``LabConfig.final_usage_only`` the result reports no usage instead).
+- ``refusal`` – the model refused: OpenAI's ``delta.refusal`` or the Responses API's
+  refusal parts carried its answer (``result.refusal``); the reference shows an empty,
+  ``stop``-finished answer (``LabConfig.refusal_content_filter`` finishes ``content_filter``).
+- ``body_not_as_sent`` – an imported body is not the bytes the server sent: the file's
+  writer replaced bytes it could not decode with U+FFFD (``meta.source_body == "lossy"``,
+  :mod:`lab.interchange`), so the text around them may differ from what the app saw.
 
 Every threshold is a field of :class:`AnomalyConfig` whose default is the module constant of
 the same name in capitals; pass ``config=`` to :func:`detect` (or to a detector) to change it.
@@ -73,6 +83,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from lab.capture.schema import CUT_END_REASONS, LIMIT_END_REASONS
+from lab.guards.markup import MARKUP_CLASSES, TOOL_BLOCK_OPENERS, markup_kinds
 from lab.guards.tags import REASONING_TAG_RE
 from lab.guards.text import is_word_repeat
 from lab.providers import PROVIDERS, get_adapter
@@ -102,6 +113,8 @@ __all__ = [
     "find_immediate_repetition",
     "glued_reasoning_summaries",
     "limit_reached",
+    "markup_leak",
+    "markup_leak_kinds",
     "recording_cut",
     "shown_before_close",
     "think_tags_after_guards",
@@ -164,17 +177,13 @@ _DEFAULT = AnomalyConfig()
 
 # --------------------------------------------------------------------------- patterns
 
-TOOL_MARKUP_MARKERS: tuple[str, ...] = (
-    "<minimax:tool_call>",  # MiniMax M2/M2.1 XML calls (pi #368)
-    "<|tool_calls_section_begin|>",  # Kimi K2 / K2.5 (opencode #8851)
-    "<|tool_call_section_begin|>",  # Kimi, singular form (llama.cpp PR #17376)
-    "<|tool_call_begin|>",  # Kimi, one call inside the section
-    "<tool_call>",  # GLM, Hermes, Qwen (openclaude PR #1791)
-    "<｜tool▁calls▁begin｜>",  # DeepSeek V3/R1 (fullwidth bars, U+2581 spaces)
-    "<｜tool▁call▁begin｜>",  # DeepSeek, one call
-)
+TOOL_MARKUP_MARKERS: tuple[str, ...] = TOOL_BLOCK_OPENERS
 """Literal openers of tool-call markup that models emit as text when the serving backend does
-not parse its own template. Add a vendor's opener here (one line)."""
+not parse its own template: MiniMax ``<minimax:tool_call>`` (pi #368), Kimi
+``<|tool_calls_section_begin|>`` (opencode #8851) and its singular form (llama.cpp PR
+#17376), GLM/Hermes/Qwen ``<tool_call>`` (openclaude PR #1791), Qwen3-Coder ``<function=``,
+DeepSeek ``<｜tool▁calls▁begin｜>``. The one list is
+:data:`lab.guards.markup.TOOL_BLOCK_OPENERS`."""
 
 TOOL_MARKUP_RE = re.compile("|".join(re.escape(m) for m in TOOL_MARKUP_MARKERS), re.IGNORECASE)
 """The one pattern both tool-markup detectors use."""
@@ -319,6 +328,25 @@ def tool_markup_in_reasoning(result: StreamResult, config: AnomalyConfig | None 
     if TOOL_MARKUP_RE.search(result.reasoning) is not None:
         return True
     return any(TOOL_MARKUP_RE.search(t.content) for t in result.thoughts)
+
+
+def markup_leak_kinds(result: StreamResult) -> list[str]:
+    """The classes of protocol markup that leaked into ``result`` (in
+    :data:`lab.guards.markup.MARKUP_CLASSES` order): what the markup guard saw while the
+    stream ran (its ``markup_detected`` events, recovered or not) and what is still in the
+    text or reasoning."""
+    kinds = {
+        e.detail.get("kind")
+        for e in result.guard_events
+        if e.guard == "markup" and e.detail.get("rule") == "markup_detected"
+    }
+    kinds.update(markup_kinds(result.text, result.reasoning))
+    return [k for k in MARKUP_CLASSES if k in kinds]
+
+
+def markup_leak(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """Protocol markup (harmony channels, a tool block, special tokens) leaked into the stream."""
+    return bool(markup_leak_kinds(result))
 
 
 def duplicated_deltas(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
@@ -526,6 +554,16 @@ def usage_not_final(result: StreamResult, config: AnomalyConfig | None = None) -
     return bool(result.facts.get("provisional_usage"))
 
 
+def refusal(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The model refused: its answer is a refusal (``result.refusal``), not text."""
+    return bool(result.refusal)
+
+
+def body_not_as_sent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """An imported body is not the bytes sent: the file's writer replaced undecodable bytes."""
+    return bool(result.meta) and result.meta.get("source_body") == "lossy"
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -538,6 +576,7 @@ class Detector(Protocol):
 DETECTORS: dict[str, Detector] = {
     "tool_markup_in_content": tool_markup_in_content,
     "tool_markup_in_reasoning": tool_markup_in_reasoning,
+    "markup_leak": markup_leak,
     "duplicated_deltas": duplicated_deltas,
     "glued_reasoning_summaries": glued_reasoning_summaries,
     "eof_without_terminator": eof_without_terminator,
@@ -562,6 +601,8 @@ DETECTORS: dict[str, Detector] = {
     "reasoning_shown_before_close": reasoning_shown_before_close,
     "tool_calls_dropped": tool_calls_dropped,
     "usage_not_final": usage_not_final,
+    "body_not_as_sent": body_not_as_sent,
+    "refusal": refusal,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

@@ -4,7 +4,7 @@
 
     import openai, lab
 
-    http = lab.recording_client("captures", provider="openai")
+    http = lab.recording_client("recordings", provider="openai")
     client = openai.OpenAI(base_url=..., api_key=..., http_client=http)
     ...                                  # use the SDK as usual; every stream is recorded
     http.close()                         # writes the capture; http.capture_path says where
@@ -15,7 +15,9 @@ same transport (a thin bridge converts each request and response; the bytes are 
 ``openai`` 3.x takes either.
 
 Each request becomes one logical stream in the capture (its own ``stream_id``, attempt 0,
-the provider family given here and the model read from the request), recorded through
+the provider family given here and the model read from the request), except an SDK's
+automatic retry, which is the next attempt of the request it retries (label
+``client_retry``; :class:`RetryChains`), recorded through
 :class:`~lab.http.transports.RecordingTransport` like ``lab record``: redacted headers (the
 SDK's key never reaches disk), every read with its arrival time. ``lab replay`` then replays
 it with that family's adapter.
@@ -24,19 +26,38 @@ it with that family's adapter.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 __all__ = [
+    "CLIENT_RETRY_LABEL",
     "AsyncRecordingClient",
     "RecordingClient",
+    "RetryChains",
     "async_recording_client",
     "exchange_info",
     "recording_client",
 ]
+
+CLIENT_RETRY_LABEL = "client_retry"
+"""The attempt label of an exchange that an SDK sent again on its own (a retry after a
+429, a 5xx or a dropped connection): replay sends the same body again there."""
+
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+"""How the Stainless-built SDKs (openai, anthropic) number a request's tries: 0, 1, ..."""
+
+RETRIED_STATUSES = frozenset({408, 409, 429})
+"""Statuses (besides 5xx) after which the SDKs retry on their own."""
+
+_MAX_CHAINS = 1024  # failed requests remembered at once (the oldest is forgotten first)
 
 
 def _model_of(request: httpx.Request) -> str | None:
@@ -72,6 +93,106 @@ def exchange_info(
     return info
 
 
+def _retry_count(request: httpx.Request) -> int | None:
+    value = request.headers.get(RETRY_COUNT_HEADER)
+    if value is None:
+        return None
+    try:
+        return max(0, int(value.strip()))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Chain:
+    stream_id: str
+    attempt: int
+    failed_at: float | None  # monotonic seconds of the last failure; None while in flight
+
+
+class RetryChains:
+    """Which logical request an SDK's automatic retry belongs to.
+
+    An SDK retries a request that failed (a transport error, HTTP 408/409/429/5xx) by
+    sending it again, unchanged but for its retry counter, after a back-off. Each such
+    exchange is recorded as the next attempt of the first one's stream (label
+    :data:`CLIENT_RETRY_LABEL`), so an error rate counts the request once and the tables
+    show the retry (``degradation_path`` ``default>client_retry``). A retry is told by:
+
+    - the ``x-stainless-retry-count`` header (openai, anthropic SDKs): ``n > 0`` continues
+      the chain of an equal request whose last attempt was ``n - 1``; ``0`` is a new request;
+    - else an equal request (method, URL and body) sent within **window_s** seconds after
+      one failed (``LabConfig.client_retry_window_s``).
+
+    A request that succeeds ends its chain; memory holds the chains of recent failures only
+    (at most 1024). Thread-safe.
+    """
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._chains: OrderedDict[tuple[str, str, str], _Chain] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(request: httpx.Request) -> tuple[str, str, str]:
+        return (
+            request.method,
+            str(request.url),
+            hashlib.sha256(request.content or b"").hexdigest(),
+        )
+
+    def name(self, request: httpx.Request, info: dict[str, Any]) -> tuple[str, str, str]:
+        """Make ``info`` (an :func:`exchange_info` entry) the next attempt of the request
+        this one retries, if it is a retry; returns the key to report the outcome under."""
+        key = self.key(request)
+        count = _retry_count(request)
+        now = time.monotonic()
+        with self._lock:
+            self._forget_older_than(now - self.window_s if count is None else None)
+            chain = self._chains.get(key)
+            if count is not None:
+                retry = count > 0 and chain is not None and chain.attempt == count - 1
+            else:
+                retry = (
+                    chain is not None
+                    and chain.failed_at is not None
+                    and now - chain.failed_at <= self.window_s
+                )
+            if retry and chain is not None and not request.extensions.get("lab"):
+                chain.attempt += 1
+                chain.failed_at = None
+                info["stream_id"] = chain.stream_id
+                info["attempt"] = chain.attempt
+                info["attempt_label"] = CLIENT_RETRY_LABEL
+            else:
+                self._chains[key] = _Chain(str(info["stream_id"]), 0, None)
+            self._chains.move_to_end(key)
+            while len(self._chains) > _MAX_CHAINS:
+                self._chains.popitem(last=False)
+        return key
+
+    def ended(self, key: tuple[str, str, str], status: int | None) -> None:
+        """The exchange got ``status`` (None: it failed before any response)."""
+        failed = status is None or status in RETRIED_STATUSES or status >= 500
+        with self._lock:
+            chain = self._chains.get(key)
+            if chain is None:
+                return
+            if failed:
+                chain.failed_at = time.monotonic()
+            else:
+                del self._chains[key]
+
+    def _forget_older_than(self, horizon: float | None) -> None:
+        if horizon is None:
+            return
+        stale = [
+            k for k, c in self._chains.items() if c.failed_at is not None and c.failed_at < horizon
+        ]
+        for k in stale:
+            del self._chains[k]
+
+
 def _check_provider(provider: str) -> str:
     from lab.providers import PROVIDERS
 
@@ -85,19 +206,32 @@ class _NamingTransport(httpx.BaseTransport):
     """Names each request (family, model, stream) before the recording transport sees it;
     closing it closes the recording's writer too."""
 
-    def __init__(self, recording: httpx.BaseTransport, writer: Any, provider: str, meta: dict):
+    def __init__(
+        self,
+        recording: httpx.BaseTransport,
+        writer: Any,
+        provider: str,
+        meta: dict,
+        chains: RetryChains,
+    ):
         self._recording = recording
         self._writer = writer
         self._provider = provider
         self._meta = meta
+        self._chains = chains
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
-        request.extensions = {
-            **request.extensions,
-            "lab": exchange_info(request, self._provider, self._meta),
-        }
-        return self._recording.handle_request(request)
+        info = exchange_info(request, self._provider, self._meta)
+        key = self._chains.name(request, info)
+        request.extensions = {**request.extensions, "lab": info}
+        try:
+            response = self._recording.handle_request(request)
+        except BaseException:
+            self._chains.ended(key, None)
+            raise
+        self._chains.ended(key, response.status_code)
+        return response
 
     def close(self) -> None:
         try:
@@ -107,19 +241,32 @@ class _NamingTransport(httpx.BaseTransport):
 
 
 class _AsyncNamingTransport(httpx.AsyncBaseTransport):
-    def __init__(self, recording: httpx.AsyncBaseTransport, writer: Any, provider: str, meta: dict):
+    def __init__(
+        self,
+        recording: httpx.AsyncBaseTransport,
+        writer: Any,
+        provider: str,
+        meta: dict,
+        chains: RetryChains,
+    ):
         self._recording = recording
         self._writer = writer
         self._provider = provider
         self._meta = meta
+        self._chains = chains
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
-        request.extensions = {
-            **request.extensions,
-            "lab": exchange_info(request, self._provider, self._meta),
-        }
-        return await self._recording.handle_async_request(request)
+        info = exchange_info(request, self._provider, self._meta)
+        key = self._chains.name(request, info)
+        request.extensions = {**request.extensions, "lab": info}
+        try:
+            response = await self._recording.handle_async_request(request)
+        except BaseException:
+            self._chains.ended(key, None)
+            raise
+        self._chains.ended(key, response.status_code)
+        return response
 
     async def aclose(self) -> None:
         try:
@@ -249,6 +396,12 @@ class AsyncRecordingClient(httpx.AsyncClient):
     capture_path: Path
 
 
+def _chains(config: Any) -> RetryChains:
+    from lab.config import LabConfig
+
+    return RetryChains(LabConfig.coerce(config).client_retry_window_s)
+
+
 def _writer(out: str | Path, label: str | None) -> Any:
     from lab.capture import CaptureWriter
 
@@ -263,6 +416,7 @@ def recording_client(
     meta: dict[str, Any] | None = None,
     transport: httpx.BaseTransport | None = None,
     http: str = "httpx",
+    config: Any = None,
     **httpx_kwargs: Any,
 ) -> RecordingClient:
     """An ``httpx.Client`` recording every exchange into a new capture under **out**.
@@ -280,15 +434,18 @@ def recording_client(
     - **transport** – the real transport to record through (default ``httpx.HTTPTransport()``).
     - **http** – ``"httpx"`` (an ``httpx.Client``) or ``"httpx2"`` (an ``httpx2.Client``, for
       SDKs built on httpx2 such as ``anthropic`` 2.x).
+    - **config** – a :class:`~lab.config.LabConfig` (or what ``LabConfig.coerce`` takes):
+      ``client_retry_window_s`` tells an SDK's automatic retry (:class:`RetryChains`).
     - **httpx_kwargs** – anything else the client class takes (``timeout``, ``headers``, ...).
     """
     from lab.http.transports import RecordingTransport
 
     _check_provider(provider)
     _check_http(http)
+    chains = _chains(config)
     writer = _writer(out, label)
     recording = RecordingTransport(writer, inner=transport)
-    naming = _NamingTransport(recording, writer, provider, dict(meta or {}))
+    naming = _NamingTransport(recording, writer, provider, dict(meta or {}), chains)
     if http == "httpx2":
         bridge, _ = _bridge_classes()
         client2 = _httpx2().Client(transport=bridge(naming), **httpx_kwargs)
@@ -307,6 +464,7 @@ def async_recording_client(
     meta: dict[str, Any] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     http: str = "httpx",
+    config: Any = None,
     **httpx_kwargs: Any,
 ) -> AsyncRecordingClient:
     """:func:`recording_client` for async SDKs (``openai.AsyncOpenAI(http_client=...)``)."""
@@ -314,9 +472,10 @@ def async_recording_client(
 
     _check_provider(provider)
     _check_http(http)
+    chains = _chains(config)
     writer = _writer(out, label)
     recording = AsyncRecordingTransport(writer, inner=transport)
-    naming = _AsyncNamingTransport(recording, writer, provider, dict(meta or {}))
+    naming = _AsyncNamingTransport(recording, writer, provider, dict(meta or {}), chains)
     if http == "httpx2":
         _, bridge = _bridge_classes()
         client2 = _httpx2().AsyncClient(transport=bridge(naming), **httpx_kwargs)

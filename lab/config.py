@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lab.exceptions import LabError
+from lab.guards.markup import MarkupGuardConfig
 from lab.guards.spill import SpillGuardConfig
 
 __all__ = ["ConfigError", "LabConfig", "field_docs"]
@@ -51,6 +52,17 @@ class LabConfig(BaseModel):
     """Rolling tail of streamed text that repeated deltas are compared with."""
     dedup_min_chars: int = Field(8, ge=0)
     """Deltas shorter than this are never deduplicated; also the minimum overlap."""
+    markup: MarkupGuardConfig = Field(default_factory=MarkupGuardConfig)
+    """What the markup guard recognizes as leaked protocol markup (harmony channels,
+    Kimi/DeepSeek/XML/MiniMax tool blocks, special tokens) and its bounds
+    (:class:`~lab.guards.markup.MarkupGuardConfig`)."""
+    recover_markup: bool = False
+    """Lab addition, off as in the reference (which passes leaked protocol markup through
+    as text; the guard only names it: guard events ``markup``, the anomaly
+    ``markup_leak``, the ``leak_kind`` column): recover it. Harmony ``analysis`` moves to
+    reasoning and ``final`` stays the answer, a leaked tool block becomes a real call
+    (``provider_fields["recovered_from"]`` names its class) and leaves the text, stray
+    special tokens are removed."""
     verbatim_tool_calls: bool = False
     """Custom provider: recover tool calls written as text (``verbatim_tool_calling_enabled``)."""
     inactivity_timeout_s: float = Field(120.0, gt=0)
@@ -81,6 +93,14 @@ class LabConfig(BaseModel):
     the lab reads no further (the capture records ``byte_limit``) and the attempt's
     ``error`` says the body was cut, so a huge or inflating error body costs neither memory
     nor minutes of error classification."""
+    client_retry_window_s: float = Field(60.0, ge=0)
+    """Recording an SDK (``lab.recording_client``, ``lab proxy``): a request equal to one
+    that failed (same method, URL and body; a transport error or HTTP 408, 409, 429 or 5xx)
+    sent again within this many seconds of the failure is the client's automatic retry, and
+    is recorded as the next attempt of the same logical request (label ``client_retry``).
+    A request carrying the Stainless SDKs' ``x-stainless-retry-count`` header (openai,
+    anthropic) is told by that header instead. 60 s: the longest ``Retry-After`` those SDKs
+    honour; their own back-off tops out at 8 s. 0: only the header says so."""
     repair_cut_number_prefixes: bool = False
     """Lab addition, off as in the reference (docs/reference.md, "7.9 JSON repair" calls
     ``{"n": 12.`` malformed and refuses it): tool arguments cut inside a number (``12.``,
@@ -124,6 +144,16 @@ class LabConfig(BaseModel):
     ``done`` for ``finish_reason: "length"`` and does not emit that chunk's content; it is
     kept in ``metadata["dropped_content"]`` and the anomaly ``length_content_dropped`` names
     it): emit it, as vLLM sends its last token in that chunk."""
+    refusal_content_filter: bool = False
+    """Lab addition, off as in the reference (which reads neither OpenAI's ``delta.refusal``
+    nor the Responses API's ``response.refusal.delta``; the lab keeps the text in the
+    result's ``refusal`` either way and the anomaly ``refusal`` names it): a stream whose
+    answer is a refusal finishes ``content_filter`` instead of ``stop``."""
+    usage_everywhere: bool = False
+    """Lab addition, off as in the reference (whose ``custom`` catch-all reads a chunk's
+    top-level ``usage`` only; usage where a named endpoint puts it, Groq's
+    ``x_groq.usage``, is counted as an ``unhandled_shape``): ``custom`` reads usage in every
+    place a registered endpoint reads it."""
     merge_resent_tool_headers: bool = False
     """Lab addition, off as in the reference (which appends every ``function.name`` piece,
     so a backend that sends a call's whole header again, same id and name, with its
@@ -253,8 +283,11 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "final_usage_only",
     "usage_in_choices",
     "merge_resent_tool_headers",
+    "refusal_content_filter",
+    "usage_everywhere",
     "keep_length_content",
     "first_choice_only",
+    "recover_markup",
 )
 """Every boolean field of :class:`LabConfig` that turns on behaviour beyond the reference
 (default False); :meth:`LabConfig.complete` turns all of them on."""

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FAMILY_ROUTES", "demo_requests", "scenario_options"]
+__all__ = [
+    "DEMO_TOOLS_MODEL",
+    "DEMO_TOOLS_N",
+    "FAMILY_ROUTES",
+    "demo_requests",
+    "scenario_options",
+    "tools_sweep",
+]
+
+DEMO_TOOLS_MODEL = "fake/tools"
+"""The fake model the demo's tools sweep compares the backends of (:mod:`lab.fakes.tools`)."""
+DEMO_TOOLS_N = 1
+"""Repetitions of each prompt of the ``tools`` preset per backend in the demo."""
 
 _PROMPTS = (
     "What is the capital of France?",
@@ -104,3 +116,25 @@ def demo_requests(n: int = 3, *, families: tuple[str, ...] | None = None) -> lis
                     {"provider": provider, "family": family, "base_path": base_path, "body": body}
                 )
     return items
+
+
+def tools_sweep(
+    out: Any, *, n: int = DEMO_TOOLS_N, concurrency: int = 8, progress: bool = False
+) -> tuple[Any, Any]:
+    """The scorecard demo, offline: the ``tools`` prompt preset ``n`` times against every
+    backend of :data:`DEMO_TOOLS_MODEL` on a loopback fake server, recorded under ``out``.
+    Returns the sweep report and the sweep's streams table (``lab.tables.scorecard`` of it
+    flags each planted backend for its fault)."""
+    from lab import sweep
+    from lab.fakes import FakeServer
+
+    prompts = sweep.load_prompts(sweep.preset_prompts("tools"))
+    with FakeServer(delay_scale=0) as server:
+        base = server.base_url + "/api/v1"
+        backends = sweep.discover_backends(DEMO_TOOLS_MODEL, base_url=base)
+        targets = sweep.openrouter_targets(DEMO_TOOLS_MODEL, backends, base_url=base)
+        plan = sweep.sweep_plan("openrouter", prompts, targets, n=n)
+        report = sweep.run_sweep(
+            plan, provider="openrouter", out=out, concurrency=concurrency, progress=progress
+        )
+    return report, sweep.sweep_streams(out)

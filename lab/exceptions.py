@@ -15,6 +15,7 @@ name, where there is one, is the other base)::
     ├── SweepError, ValueError        lab.sweep
     ├── RetryAttempt                  lab.providers.base (a degradation retry, before the commit point)
     ├── UsageError                    lab.cli.common (bad command-line input: one line, exit 2)
+    ├── WorkerCannotSee, FileNotFoundError    lab.replay.dask_engine
     ├── LimitExceeded, httpx.TransportError   lab.http.limits
     ├── RecordingCut, httpx.TransportError    lab.http.transports
     ├── ReplayExhausted, httpx.TransportError lab.http.transports

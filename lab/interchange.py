@@ -22,6 +22,15 @@ offsets: ``ttft_ms`` and ``duration_ms`` are missing and the timing tables leave
 Each exchange also carries ``meta.source`` (``"har"`` / ``"vcr"``), ``meta.source_file``
 and ``meta.source_entry`` (its index there).
 
+Bodies as sent: a HAR stores a text body as decoded text, and its writer chose the charset.
+mitmproxy decodes a body whose ``Content-Type`` names no charset as latin-1 (its
+``infer_content_encoding`` fallback), which an SSE stream, UTF-8 by definition, never is;
+such a ``text/event-stream`` body whose latin-1 encoding is valid UTF-8 is taken as those
+bytes (``café`` comes back as ``café``, not ``cafÃ©``). Every imported exchange whose body
+was not taken as written says so in ``meta.source_body`` and in the report's ``notes``:
+``latin-1`` (re-encoded so), or ``lossy`` when the text holds U+FFFD, the mark a writer
+leaves where it replaced bytes it could not decode (the anomaly ``body_not_as_sent``).
+
 Secrets: imported requests go through the capture's redaction like a recorded one (headers,
 URL, body), and a secret the request sent that the response echoes is masked in the
 response bytes (:class:`~lab.capture.redact.ResponseScrubber`). A HAR stores the response
@@ -60,6 +69,8 @@ class ImportReport:
     imported: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)
     """(entry index, reason) for every entry not imported."""
+    notes: list[tuple[int, str]] = field(default_factory=list)
+    """(entry index, what was done) for every imported body not taken as written."""
 
     def summary(self) -> str:
         where = f" into {self.capture_path}" if self.capture_path else ""
@@ -70,6 +81,10 @@ class ImportReport:
                 reasons[reason] = reasons.get(reason, 0) + 1
             left = "; ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
             line += f"; skipped {len(self.skipped)}: {left}"
+        for text in _BODY_NOTES.values():
+            n = sum(1 for _, note in self.notes if note == text)
+            if n:
+                line += f"; {n} body(ies) {text}"
         return line
 
 
@@ -88,6 +103,24 @@ class _Entry:
     started_at_us: int | None = None
     t_headers_ns: int | None = None
     t_end_ns: int | None = None
+    body_fix: str | None = None  # SOURCE_BODY key: how the body was recovered, if it was
+
+
+SOURCE_BODY_LATIN1 = "latin-1"
+"""``meta.source_body``: the file held the UTF-8 body decoded as latin-1; re-encoded as
+latin-1, the text gives back the bytes sent."""
+
+SOURCE_BODY_LOSSY = "lossy"
+"""``meta.source_body``: the text holds U+FFFD, where the file's writer replaced bytes it
+could not decode; the bytes sent there are lost."""
+
+_BODY_NOTES = {
+    SOURCE_BODY_LATIN1: (
+        "re-encoded as latin-1 (stored as latin-1 text; these are the UTF-8 bytes sent)"
+    ),
+    SOURCE_BODY_LOSSY: "not recoverable (U+FFFD: the file's writer replaced undecodable bytes)",
+}
+"""What the import report's ``notes`` say for each ``meta.source_body``."""
 
 
 # -- what is a streamed LLM exchange -------------------------------------------------------
@@ -174,6 +207,8 @@ def _write(
             "source_entry": index,
             "timing": entry_timing,
         }
+        if entry.body_fix is not None:
+            meta["source_body"] = entry.body_fix
         t_read = entry.t_end_ns if entry.t_end_ns is not None else 0
         body_text, encoding = encode_body(body)
         model = _model_of(httpx.Request(entry.method, entry.url, content=entry.request_body))
@@ -252,6 +287,32 @@ def _har_text(obj: Mapping[str, Any]) -> bytes:
     return str(text).encode("utf-8")
 
 
+def _har_body(obj: Mapping[str, Any], content_type: str) -> tuple[bytes, str | None]:
+    """A HAR response body as sent, and how it was recovered (None: taken as written).
+
+    An SSE body (``text/event-stream``, UTF-8 by definition) with no charset in its
+    ``Content-Type`` that a writer decoded as latin-1 (mitmproxy's fallback) holds only
+    code points below 256; when those, as latin-1 bytes, are valid UTF-8 with at least one
+    byte above 127, they are the bytes sent. Text a writer decoded right (``café`` as
+    U+00E9) is not valid UTF-8 so, and stays UTF-8. Text with U+FFFD lost bytes."""
+    text = obj.get("text")
+    if text is None or str(obj.get("encoding") or "").lower() == "base64":
+        return _har_text(obj), None
+    text = str(text)
+    if "\ufffd" in text:
+        return text.encode("utf-8"), SOURCE_BODY_LOSSY
+    kind = content_type.lower()
+    if "text/event-stream" in kind and "charset=" not in kind and not text.isascii():
+        try:
+            raw = text.encode("latin-1")
+            raw.decode("utf-8")
+        except UnicodeError:
+            pass
+        else:
+            return raw, SOURCE_BODY_LATIN1
+    return text.encode("utf-8"), None
+
+
 def _har_headers(items: Any) -> list[tuple[str, str]]:
     out = []
     for item in items or []:
@@ -278,6 +339,10 @@ def _har_entry(raw: Mapping[str, Any]) -> _Entry:
     status = int(status) if isinstance(status, int) and status > 0 else None  # 0: no response
     before = sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
     timed = any(_ms(timings.get(k)) for k in ("send", "wait", "receive"))
+    response_headers = _har_headers(response.get("headers"))
+    content = response.get("content") or {}
+    content_type = _header(response_headers, "content-type") or str(content.get("mimeType") or "")
+    body, body_fix = _har_body(content, content_type)
     return _Entry(
         method=str(request.get("method") or "GET"),
         url=str(request.get("url") or ""),
@@ -285,16 +350,17 @@ def _har_entry(raw: Mapping[str, Any]) -> _Entry:
         request_body=_har_text(request.get("postData") or {}),
         status=status,
         http_version=str(response.get("httpVersion") or "") or None,
-        response_headers=_har_headers(response.get("headers")),
-        body=_har_text(response.get("content") or {}),
+        response_headers=response_headers,
+        body=body,
         started_at_us=_har_started(raw.get("startedDateTime")),
         t_headers_ns=int(before * 1e6) if timed else None,
         t_end_ns=int((before + _ms(timings.get("receive"))) * 1e6) if timed else None,
+        body_fix=body_fix,
     )
 
 
 def import_har(
-    path: str | Path, out: str | Path = "captures", *, label: str | None = None
+    path: str | Path, out: str | Path = "recordings", *, label: str | None = None
 ) -> ImportReport:
     """Import every streamed LLM exchange of a HAR file into a new capture under **out**.
 
@@ -317,6 +383,7 @@ def import_har(
             continue
         candidates.append((index, _har_entry(raw)))
     kept = _keep(candidates, report)
+    report.notes = [(i, _BODY_NOTES[e.body_fix]) for i, e, _ in kept if e.body_fix is not None]
     if kept:
 
         def timing(entry: _Entry) -> str:
@@ -364,7 +431,7 @@ def _vcr_headers(headers: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def import_vcr(
     paths: str | Path | Sequence[str | Path],
-    out: str | Path = "captures",
+    out: str | Path = "recordings",
     *,
     label: str | None = None,
 ) -> ImportReport:

@@ -15,10 +15,27 @@ any OTLP backend shows what the lab found beside the traces users already have:
   ``lab.classifier``, ``lab.attempts``, ``lab.degradation_path``, ``lab.outcome``;
 - every guard event that moved text is a span event ``lab.guard.<guard>`` at the time its
   read arrived (``lab.guard``, ``lab.rule``, ``lab.attempt``, ``lab.seq``, ``lab.offset``,
-  ``lab.moved_chars`` and the moved text, cut to :data:`MOVED_CHARS`).
+  ``lab.moved_chars`` and the moved text, cut to :data:`MOVED_CHARS`);
+- tokens and cost where Phoenix and Langfuse read them: OpenInference
+  ``llm.model_name``, ``llm.provider``, ``llm.token_count.prompt`` / ``completion`` /
+  ``total`` / ``completion_details.reasoning`` / ``prompt_details.cache_read``,
+  ``llm.cost.total`` (USD), and ``gen_ai.usage.cost`` (Langfuse's ``costDetails.total``).
+
+With ``messages=True`` (``--messages``; off by default: it exports what users and models
+wrote) the span also carries the conversation: ``input.value`` (the recorded request body,
+JSON, redacted as on disk) and ``llm.input_messages.<i>.message.role`` / ``.content``;
+``output.value`` (the answer as a JSON message: ``content``, ``reasoning``,
+``tool_calls``) and ``llm.output_messages.0.message.role`` / ``.content`` /
+``.tool_calls.<j>.tool_call.id`` / ``.function.name`` / ``.function.arguments``. Every
+text value is cut to ``max_chars`` (:data:`MESSAGE_CHARS`), the cut said in the text.
+
+Joining the app's trace: when the recorded request carried a W3C ``traceparent`` header
+(the app's instrumentation sends one), the lab's span is its child: the same trace id, the
+header's span as parent. Otherwise each span starts a trace of its own.
 
 Span times are the recording's: start at the first attempt's ``started_at``, end at the
-last attempt's end. ``--out`` writes OTLP/JSON, one ``ExportTraceServiceRequest`` holding
+last attempt's end. ``--out`` writes OTLP/JSON as the OTLP specification encodes it (trace
+and span ids as hex strings, enums as integers), one ``ExportTraceServiceRequest`` holding
 one span per line (the OpenTelemetry Collector's ``otlpjsonfile`` receiver reads it);
 ``--endpoint`` posts OTLP/HTTP protobuf (``http://host:4318/v1/traces``). The capture is
 read one unit at a time. OpenTelemetry is the optional extra ``[otel]``.
@@ -26,16 +43,21 @@ read one unit at a time. OpenTelemetry is the optional extra ``[otel]``.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "MESSAGE_CHARS",
     "MOVED_CHARS",
     "PROVIDER_NAMES",  # noqa: F822 - served by __getattr__ from the adapters
     "export_otlp",
+    "message_attributes",
     "otel_provider_name",
+    "parent_of",
     "span_attributes",
 ]
 
@@ -62,6 +84,13 @@ def otel_provider_name(provider: str) -> str:
         except (ImportError, AttributeError):  # a broken plugin: its name as recorded
             return provider
     return provider
+
+
+MESSAGE_CHARS = 20_000
+"""``messages=True``: the most characters of one exported text value (a message's
+content, ``input.value``, ``output.value``); the rest is cut, and the cut said."""
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
 def _otel() -> Any:
@@ -108,6 +137,24 @@ def span_attributes(result: Any, row: Any) -> dict[str, Any]:
         "lab.reasoning_tokens": row.reasoning_tokens,
         "lab.cost": row.cost,
     }
+    usage = result.usage
+    total = None
+    if usage is not None and given(row.input_tokens) and given(row.output_tokens):
+        total = int(row.input_tokens) + int(row.output_tokens)
+    optional.update(
+        {
+            # OpenInference (Phoenix) and Langfuse read these
+            "llm.model_name": result.facts.get("response_model") or result.model,
+            "llm.provider": result.provider,
+            "llm.token_count.prompt": row.input_tokens,
+            "llm.token_count.completion": row.output_tokens,
+            "llm.token_count.total": total,
+            "llm.token_count.completion_details.reasoning": row.reasoning_tokens,
+            "llm.token_count.prompt_details.cache_read": row.cached_tokens,
+            "llm.cost.total": row.cost,
+            "gen_ai.usage.cost": row.cost,
+        }
+    )
     for key, value in optional.items():
         if given(value):
             attrs[key] = value.item() if hasattr(value, "item") else value
@@ -116,6 +163,137 @@ def span_attributes(result: Any, row: Any) -> dict[str, Any]:
     if given(row.ttft_ms):
         attrs["gen_ai.response.time_to_first_chunk"] = float(row.ttft_ms) / 1000.0
     return attrs
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string, or the ``text`` of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def _request_messages(body: Any) -> list[tuple[str, str]]:
+    """(role, text) of the conversation a request body sends, in order: chat ``messages``
+    (with Anthropic's ``system``), Gemini ``contents`` (with ``systemInstruction``), or the
+    Responses API's ``instructions`` and ``input``."""
+    if not isinstance(body, dict):
+        return []
+    out: list[tuple[str, str]] = []
+    system = body.get("system") or body.get("instructions")
+    instruction = body.get("systemInstruction") or body.get("system_instruction")
+    if isinstance(instruction, dict):
+        system = _content_text(instruction.get("parts"))
+    if system:
+        out.append(("system", _content_text(system)))
+    turns = body.get("messages")
+    if turns is None:
+        turns = body.get("contents")
+    if turns is None:
+        turns = body.get("input")
+    if isinstance(turns, str):
+        return [*out, ("user", turns)]
+    for turn in turns if isinstance(turns, list) else []:
+        if not isinstance(turn, dict):
+            continue
+        content = turn["parts"] if "parts" in turn else turn.get("content")
+        out.append((str(turn.get("role") or "user"), _content_text(content)))
+    return out
+
+
+def message_attributes(
+    result: Any, request_body: bytes | None, max_chars: int = MESSAGE_CHARS
+) -> dict[str, Any]:
+    """The conversation of one result as OpenInference attributes (``messages=True``):
+    the request's messages (``request_body`` as recorded, redacted again here) and the
+    answer, reasoning and tool calls; every text value cut to ``max_chars``."""
+    from lab.capture.redact import Redactor
+
+    attrs: dict[str, Any] = {}
+    if request_body:
+        redacted = Redactor().body(request_body)
+        text = redacted.decode("utf-8", "replace")
+        attrs["input.value"] = _cut(text, max_chars)
+        attrs["input.mime_type"] = "application/json"
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        for i, (role, content) in enumerate(_request_messages(body)):
+            attrs[f"llm.input_messages.{i}.message.role"] = role
+            attrs[f"llm.input_messages.{i}.message.content"] = _cut(content, max_chars)
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {
+                "name": call.name,
+                "arguments": json.dumps(call.args, ensure_ascii=False),
+            },
+        }
+        for call in result.function_calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": result.text}
+    if result.reasoning:
+        message["reasoning"] = result.reasoning
+    if calls:
+        message["tool_calls"] = calls
+    attrs["output.value"] = _cut(json.dumps(message, ensure_ascii=False), max_chars)
+    attrs["output.mime_type"] = "application/json"
+    prefix = "llm.output_messages.0.message"
+    attrs[f"{prefix}.role"] = "assistant"
+    attrs[f"{prefix}.content"] = _cut(result.text, max_chars)
+    if result.reasoning:
+        attrs["lab.reasoning"] = _cut(result.reasoning, max_chars)
+    for j, call in enumerate(calls):
+        where = f"{prefix}.tool_calls.{j}.tool_call"
+        if call["id"]:
+            attrs[f"{where}.id"] = call["id"]
+        attrs[f"{where}.function.name"] = call["function"]["name"]
+        attrs[f"{where}.function.arguments"] = _cut(call["function"]["arguments"], max_chars)
+    return attrs
+
+
+def parent_of(headers: dict[str, str]) -> tuple[int, int, int] | None:
+    """(trace id, span id, flags) of a recorded request's W3C ``traceparent``, or None
+    (absent, malformed, or the all-zero ids the specification calls invalid)."""
+    value = next((v for k, v in headers.items() if k.lower() == "traceparent"), None)
+    match = _TRACEPARENT.match(value.strip().lower()) if isinstance(value, str) else None
+    if match is None or match.group(1) == "0" * 32 or match.group(2) == "0" * 16:
+        return None
+    return int(match.group(1), 16), int(match.group(2), 16), int(match.group(3), 16)
+
+
+def _first_requests(capture: Any) -> dict[str, tuple[dict[str, str], bytes]]:
+    """stream_id -> (request headers, request body) of its first attempt."""
+    st = capture.streams
+    out = {}
+    for sid, attempt, headers, body, encoding in zip(
+        st["stream_id"],
+        st["attempt"],
+        st["request_headers"],
+        st["request_body"],
+        st["request_body_encoding"],
+        strict=True,
+    ):
+        if int(attempt) != 0:
+            continue
+        try:
+            parsed = json.loads(headers) if isinstance(headers, str) else {}
+        except ValueError:
+            parsed = {}
+        raw = base64.b64decode(body) if encoding == "base64" else str(body or "").encode()
+        out[str(sid)] = (parsed if isinstance(parsed, dict) else {}, raw)
+    return out
 
 
 def _starts(capture: Any) -> dict[tuple[str, int], tuple[int, int | None]]:
@@ -133,10 +311,10 @@ def _starts(capture: Any) -> dict[tuple[str, int], tuple[int, int | None]]:
 
 
 def _spans(
-    path: str | Path, config: Any, provider: Any
-) -> Iterator[tuple[Any, dict, list, int, int]]:
-    """(result, attributes, [(event name, time ns, attributes)], start ns, end ns) per
-    request, unit by unit."""
+    path: str | Path, config: Any, provider: Any, messages: bool = False, max_chars: int = 0
+) -> Iterator[tuple[Any, dict, list, int, int, tuple[int, int, int] | None]]:
+    """(result, attributes, [(event name, time ns, attributes)], start ns, end ns, parent)
+    per request, unit by unit."""
     import lab.capture
     from lab import tables
     from lab.capture.units import capture_units
@@ -146,6 +324,7 @@ def _spans(
     for unit in capture_units(path):
         capture = lab.capture.open(list(unit.files))
         starts = _starts(capture)
+        firsts = _first_requests(capture)
         capture_id = capture.metadata.get("capture_id")
         results = replay(capture, config=config, **kwargs)
         st = tables.streams(results)
@@ -153,6 +332,9 @@ def _spans(
             attrs = span_attributes(result, row)
             if capture_id:
                 attrs["lab.capture_id"] = capture_id
+            headers, request_body = firsts.get(result.stream_id, ({}, b""))
+            if messages:
+                attrs.update(message_attributes(result, request_body, max_chars))
             first = starts.get((result.stream_id, 0), (0, None))[0]
             last_attempt = len(result.attempts) - 1
             last_start, last_end = starts.get((result.stream_id, last_attempt), (first, None))
@@ -179,8 +361,29 @@ def _spans(
                         },
                     )
                 )
-            yield result, attrs, events, first, max(end, first)
+            yield result, attrs, events, first, max(end, first), parent_of(headers)
         del capture, results
+
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+def _otlp_json(message: dict) -> dict:
+    """A protobuf JSON mapping made OTLP/JSON: the specification encodes trace and span ids
+    as hex strings, where protobuf's JSON mapping gives bytes as base64."""
+
+    def hexed(obj: dict) -> None:
+        for key in _ID_FIELDS:
+            if key in obj and isinstance(obj[key], str):
+                obj[key] = base64.b64decode(obj[key]).hex()
+
+    for resource in message.get("resourceSpans", ()):
+        for scope in resource.get("scopeSpans", ()):
+            for span in scope.get("spans", ()):
+                hexed(span)
+                for link in span.get("links", ()):
+                    hexed(link)
+    return message
 
 
 class _JsonLines:
@@ -195,7 +398,7 @@ class _JsonLines:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         for span in spans:
-            message = MessageToDict(encode_spans([span]))
+            message = _otlp_json(MessageToDict(encode_spans([span]), use_integers_for_enums=True))
             self.file.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
             self.file.write("\n")
         return SpanExportResult.SUCCESS
@@ -215,12 +418,26 @@ def export_otlp(
     endpoint: str | None = None,
     config: Any = None,
     provider: str | None = None,
+    messages: bool = False,
+    max_chars: int = MESSAGE_CHARS,
 ) -> int:
-    """Replay ``path`` and export one span per logical request; returns the span count."""
+    """Replay ``path`` and export one span per logical request; returns the span count.
+
+    **messages** adds the conversation (input messages, the answer, reasoning and tool
+    calls; redacted, each text cut to **max_chars**): see the module docstring."""
     sdk_trace = _otel()
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+    from opentelemetry.trace import (
+        NonRecordingSpan,
+        SpanContext,
+        SpanKind,
+        Status,
+        StatusCode,
+        TraceFlags,
+        set_span_in_context,
+    )
 
     import lab
 
@@ -240,15 +457,26 @@ def export_otlp(
             ) from None
         processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint))
     resource = Resource.create({"service.name": "stream-lab", "service.version": lab.__version__})
-    provider_ = sdk_trace.TracerProvider(resource=resource)
+    # every span is exported, also under an app parent that was not sampled
+    provider_ = sdk_trace.TracerProvider(resource=resource, sampler=ALWAYS_ON)
     provider_.add_span_processor(processor)
     tracer = provider_.get_tracer("lab", lab.__version__)
     n = 0
     try:
-        for result, attrs, events, start, end in _spans(path, config, provider):
+        spans = _spans(path, config, provider, messages, max_chars)
+        for result, attrs, events, start, end, parent in spans:
             name = f"chat {result.model}" if result.model else "chat"
+            context = None
+            if parent is not None:  # the app's span that sent this request
+                trace_id, span_id, flags = parent
+                remote = SpanContext(trace_id, span_id, True, TraceFlags(flags & 0x01))
+                context = set_span_in_context(NonRecordingSpan(remote))
             span = tracer.start_span(
-                name, kind=SpanKind.CLIENT, attributes=attrs, start_time=start or None
+                name,
+                context=context,
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                start_time=start or None,
             )
             for event_name, when, event_attrs in events:
                 span.add_event(event_name, event_attrs, timestamp=when)

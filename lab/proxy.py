@@ -151,8 +151,9 @@ class ProxyConfig:
     """The family recorded with each exchange (a name in ``lab.providers.PROVIDERS``)."""
     upstream: str
     """The upstream base URL the proxy's root stands for (no trailing slash needed)."""
-    out: str | Path = "captures"
-    """The captures root: each recording (one per roll-over) is a directory under it."""
+    out: str | Path = "recordings"
+    """The captures root: each recording (one per roll-over) is a directory under it
+    (default ``recordings/``; ``captures/`` holds the bundled sample)."""
     label: str | None = None
     roll_bytes: int = 256 * 1024 * 1024
     """Start a new recording once the current one holds this many response bytes."""
@@ -334,6 +335,9 @@ class ProxyApp:
         self._on_capture_error = on_capture_error or (
             lambda text: print(text, file=sys.stderr, flush=True)
         )
+        from lab.clients import RetryChains
+
+        self._retries = RetryChains(self.limits.client_retry_window_s)  # an SDK's retries
         self._lock = threading.Lock()
         self._current: _Recording | None = None
         self._writers: list[Any] = []
@@ -523,6 +527,7 @@ class ProxyApp:
 
         meta = {"via": "proxy"} | ({"session": session} if session is not None else {})
         info = exchange_info(request, cfg.provider, meta)
+        retry_key = self._retries.name(request, info)  # an SDK's retry: the same stream
         request.extensions = {
             "lab": info,
             "timeout": {
@@ -545,6 +550,7 @@ class ProxyApp:
             pass  # the response stays incomplete: the server closes the client's connection
         finally:
             self._release(rec, state.n_bytes)
+            self._retries.ended(retry_key, state.status)
         self._check_capture(rec)
         await self._report(state)
 

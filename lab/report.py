@@ -79,7 +79,13 @@ window.addEventListener('load', function () {
 </script>
 """
 
-_PERCENT = {"leak_rate", "error_rate", "rest_leak_rate", "rest_error_rate"}
+_PERCENT = {
+    "leak_rate",
+    "error_rate",
+    "rest_leak_rate",
+    "rest_error_rate",
+    "tool_call_valid_rate",
+}
 
 
 def _png(fig) -> str:
@@ -127,7 +133,7 @@ def _td(column: str, value: Any) -> str:
 def _intervals(df: pd.DataFrame) -> pd.DataFrame:
     """Rates with their 95 % interval in one cell, when the table has the interval columns."""
     out = df.copy()
-    for rate in ("leak_rate", "error_rate"):
+    for rate in ("leak_rate", "error_rate", "tool_call_valid_rate"):
         lo, hi = f"{rate}_ci_low", f"{rate}_ci_high"
         if rate in out and lo in out and hi in out:
             out[rate] = [
@@ -136,6 +142,27 @@ def _intervals(df: pd.DataFrame) -> pd.DataFrame:
             ]
             out = out.drop(columns=[lo, hi])
     return out
+
+
+def _scorecard_cells(card: pd.DataFrame) -> pd.DataFrame:
+    """The scorecard as the report shows it: per verdict the rate with its interval and the
+    rest's rate (no trial: the missing marker)."""
+    view = card[["serving_provider", "streams", "flags"]].copy()
+    for v in card.attrs.get("verdicts", []):
+        rate: list[str | None] = []
+        rest: list[str | None] = []
+        for _, row in card.iterrows():
+            if not row[f"{v}_n"]:
+                rate.append(None)
+                rest.append(None)
+                continue
+            r, low, high = row[f"{v}_rate"], row[f"{v}_ci_low"], row[f"{v}_ci_high"]
+            rate.append(f"{r * 100:.1f} % ({low * 100:.0f}–{high * 100:.0f} %)")
+            other = row[f"{v}_rest"]
+            rest.append(None if _missing(other) else f"{other * 100:.1f} %")
+        view[v] = rate
+        view[f"{v} (rest)"] = rest  # strings already: "36.1 %"
+    return view
 
 
 def _table(df: pd.DataFrame, limit: int = TABLE_ROWS) -> str:
@@ -164,10 +191,10 @@ _STREAM_COLUMNS = [
 """The streams table as the report shows it: what matters first (the box scrolls)."""
 
 
-def _verdicts(sentences: list[str]) -> str:
+def _verdicts(sentences: list[str], cls: str = "verdicts") -> str:
     """The per-backend verdicts as a list (backend names come from the wire: escaped)."""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
-    return f"<ul class='verdicts'>{items}</ul>"
+    return f"<ul class='{cls}'>{items}</ul>"
 
 
 def _with_interval(value: Any, low: Any, high: Any) -> str:
@@ -271,7 +298,17 @@ def build_html(results: Sequence[StreamResult], *, title: str = "Stream Lab repo
         if "leak_rate_ci_low" in bb
         else ""
     )
+    card = tables.scorecard(st)
     sections = [
+        (
+            "scorecard",
+            "Backend scorecard",
+            "<p class='note'>Every verdict per serving backend: the rate with its 95 % Wilson "
+            "interval against the pooled rest; WORSE where a one-sided Fisher exact test, "
+            "Holm-adjusted over the whole card, says so with 95 % confidence.</p>"
+            + _verdicts(card.attrs["sentences"], "scorecard")
+            + _table(_scorecard_cells(card)),
+        ),
         ("plots", "Plots", f"<div class='figs'>{imgs}</div>"),
         (
             "backends",

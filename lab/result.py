@@ -171,6 +171,14 @@ class StreamResult:
         return stream_html(self)
 
     @property
+    def refusal(self) -> str:
+        """The model's refusal text (OpenAI ``delta.refusal``, the Responses API's refusal
+        parts), "" when it did not refuse. The reference keeps it out of ``text`` and
+        finishes ``stop``; ``LabConfig.refusal_content_filter`` finishes ``content_filter``."""
+        value = self.facts.get("refusal")
+        return value if isinstance(value, str) else ""
+
+    @property
     def degradation_path(self) -> str:
         """The attempt labels joined with ``>`` (``default>targeted_drop_min_p``)."""
         return ">".join(a.label for a in self.attempts)

@@ -13,6 +13,8 @@ for a handful of trials.
 - :func:`two_proportion_test`, :func:`fisher_exact`, :func:`proportion_test` – is one
   rate different from another; :func:`newcombe_difference_interval` – the interval of their
   difference.
+- :func:`fisher_greater` – the one-sided Fisher exact test that one group's rate of an
+  event is higher than another's (the scorecard's "worse with confidence").
 - :func:`mann_whitney_u` – are two samples of one figure (latency) shifted.
 - :func:`holm`, :func:`benjamini_hochberg` – p-values adjusted for many comparisons.
 
@@ -39,6 +41,7 @@ __all__ = [
     "bootstrap_quantile_interval",
     "bootstrap_quantile_intervals",
     "fisher_exact",
+    "fisher_greater",
     "holm",
     "mann_whitney_u",
     "newcombe_difference_interval",
@@ -241,6 +244,26 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
     lo, hi = max(0, n1 - (total - successes)), min(n1, successes)
     observed = pmf(k1) * (1.0 + 1e-7)
     return min(1.0, sum(p for p in map(pmf, range(lo, hi + 1)) if p <= observed))
+
+
+def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> float:
+    """One-sided Fisher exact test: the p-value that group 1 (``k1`` events in ``n1``)
+    has a *higher* event rate than group 2 (``k2`` in ``n2``): ``P(X >= k1)`` under the
+    hypergeometric law of the table's margins, summed exactly (``scipy.stats.fisher_exact
+    (..., alternative="greater")``). 1.0 when either group is empty.
+
+    >>> round(fisher_greater(9, 10, 2, 10), 6)
+    0.002739
+    """
+    _check_counts(k1, n1)
+    _check_counts(k2, n2)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    total, events = n1 + n2, k1 + k2
+    denom = math.comb(total, n1)
+    hi = min(events, n1)
+    tail = sum(math.comb(events, x) * math.comb(total - events, n1 - x) for x in range(k1, hi + 1))
+    return min(1.0, tail / denom)
 
 
 def proportion_test(k1: int, n1: int, k2: int, n2: int) -> tuple[float, str]:

@@ -68,6 +68,36 @@ class _SinglePlan:
         return None
 
 
+class _RecordedRetries:
+    """A plan that follows a recording's client retries: where the recorded attempt after
+    a failure is one the client sent again on its own (label ``client_retry``, see
+    :class:`lab.clients.RetryChains`), the same body goes again under that label; every
+    other failure is the wrapped plan's to decide."""
+
+    def __init__(self, plan: Any, labels: list[str]) -> None:
+        self._plan = plan
+        self._labels = labels
+        self._n = 0
+        self.current = plan.current
+
+    @property
+    def history(self) -> Any:
+        return getattr(self._plan, "history", None)
+
+    def on_failure(self, status: int | None, message: str) -> Any:
+        from lab.clients import CLIENT_RETRY_LABEL
+        from lab.degrade import Attempt
+
+        self._n += 1
+        if self._n < len(self._labels) and self._labels[self._n] == CLIENT_RETRY_LABEL:
+            self.current = Attempt(label=CLIENT_RETRY_LABEL, body=self.current.body)
+            return self.current
+        nxt = self._plan.on_failure(status, message)
+        if nxt is not None:
+            self.current = nxt
+        return nxt
+
+
 def _make_plan(adapter: StreamAdapter, body: dict, degrade: bool) -> Any:
     if not degrade or not adapter.degrades:
         return _SinglePlan(body)
@@ -103,6 +133,7 @@ def run_stream(
     meta: dict | None = None,
     on_chunk: Callable[[ProcessedChunk], None] | None = None,
     path: str | None = None,
+    recorded_labels: list[str] | None = None,
 ) -> StreamResult:
     """Send ``body`` to ``provider`` (degrading it on failure) and return the whole result.
 
@@ -116,6 +147,8 @@ def run_stream(
     - **path** – the API the request goes to, when not the family's default: ``"/responses"``
       (the OpenAI Responses API of openai, openrouter, deepseek); see
       :func:`lab.providers.adapter_for`.
+    - **recorded_labels** – replay: the recorded attempts' labels, in order; an attempt a
+      client sent again on its own (``client_retry``) is replayed as such.
 
     The API key goes into the request headers only; a recording transport redacts it.
     """
@@ -136,6 +169,8 @@ def run_stream(
         install_limits(transport)  # max_exchange_s holds however the bytes trickle
         client = httpx.Client(transport=transport, timeout=timeout)
     plan = _make_plan(adapter, body, cfg.degrade)
+    if recorded_labels and len(recorded_labels) > 1:
+        plan = _RecordedRetries(plan, list(recorded_labels))
     url = adapter.endpoint(base_url, model)
     headers = adapter.request_headers(api_key)
 
@@ -180,6 +215,8 @@ def run_stream(
 
     result = _assemble(adapter, chunks, origins, attempts, read_t_ns, cfg)
     result.divergence = divergence
+    if tools:  # the tools the request offered: lab.toolcheck checks the calls against them
+        result.facts["request_tools"] = tools
     return result
 
 
@@ -323,6 +360,7 @@ class _Request:
             # ends where the recording does, as it had for the user, with the recorded end
             # reason; no provider error is made up for it
             cut: RecordingCut | None = None
+            done_before = bool(adapter.facts.get("done_seen"))
             try:
                 try:
                     for seq, piece in body.pieces():
@@ -349,6 +387,8 @@ class _Request:
                 else:
                     for event in decoder.flush():
                         emit(adapter.feed(event))
+                    if cut is not None and protocol_ended(adapter, done_before):
+                        cut = None  # the client closed after the terminator: the stream is whole
                     info.end_reason = "eof" if cut is None else cut.end_reason
                     if cut is not None:
                         info.error = str(cut)
@@ -456,6 +496,23 @@ class _Body:
         if decoding is not None:
             for piece in decoding.flush():
                 yield self.n_reads - 1, piece
+
+
+def protocol_ended(adapter: StreamAdapter, done_before: bool = False) -> bool:
+    """The attempt's wire-protocol terminator arrived: ``data: [DONE]`` (chat), the
+    Responses API's terminal event (both set ``facts["done_seen"]``), Anthropic's
+    ``message_stop``, or, for a family that sends no sentinel (Gemini), a finish reason.
+
+    An SDK closes the response as soon as it reads the terminator (the openai SDK right
+    after ``[DONE]``), so its recording ends ``cancelled`` with every byte there: such an
+    exchange is complete, and only a close *before* the terminator is a recording cut.
+    ``done_before``: ``done_seen`` was already set by an earlier attempt of the request."""
+    facts = adapter.facts
+    if facts.get("done_seen") and not done_before:
+        return True
+    if facts.get("message_stop"):
+        return True
+    return not adapter.sends_done_sentinel and bool(adapter.finish_reason)
 
 
 def _limit_reason(exc: BaseException) -> str:

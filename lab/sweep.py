@@ -73,6 +73,7 @@ __all__ = [
     "discover_backends",
     "finished_keys",
     "load_prompts",
+    "preset_prompts",
     "model_targets",
     "openrouter_targets",
     "run_sweep",
@@ -113,6 +114,25 @@ class SweepItem:
 
 
 # --------------------------------------------------------------------------- input
+
+
+PRESETS: dict[str, str] = {
+    "tools": "tools_prompts.jsonl",
+}
+"""Prompt sets shipped with the lab (``lab/data/``), by ``--preset`` name. ``tools``: 54
+requests that offer the same four tools (weather, currency, time, web search); 30 ask for
+something a tool does, 24 do not (one of them mentions the weather without asking for it)."""
+
+
+def preset_prompts(name: str) -> Path:
+    """The file of the shipped prompt set ``name`` (:data:`PRESETS`)."""
+    try:
+        file = PRESETS[name]
+    except KeyError:
+        raise SweepError(
+            f"--preset {name!r}: no such prompt set; known: {', '.join(sorted(PRESETS))}"
+        ) from None
+    return Path(__file__).parent / "data" / file
 
 
 def load_prompts(path: str | Path) -> list[dict[str, Any]]:
@@ -279,7 +299,17 @@ def _sweep_meta(text: object) -> dict[str, Any]:
 def _sweep_exchanges(out: Path) -> pd.DataFrame:
     """The sweep's exchanges under ``out``: one row per exchange, with its sweep key and
     target, in the order they started. Empty when ``out`` holds no capture yet."""
-    columns = ["stream_id", "attempt", "status", "end_reason", "key", "target", "pin", "order"]
+    columns = [
+        "stream_id",
+        "attempt",
+        "status",
+        "end_reason",
+        "key",
+        "target",
+        "pin",
+        "prompt",
+        "order",
+    ]
     if not out.is_dir():
         return pd.DataFrame(columns=columns)
     try:
@@ -300,6 +330,7 @@ def _sweep_exchanges(out: Path) -> pd.DataFrame:
             "key": meta.map(lambda m: m.get("key")),
             "target": meta.map(lambda m: m.get("target")),
             "pin": meta.map(lambda m: m.get("pin")),
+            "prompt": meta.map(lambda m: m.get("prompt")),
             "order": streams["started_at"],
         }
     )
@@ -604,14 +635,15 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
 
     ``serving_provider`` is the backend that served the stream; where none was named (the
     request failed before streaming) it is the pinned backend, and for a sweep over models
-    or base URLs it is the target. The columns ``sweep_key``, ``sweep_target`` and
-    ``pinned_elsewhere`` (a backend other than the pinned one served it) are added.
+    or base URLs it is the target. The columns ``sweep_key``, ``sweep_target``,
+    ``sweep_prompt`` (the prompt's line in the prompts file: the same prompt across targets)
+    and ``pinned_elsewhere`` (a backend other than the pinned one served it) are added.
     """
     import tempfile
 
     out = Path(out)
     exchanges = _sweep_exchanges(out)
-    extra = ["sweep_key", "sweep_target", "pinned_elsewhere"]
+    extra = ["sweep_key", "sweep_target", "sweep_prompt", "pinned_elsewhere"]
     if exchanges.empty:
         return pd.DataFrame(columns=[*tables.STREAM_COLUMNS, *extra])
     finals = _finals(exchanges)
@@ -623,6 +655,7 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
     st = st[st["stream_id"].isin(last.index)].reset_index(drop=True)
     st["sweep_key"] = st["stream_id"].map(last["key"])
     st["sweep_target"] = st["stream_id"].map(last["target"])
+    st["sweep_prompt"] = st["stream_id"].map(last["prompt"]).astype("Int64")
     pin = st["stream_id"].map(last["pin"])
     pinned = pin.notna()
     named = st["serving_provider"].notna()

@@ -12,6 +12,9 @@ meaning of each and its OpenTelemetry GenAI equivalent where one exists.
   intervals.
 - :func:`gaps` – one row per gap between consecutive reads that carried visible text.
 - :func:`trends` – per backend, verdict and period of one long run, with change points.
+- :func:`tool_calls` – one row per tool call, checked against the request's tools.
+- :func:`scorecard` – one row per serving backend with every verdict, interval and flag
+  (:mod:`lab.scorecard`); :func:`trigger_agreement` for sweeps.
 
 What each takes: :func:`streams`, :func:`by_backend`, :func:`classifiers` and
 :func:`backend_labels` take the results (a ``list`` of ``StreamResult`` or the
@@ -45,6 +48,7 @@ __all__ = [
     "LEAK_GUARDS",
     "MIN_STREAMS_TO_COMPARE",
     "STREAM_COLUMNS",
+    "TOOL_CALL_COLUMNS",
     "attempts",
     "backend_labels",
     "backend_verdicts",
@@ -52,14 +56,22 @@ __all__ = [
     "classifiers",
     "gaps",
     "latency",
+    "leak_kinds",
     "leaks",
+    "scorecard",
     "streams",
+    "tool_calls",
     "trends",
+    "trigger_agreement",
     "unserved",
 ]
 
 LEAK_GUARDS = frozenset({"think_stripper", "spill_guard", "cleanup"})
 """Guards whose events mean reasoning leaked into visible content."""
+
+THINK_LEAK = "think"
+"""The ``leak_kind`` of reasoning that leaked into content (:data:`LEAK_GUARDS` moved it);
+the other kinds are the markup classes of :mod:`lab.guards.markup`."""
 
 STREAM_COLUMNS = [
     "stream_id",
@@ -69,6 +81,7 @@ STREAM_COLUMNS = [
     "leaked",
     "leak_guards",
     "leak_chars",
+    "leak_kind",
     "guard_events",
     "classifier",
     "error_type",
@@ -83,6 +96,10 @@ STREAM_COLUMNS = [
     "text_chars",
     "reasoning_chars",
     "n_tool_calls",
+    "tool_names",
+    "tool_calls_checked",
+    "tool_calls_valid",
+    "tool_error_kinds",
     "input_tokens",
     "output_tokens",
     "reasoning_tokens",
@@ -192,6 +209,75 @@ def _call_first(r: StreamResult, first: int | None) -> bool:
     return not (chunk.content or chunk.thoughts)
 
 
+def leak_kinds(r: StreamResult) -> list[str]:
+    """What leaked into ``r``: ``think`` when a reasoning guard moved text out of content,
+    then each markup class the markup guard saw or that is still in the text
+    (:func:`lab.anomalies.markup_leak_kinds`)."""
+    from lab.anomalies import markup_leak_kinds
+
+    think = any(e.guard in LEAK_GUARDS and e.moved for e in r.guard_events)
+    return [THINK_LEAK, *markup_leak_kinds(r)] if think else markup_leak_kinds(r)
+
+
+def _tool_checks(r: StreamResult, tools: object = None) -> list:
+    """:func:`lab.toolcheck.check_stream` of ``r`` against ``tools`` or the tools its
+    request offered (``facts["request_tools"]``; unknown: name and schema not checked)."""
+    from lab.toolcheck import check_stream, tool_schemas
+
+    if not r.function_calls and r.finish_reason != "tool_calls":
+        return []
+    offered = tools if tools is not None else r.facts.get("request_tools")
+    schemas = tool_schemas(offered) if isinstance(offered, list) else None
+    return check_stream(r.function_calls, r.finish_reason, schemas)
+
+
+TOOL_CALL_COLUMNS = [
+    "stream_id",
+    "serving_provider",
+    "position",
+    "name",
+    "valid",
+    "error_kind",
+    "detail",
+    "recovered_from",
+]
+
+
+def tool_calls(
+    results: Iterable[StreamResult], *, tools: list[dict] | dict[str, list[dict]] | None = None
+) -> pd.DataFrame:
+    """One row per tool call of every stream, checked against the tools its request
+    offered (:mod:`lab.toolcheck`): ``valid``, the first ``error_kind``
+    (:data:`lab.toolcheck.TOOL_CALL_ERROR_KINDS`) and its ``detail`` (the failing path of a
+    schema violation), ``recovered_from`` the markup class of a call the markup guard
+    recovered. A ``tool_calls`` finish with no call is one row with no name
+    (``position`` -1).
+
+    **tools** overrides the recorded ones: one list for every stream, or a dict by stream
+    id. Needs the results.
+    """
+    rows = []
+    for r in _need_results(results, "tool_calls"):
+        offered = tools.get(r.stream_id) if isinstance(tools, dict) else tools
+        for c in _tool_checks(r, offered):
+            call = r.function_calls[c.position] if c.position >= 0 else None
+            rows.append(
+                {
+                    "stream_id": r.stream_id,
+                    "serving_provider": r.serving_provider,
+                    "position": c.position,
+                    "name": c.name,
+                    "valid": c.valid,
+                    "error_kind": c.error_kind,
+                    "detail": c.detail,
+                    "recovered_from": (call.provider_fields or {}).get("recovered_from")
+                    if call is not None
+                    else None,
+                }
+            )
+    return pd.DataFrame(rows, columns=TOOL_CALL_COLUMNS)
+
+
 def streams(
     results: Iterable[StreamResult] | pd.DataFrame, *, stall_s: float = DEFAULT_STALL_S
 ) -> pd.DataFrame:
@@ -208,6 +294,8 @@ def streams(
     rows = []
     for r in _need_results(results, "streams"):
         leak_events = [e for e in r.guard_events if e.guard in LEAK_GUARDS and e.moved]
+        kinds = leak_kinds(r)
+        checks = _tool_checks(r)
         usage = r.usage
         first = r.first_output()
         ttft = r.ttft_ms
@@ -228,9 +316,10 @@ def streams(
                 "provider": r.provider,
                 "model": r.model,
                 "serving_provider": r.serving_provider,
-                "leaked": bool(leak_events),
+                "leaked": bool(kinds),
                 "leak_guards": ",".join(sorted({e.guard for e in leak_events})),
                 "leak_chars": sum(len(e.moved) for e in leak_events),
+                "leak_kind": ",".join(kinds),
                 "guard_events": len(r.guard_events),
                 "classifier": r.classifier,
                 "error_type": r.error.type if r.error else None,
@@ -245,6 +334,10 @@ def streams(
                 "text_chars": len(r.text),
                 "reasoning_chars": len(r.reasoning),
                 "n_tool_calls": len(r.function_calls),
+                "tool_names": ",".join(c.name for c in r.function_calls),
+                "tool_calls_checked": len(checks),
+                "tool_calls_valid": sum(c.valid for c in checks),
+                "tool_error_kinds": ",".join(c.error_kind for c in checks if c.error_kind),
                 "input_tokens": usage.input_tokens if usage else None,
                 "output_tokens": out_tokens,
                 "reasoning_tokens": usage.reasoning_tokens if usage else None,
@@ -268,7 +361,9 @@ def streams(
     df = pd.DataFrame(rows, columns=STREAM_COLUMNS)
     for col in _NULLABLE_INT_COLUMNS:
         df[col] = df[col].astype("Int64")
-    for col in _FLOAT_COLUMNS:
+    for col in ("tool_calls_checked", "tool_calls_valid"):
+        df[col] = df[col].astype("int64")
+    for col in FLOAT_COLUMNS:
         df[col] = df[col].astype("float64")
     df["timed"] = df["timed"].astype(bool)
     df["content_reads"] = df["content_reads"].astype("int64")
@@ -284,7 +379,7 @@ _NULLABLE_INT_COLUMNS = (
     "stalls",
     "first_chunk_chars",
 )
-_FLOAT_COLUMNS = (
+FLOAT_COLUMNS = (
     "ttft_ms",
     "duration_ms",
     "cost",
@@ -310,6 +405,7 @@ LEAK_COLUMNS = [
     "t_ms",
     "guard",
     "rule",
+    "leak_kind",
     "moved",
     "moved_chars",
 ]
@@ -317,6 +413,10 @@ LEAK_COLUMNS = [
 
 def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
     """One row per guard event that moved or dropped text (where reasoning leaked, etc.).
+
+    ``leak_kind`` is ``think`` for reasoning moved out of content, the markup class
+    (``harmony``, ``kimi_tool_section``, ...) for what the markup guard recovered or removed
+    under ``LabConfig.recover_markup``, and empty for other guards (dedup, speaker, ...).
 
     Needs the results (guard events are not in the streams table).
     """
@@ -337,6 +437,7 @@ def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
                     "t_ms": t_ms,
                     "guard": e.guard,
                     "rule": e.detail.get("rule"),
+                    "leak_kind": THINK_LEAK if e.guard in LEAK_GUARDS else e.detail.get("kind"),
                     "moved": e.moved,
                     "moved_chars": len(e.moved),
                 }
@@ -419,7 +520,9 @@ def by_backend(
     min_streams: int = MIN_STREAMS_TO_COMPARE,
 ) -> pd.DataFrame:
     """One row per serving backend: streams, leak and error rates with Wilson intervals,
-    classifiers, TTFT, speed.
+    classifiers, TTFT, speed, and tool-call validity (``tool_calls`` checked against the
+    request's tools, ``tool_calls_valid``, ``tool_call_valid_rate`` and its Wilson
+    interval ``_ci_low``/``_ci_high``; NaN where a backend made no call).
 
     ``leak_rate_ci_low``/``_high`` and ``error_rate_ci_low``/``_high`` are Wilson score
     intervals at ``confidence`` (:func:`lab.stats.wilson_interval`). ``rest_leak_rate`` is
@@ -450,6 +553,17 @@ def by_backend(
     )
     for what, count in (("leak", "leaked"), ("error", "errors")):
         _add_interval(out, what, count, confidence, min_streams)
+    if "tool_calls_checked" in df:
+        calls = g["tool_calls_checked"].sum().astype("int64")
+        valid = g["tool_calls_valid"].sum().astype("int64")
+        bounds = [
+            wilson_interval(int(k), int(n), confidence) for k, n in zip(valid, calls, strict=True)
+        ]
+        out["tool_calls"] = calls
+        out["tool_calls_valid"] = valid
+        out["tool_call_valid_rate"] = (valid / calls).where(calls > 0).astype("float64")
+        out["tool_call_valid_rate_ci_low"] = [b[0] for b in bounds]
+        out["tool_call_valid_rate_ci_high"] = [b[1] for b in bounds]
     cls = df.dropna(subset=["classifier"])
     if len(cls):
         counts = cls.groupby(["serving_provider", "classifier"]).size().unstack(fill_value=0)
@@ -705,4 +819,41 @@ def trends(
     df["serving_provider"] = backend_labels(df)
     return trend_table(
         df, every, alpha=alpha, confidence=confidence, permutations=permutations, seed=seed
+    )
+
+
+def scorecard(
+    stream_table: pd.DataFrame | Iterable[StreamResult],
+    *,
+    reference: str | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pd.DataFrame:
+    """One row per serving backend with every verdict the lab has (leaks by kind, errors,
+    tool-call validity, trigger agreement for sweeps), each with its Wilson interval, the
+    rest's rate, a one-sided Fisher exact p-value, its Holm adjustment and a ``_worse``
+    flag; ``attrs["sentences"]`` in words. See :mod:`lab.scorecard`.
+
+    Takes the streams table (a sweep's, for trigger agreement) or the results.
+    """
+    from lab.scorecard import scorecard as _scorecard
+
+    return _scorecard(
+        _stream_table(stream_table, "scorecard"), reference=reference, confidence=confidence
+    )
+
+
+def trigger_agreement(
+    stream_table: pd.DataFrame,
+    *,
+    reference: str | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pd.DataFrame:
+    """Per backend, agreement of its tool-call decisions with ``reference`` (or the
+    majority) over a sweep's prompts. See :func:`lab.scorecard.trigger_agreement`."""
+    from lab.scorecard import trigger_agreement as _agreement
+
+    return _agreement(
+        _stream_table(stream_table, "trigger_agreement"),
+        reference=reference,
+        confidence=confidence,
     )

@@ -13,6 +13,7 @@ scalars = (
     st.none()
     | st.booleans()
     | st.integers(-(10**15), 10**15)
+    | st.sampled_from([10**400, -(10**400)])  # exact integers past the float range
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=10)
 )

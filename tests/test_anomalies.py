@@ -214,6 +214,7 @@ def test_registry_lists_every_detector_in_report_order():
     assert list(DETECTORS) == [
         "tool_markup_in_content",
         "tool_markup_in_reasoning",
+        "markup_leak",
         "duplicated_deltas",
         "glued_reasoning_summaries",
         "eof_without_terminator",
@@ -238,6 +239,8 @@ def test_registry_lists_every_detector_in_report_order():
         "reasoning_shown_before_close",
         "tool_calls_dropped",
         "usage_not_final",
+        "body_not_as_sent",
+        "refusal",
     ]
 
 
@@ -275,7 +278,7 @@ def test_minimax_xml_tool_call_left_in_content_is_flagged():
         ending(provider="Minimax", model="minimax/minimax-m2.1"),
     )
     assert "<minimax:tool_call>" in r.text and r.function_calls == []
-    assert detect(r) == ["tool_markup_in_content"]
+    assert detect(r) == ["tool_markup_in_content", "markup_leak"]
 
 
 def test_kimi_tool_tokens_in_reasoning_flag_markup_and_the_empty_answer():
@@ -286,7 +289,7 @@ def test_kimi_tool_tokens_in_reasoning_flag_markup_and_the_empty_answer():
         reasoning(KIMI_CALL),
         ending(provider="Chutes", model="moonshotai/kimi-k2.5"),
     )
-    assert detect(r) == ["tool_markup_in_reasoning", "empty_answer_with_reasoning"]
+    assert detect(r) == ["tool_markup_in_reasoning", "markup_leak", "empty_answer_with_reasoning"]
 
 
 @pytest.mark.parametrize(
@@ -302,7 +305,7 @@ def test_kimi_tool_tokens_in_reasoning_flag_markup_and_the_empty_answer():
 )
 def test_every_vendor_tool_markup_dialect_in_content_is_flagged(markup):
     r = openrouter(content("Reading it now. "), content(markup), ending())
-    assert detect(r) == ["tool_markup_in_content"]
+    assert detect(r) == ["tool_markup_in_content", "markup_leak"]
 
 
 def test_tool_markup_pattern_is_built_from_the_marker_list():
@@ -792,7 +795,10 @@ def test_streams_table_anomalies_column_joins_detect_output():
         openrouter(reasoning("I should list the files."), reasoning(KIMI_CALL), ending()),
     ]
     st = tables.streams(results)
-    assert st["anomalies"].tolist() == ["", "tool_markup_in_reasoning,empty_answer_with_reasoning"]
+    assert st["anomalies"].tolist() == [
+        "",
+        "tool_markup_in_reasoning,markup_leak,empty_answer_with_reasoning",
+    ]
 
 
 # --------------------------------------------------------------------------- wire-shape losses

@@ -82,8 +82,10 @@ def test_replay_shows_40_rows_then_says_how_to_see_the_rest(capsys):
 
 
 def test_replay_csv_prints_every_row_and_column_for_programs(capsys):
+    from lab.tables import STREAM_COLUMNS
+
     lines = _replay_lines(capsys, "--format", "csv")
-    assert len(lines) == 133 and lines[0].startswith("stream_id,serving_provider,model,")
+    assert len(lines) == 133 and lines[0] == ",".join(STREAM_COLUMNS)  # session included
     assert len(_replay_lines(capsys, "--format", "json", "--limit", "2")) == 1
 
 

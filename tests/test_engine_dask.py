@@ -63,3 +63,38 @@ def test_dask_without_a_scheduler_runs_on_this_machines_processes(tmp_path):
         pd.testing.assert_frame_equal(
             read_results(tmp_path / "dask", table), read_results(tmp_path / "serial", table)
         )
+
+
+def test_relative_paths_are_resolved_before_they_reach_the_workers(cluster, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(BUNDLED, tmp_path / "cap")
+    serial = replay(BUNDLED, out=tmp_path / "serial")
+    monkeypatch.chdir(tmp_path)  # the client's directory; the workers keep their own
+    done = replay("cap", out="rel", engine="dask", scheduler=cluster.scheduler_address)
+    assert (done.units, done.streams) == (serial.units, serial.streams)
+    assert all(p.is_absolute() and p.parent == tmp_path / "rel" for p in done.files)
+    for table in RESULT_TABLES:
+        pd.testing.assert_frame_equal(
+            read_results(tmp_path / "rel", table), read_results(tmp_path / "serial", table)
+        )
+
+
+def _never_called(*args):
+    raise AssertionError("a worker that cannot see its paths must not replay")
+
+
+def test_a_worker_that_cannot_see_a_path_says_which_and_why(tmp_path):
+    import socket
+
+    from lab.config import LabConfig
+    from lab.replay.dask_engine import WorkerCannotSee, _task
+
+    unit = (0, (str(tmp_path / "cap" / "streams-00000.parquet"),))
+    with pytest.raises(WorkerCannotSee) as info:
+        _task(unit, str(tmp_path / "out"), LabConfig(), None, _never_called)
+    assert str(info.value) == (
+        f"Dask worker on {socket.gethostname()} cannot see {tmp_path / 'out'} (and 1 more "
+        "path(s)): engine='dask' needs the capture and out= on a filesystem every worker "
+        "sees at the same path"
+    )

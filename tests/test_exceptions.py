@@ -83,6 +83,7 @@ def test_exceptions_defined_inside_functions_derive_from_lab_error_too():
         ("lab.interchange.InterchangeError", ValueError),
         ("lab.recorder.NoAPIKeyError", ValueError),
         ("lab.sweep.SweepError", ValueError),
+        ("lab.replay.dask_engine.WorkerCannotSee", FileNotFoundError),
         ("lab.http.limits.LimitExceeded", httpx.TransportError),
         ("lab.http.transports.RecordingCut", httpx.TransportError),
         ("lab.http.transports.ReplayExhausted", httpx.TransportError),

@@ -445,6 +445,8 @@ HOSTILE = st.sampled_from(
         -1,
         2**64,
         10**30,
+        10**400,  # an exact integer past the float range: float() raises OverflowError
+        -(10**400),
         3.5,
         "7",
         "",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
 from typing import Any
 
@@ -60,6 +61,7 @@ DEEP_MARK = "__DEEP_LITERAL__"
 
 HOSTILE_NUMBERS = st.sampled_from(
     [float("inf"), float("-inf"), float("nan"), INF_MARK, -1, -(10**12), 10**30, 2**53 + 1]
+    + [10**400, -(10**400)]  # exact JSON integers past the float range (OverflowError)
 )
 
 
@@ -224,6 +226,45 @@ def test_infinite_and_nan_counts_are_left_out_and_named():
         )
         assert r.facts["hostile_values"] == ["usage.prompt_tokens", "usage.completion_tokens"]
         assert "hostile_value" in detect(r)
+
+
+HUGE = "1" + "0" * 400
+"""An exact JSON integer past the float range: ``float()`` of it raises OverflowError."""
+
+
+@pytest.mark.parametrize("provider", ["openrouter", *OPENAI_COMPATIBLE])
+def test_a_400_digit_cost_or_count_is_left_out_and_named_never_raised(provider):
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":3,"completion_tokens":%s,"total_tokens":5,"cost":%s}}\n\n'
+        b"data: [DONE]\n\n"
+    ) % (HUGE.encode(), HUGE.encode())
+    r = replay_sse(provider, body)
+    assert (r.text, r.usage.input_tokens, r.usage.output_tokens, r.usage.cost) == (
+        "hi",
+        3,
+        0,
+        None,
+    )
+    assert r.facts["hostile_values"] == ["usage.completion_tokens", "usage.cost"]
+    assert "hostile_value" in detect(r)
+    json.dumps(r.to_dict())
+
+
+@pytest.mark.parametrize("provider", RESPONSES_PROVIDERS)
+def test_a_400_digit_cost_in_a_responses_stream_is_left_out_and_named(provider):
+    done = {
+        "type": "response.completed",
+        "response": {"usage": {"input_tokens": 3, "output_tokens": 2, "cost": "HUGE"}},
+    }
+    body = (
+        "event: response.output_text.delta\n"
+        'data: {"type":"response.output_text.delta","output_index":0,"delta":"hi"}\n\n'
+        f"event: response.completed\ndata: {json.dumps(done)}\n\n"
+    ).replace('"HUGE"', HUGE)
+    r = replay_sse(provider, body.encode(), path="/responses")
+    assert (r.text, r.usage.output_tokens, r.usage.cost) == ("hi", 2, None)
+    assert r.facts["hostile_values"] == ["response.usage.cost"]
 
 
 POISONED = (
@@ -499,12 +540,16 @@ def _bad_count(v: Any) -> bool:
         return False
     if type(v) not in (int, float):
         return True
+    if type(v) is int:  # exact: math.isfinite(10**400) would raise OverflowError
+        return not 0 <= v <= 2**53
     return not (math.isfinite(v) and 0 <= v <= 2**53)
 
 
 def _bad_amount(v: Any) -> bool:
     if v is None:
         return False
+    if type(v) is int:  # an integer past the float range is not an amount
+        return not 0 <= v <= sys.float_info.max
     return type(v) not in (int, float) or not (math.isfinite(v) and v >= 0)
 
 

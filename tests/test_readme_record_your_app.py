@@ -116,6 +116,11 @@ def test_the_sdk_client_block_records_both_sdks(tmp_path, monkeypatch):
         ("anthropic", "fake/thinking", None),
     ]
     assert results[0].guard_events and results[1].reasoning
+    # the openai SDK closes right after data: [DONE]: complete, not a recording cut
+    from lab.anomalies import detect
+
+    assert [detect(r) for r in results] == [[], []]
+    assert [[a.end_reason for a in r.attempts] for r in results] == [["eof"], ["eof"]]
     assert places_holding(tmp_path / "recordings", "sk-your-key") == []
     assert places_holding(tmp_path / "recordings", "sk-ant-your-key") == []
 

@@ -40,7 +40,8 @@ def test_report_page_embeds_every_figure_and_table(report):
 
 def test_report_says_which_backends_are_worse_with_confidence_and_which_are_too_small(report):
     page = report.read_text(encoding="utf-8")
-    verdicts = page[page.index("<ul class='verdicts'>") : page.index("</ul>")]
+    start = page.index("<ul class='verdicts'>")
+    verdicts = page[start : page.index("</ul>", start)]
     # the bundled sample: every backend has too few streams for its leaks to tell; the
     # direct OpenAI endpoint fails more than the rest (24 of its 42 requests)
     assert "<li>Leaks: no backend is worse than the rest with 95 % confidence.</li>" in verdicts
@@ -98,8 +99,8 @@ def _body_attrs(browser: str, page: Path, profile: Path, width: int) -> dict[str
 
 def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path):
     attrs = _body_attrs(_browser_or_skip(), report, tmp_path / "profile", 1280)
-    assert attrs["data-images"] == "4"
-    assert attrs["data-images-ok"] == "4"
+    assert attrs["data-images"] == "6"
+    assert attrs["data-images-ok"] == "6"
     assert attrs["data-errors"] == "0"
 
 
@@ -123,6 +124,7 @@ def test_report_has_a_table_of_contents_linking_every_section(report):
     page = report.read_text(encoding="utf-8")
     links = re.findall(r"<li><a href='#([a-z]+)'>", page)
     assert links == [
+        "scorecard",
         "plots",
         "backends",
         "streams",
@@ -133,7 +135,7 @@ def test_report_has_a_table_of_contents_linking_every_section(report):
     ]
     for sid in links:
         assert f"<h2 id='{sid}'>" in page
-    assert page.count("<div class='scroll'>") == 6
+    assert page.count("<div class='scroll'>") == 7
 
 
 def test_report_latency_section_shows_each_quantile_with_its_bootstrap_interval(report):
@@ -148,6 +150,14 @@ def test_report_latency_section_shows_each_quantile_with_its_bootstrap_interval(
         r"<td class='num'>0</td><td>[0-9.]+ \([0-9.]+–[0-9.]+\)</td>",
         section,
     )
+
+
+def test_report_shows_the_backend_scorecard_first(report):
+    page = report.read_text(encoding="utf-8")
+    first = page.index("<h2 id=")
+    assert page[first:].startswith("<h2 id='scorecard'>Backend scorecard</h2>")
+    card = page[page.index("<ul class='scorecard'>") :]
+    assert card.index("Worse with confidence: a one-sided Fisher exact test") < card.index("</ul>")
 
 
 def test_report_rounds_numbers_and_shows_missing_one_way(report):

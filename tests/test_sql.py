@@ -100,3 +100,46 @@ def test_lab_sql_refuses_bad_input_in_one_line(capsys, argv, message):
     rc = main(["sql", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and err.count("\n") == 1
+
+
+def test_the_docs_body_recipe_gives_attempt_0_of_a_retried_stream():
+    import re
+
+    doc = (ROOT / "docs" / "capture-schema.md").read_text(encoding="utf-8")
+    query = re.search(r'df = lab\.sql\("""(.*?)""", captures="captures"\)', doc, re.S).group(1)
+    assert "ORDER BY attempt" in query
+    cap = lab.capture.open(BUNDLED)
+    counts = cap.streams.groupby("stream_id").attempt.nunique()
+    sid = counts[counts > 1].index[0]  # a stream with several attempts
+    df = lab.sql(query.replace("s18ed...", sid), captures=BUNDLED)
+    assert list(df.attempt) == sorted(set(cap.streams[cap.streams.stream_id == sid].attempt))
+    first = cap.chunks[(cap.chunks.stream_id == sid) & (cap.chunks.attempt == 0)]
+    assert b"".join(df.reads[0]) == b"".join(first.sort_values("seq").raw)
+
+
+def test_lab_results_reads_one_table_where_read_parquet_of_the_dir_mixes_them(results_dir):
+    import pandas as pd
+
+    import lab.results
+
+    st = lab.results.read(results_dir, "streams")
+    assert len(st) == 132 and list(st.columns) == list(read_results(results_dir).columns)
+    assert sorted(lab.results.TABLE_GLOBS) == sorted(lab.results.TABLES)
+    for table, pattern in lab.results.TABLE_GLOBS.items():
+        files = sorted(results_dir.glob(pattern))
+        assert files and all(f.name.startswith(f"{table}-") for f in files)
+    mixed = pd.read_parquet(results_dir)  # the trap the module docstring names
+    assert len(mixed) == sum(len(lab.results.read(results_dir, t)) for t in lab.results.TABLES)
+    with pytest.raises(ValueError, match="unknown result table 'chunks'"):
+        lab.results.read(results_dir, "chunks")
+
+
+def test_plain_pandas_reads_token_columns_of_a_result_file_as_nullable_integers(results_dir):
+    import pandas as pd
+
+    for path in sorted(results_dir.glob("streams-*.parquet")):
+        df = pd.read_parquet(path)
+        for col in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
+            assert str(df[col].dtype) == "Int64", (path.name, col)
+    attempts = pd.read_parquet(sorted(results_dir.glob("attempts-*.parquet"))[0])
+    assert str(attempts["status"].dtype) == "Int64"

@@ -39,6 +39,14 @@ def test_invalid_retry_and_nul_id_are_ignored():
     assert (ev.retry, ev.id, ev.data) == (None, None, "x")
 
 
+def test_a_retry_of_5000_digits_is_ignored_never_raised():
+    digits = b"1" * 5000  # past Python's 4,300-digit int() limit
+    [ev] = decode_reads([b"retry: " + digits + b"\ndata: x\n\n"])
+    assert (ev.retry, ev.data) == (None, "x")
+    [ev] = decode_reads([b"retry: " + b"9" * 18 + b"\ndata: x\n\n"])
+    assert ev.retry == 999_999_999_999_999_999
+
+
 def test_event_without_data_is_surfaced_with_data_none():
     [ev] = decode_reads([b"event: ping\n\n"])
     assert (ev.event, ev.data) == ("ping", None)

@@ -244,6 +244,7 @@ def test_leaks_lists_every_guard_event_that_moved_text(results):
             "t_ms": 100.0,
             "guard": "think_stripper",
             "rule": "think_block",
+            "leak_kind": "think",
             "moved": "plan it",
             "moved_chars": 7,
         }
@@ -448,6 +449,7 @@ def _documented(section: str) -> set[str]:
         ("attempts", tables.ATTEMPT_COLUMNS),
         ("latency", tables.latency([]).columns.tolist()),
         ("gaps", tables.GAP_COLUMNS),
+        ("tool_calls", tables.TOOL_CALL_COLUMNS),
     ],
 )
 def test_docs_describe_every_column(section, columns):

@@ -18,10 +18,21 @@ Recordings with journals (in progress, or crashed before ``close()``) are left a
 them once so the reader recovers the journals, or let the recorder finish. Rows are copied,
 never changed: the bytes stay the source of truth.
 
-The swap is crash-safe: new parts are written under hidden names, then a manifest naming
-old and new files is written, then the new parts are renamed into place and the old ones
-removed. A run cut short before the manifest leaves only hidden files (removed next time);
-one cut after it is finished by the next run, from the manifest.
+The swap is atomic from a reader's point of view. New parts are written under hidden names
+(readers never look at them), then a manifest naming old and new files is written with one
+rename (the commit point), then the new parts are renamed into place, then the old ones are
+removed, then the manifest. While the manifest is there, readers
+(:func:`lab.capture.open`, :func:`lab.capture.units.capture_units`) see one of the two
+whole sets, never both (:func:`hidden_by_compaction`): the old parts until every new part
+has its final name (old parts are only removed after that), the new ones from then on. A run
+cut short before the manifest leaves only hidden files (removed next time); one cut after
+it is finished by the next run, from the manifest. A reader that finds a part gone (removed
+by a compaction that moved on after the reader listed the directory) reads again.
+
+Only whole Stream Lab parts of this lab's schema version are compacted: a recording holding
+a part of another version or a Parquet file that is no capture part is left alone, and the
+report says why (rewriting it would relabel the rows as this version and delete the
+originals).
 """
 
 from __future__ import annotations
@@ -35,7 +46,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["COMPACT_TARGET_BYTES", "ROW_GROUP_BYTES", "CompactReport", "compact"]
+__all__ = [
+    "COMPACT_TARGET_BYTES",
+    "MANIFEST",
+    "ROW_GROUP_BYTES",
+    "CompactReport",
+    "compact",
+    "hidden_by_compaction",
+]
 
 COMPACT_TARGET_BYTES = 128 * 1024 * 1024
 """Raw bytes (sum of ``n_bytes``) a compacted part aims at; a unit is never split."""
@@ -43,7 +61,9 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 """Data per row group of a compacted ``chunks`` part (streams parts are one row group)."""
 
 _PART = re.compile(r"^(streams|chunks)-(\d+)\.parquet$")
-_MANIFEST = ".compact-manifest.json"
+MANIFEST = ".compact-manifest.json"
+"""The compaction manifest in a recording directory: ``{"rename": [[hidden, final], ...],
+"remove": [old part, ...]}``; present from the commit point until the swap is done."""
 _STREAMS_ORDER = [("started_at", "ascending"), ("stream_id", "ascending"), ("attempt", "ascending")]
 _CHUNKS_ORDER = [
     ("stream_id", "ascending"),
@@ -69,7 +89,7 @@ def _recordings(root: Path) -> list[Path]:
     if not root.is_dir():
         raise ValueError(f"{root}: not a directory")
     dirs = {p.parent for p in root.rglob("*.parquet") if _PART.match(p.name)}
-    dirs |= {p.parent for p in root.rglob(_MANIFEST)}
+    dirs |= {p.parent for p in root.rglob(MANIFEST)}
     return sorted(dirs)
 
 
@@ -91,6 +111,10 @@ def compact(
             report.skipped[rec] = "has journals (recording in progress or crashed)"
             continue
         parts = sorted(p for p in rec.iterdir() if _PART.match(p.name))
+        refused = _refusal(rec, parts)
+        if refused:
+            report.skipped[rec] = refused
+            continue
         before = sum(p.stat().st_size for p in parts)
         new, after = _compact_recording(rec, parts, target_bytes, row_group_bytes)
         report.recordings.append(rec)
@@ -99,6 +123,68 @@ def compact(
         report.bytes_before += before
         report.bytes_after += after
     return report
+
+
+def _refusal(rec: Path, parts: list[Path]) -> str | None:
+    """Why ``rec`` must not be compacted, or None: a part that is not a Stream Lab part of
+    this lab's schema version (its footer says another table or version, or it has none), or
+    another Parquet file among the parts (not named like one)."""
+    from lab.capture.schema import FOOTER_SCHEMA_VERSION, FOOTER_TABLE, SCHEMA_VERSION
+
+    others = sorted(
+        p.name
+        for p in rec.iterdir()
+        if p.suffix == ".parquet" and not p.name.startswith(".") and not _PART.match(p.name)
+    )
+    if others:
+        return f"holds Parquet files that are not capture parts ({', '.join(others[:3])})"
+    for part in parts:
+        try:
+            metadata = pq.ParquetFile(part).schema_arrow.metadata or {}
+        except Exception as exc:
+            return f"{part.name}: not a readable Parquet file ({type(exc).__name__})"
+        table = metadata.get(FOOTER_TABLE, b"").decode("utf-8", "replace")
+        version = metadata.get(FOOTER_SCHEMA_VERSION, b"").decode("utf-8", "replace")
+        if not table or not version:
+            return f"{part.name}: not a Stream Lab capture part (no lab.table / lab.schema_version)"
+        if not part.name.startswith(f"{table}-"):
+            return f"{part.name}: its footer says it is a {table!r} table"
+        if version != str(SCHEMA_VERSION):
+            return (
+                f"{part.name}: capture schema version {version}, not this lab's "
+                f"{SCHEMA_VERSION} (compaction would relabel its rows)"
+            )
+    return None
+
+
+def hidden_by_compaction(directory: Path, present: set[str]) -> set[str]:
+    """Names of ``directory`` a reader must pass over while a compaction is under way there
+    (``present``: the names the reader listed). Without a manifest, none. With one: the new
+    parts until every one of them has its final name, then the old parts.
+
+    A manifest that cannot be read raises :class:`lab.capture.CaptureError` saying so."""
+    path = directory / MANIFEST
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        from lab.capture.errors import CaptureError
+
+        raise CaptureError(f"{path}: cannot read the compaction manifest ({exc})") from None
+    try:
+        manifest = json.loads(text)
+        finals = {str(final) for _hidden, final in manifest["rename"]}
+        old = {str(name) for name in manifest["remove"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        from lab.capture.errors import CaptureError
+
+        raise CaptureError(
+            f"{path}: unreadable compaction manifest ({type(exc).__name__}); "
+            f"`lab capture compact {directory}` cannot finish it either: restore the "
+            "recording from a copy"
+        ) from None
+    return (old - finals) if finals <= present else finals
 
 
 def _groups(rec: Path, target_bytes: int) -> list[list[Path]]:
@@ -174,9 +260,9 @@ def _compact_recording(
             _write(data, hidden, _lab_keys(metadata), rows)
             staged.append((hidden, final))
     manifest = {"rename": [[h.name, f.name] for h, f in staged], "remove": [p.name for p in parts]}
-    tmp = rec / f"{_MANIFEST}.tmp"
+    tmp = rec / f"{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest), encoding="utf-8")
-    os.replace(tmp, rec / _MANIFEST)
+    os.replace(tmp, rec / MANIFEST)
     size = sum(h.stat().st_size for h, _ in staged)
     _finish(rec)
     return len(staged), size
@@ -185,13 +271,21 @@ def _compact_recording(
 def _finish(rec: Path) -> None:
     """Carry out a written manifest: new parts into place (chunks before streams, as the
     writer does), old parts removed, manifest last."""
-    path = rec / _MANIFEST
+    path = rec / MANIFEST
     if not path.exists():
         return
     manifest = json.loads(path.read_text(encoding="utf-8"))
     for hidden, final in manifest["rename"]:
         if (rec / hidden).exists():
             os.replace(rec / hidden, rec / final)
+    lost = [final for _hidden, final in manifest["rename"] if not (rec / final).exists()]
+    if lost:  # never remove the old parts when a new one is not there to take their rows
+        from lab.capture.errors import CaptureError
+
+        raise CaptureError(
+            f"{path}: compacted part(s) {', '.join(lost)} are gone; the old parts are kept "
+            "(readers see them); remove the manifest to let the next compaction start over"
+        )
     for name in manifest["remove"]:
         (rec / name).unlink(missing_ok=True)
     path.unlink()

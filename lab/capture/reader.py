@@ -182,14 +182,40 @@ class Capture:
 # -- open ----------------------------------------------------------------------------------
 
 
+VANISHED_RETRIES = 3
+"""How many times :func:`open` lists and reads again when a file it listed is gone before it
+was read (a compaction or a recorder finishing moved it on), before it says so."""
+
+
+class _Vanished(CaptureError):
+    """A capture file listed for reading was gone when it was read."""
+
+
 def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - documented name
     """Load a capture: recording dir, root of recordings, one .parquet, or a glob; or a list
-    of any of these (one unit of :func:`lab.capture.units.capture_units`, say)."""
+    of any of these (one unit of :func:`lab.capture.units.capture_units`, say).
+
+    A directory under compaction is read as one whole set of parts (the old or the new,
+    :func:`lab.capture.compact.hidden_by_compaction`); a file that vanishes between listing
+    and reading (a compaction or a recorder moving on) makes it list and read again."""
     inputs: list[str | Path] = (
         list(path) if isinstance(path, (list, tuple)) else [path]  # type: ignore[list-item]
     )
     if not inputs:
         raise CaptureError("empty list of capture paths")
+    for attempt in range(VANISHED_RETRIES + 1):
+        try:
+            return _open(inputs)
+        except _Vanished as exc:
+            if attempt == VANISHED_RETRIES:
+                raise CaptureError(
+                    f"{exc}; it was listed and gone before it was read, "
+                    f"{VANISHED_RETRIES + 1} times (is a compaction or a recorder running?)"
+                ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _open(inputs: list[str | Path]) -> Capture:
     resolved = [_resolve(p) for p in inputs]
     parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
     journals = list(dict.fromkeys(f for _, js in resolved for f in js))
@@ -226,7 +252,7 @@ def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - do
     )
     problems = duplicate_problems + problems
     for problem in problems:
-        warnings.warn(problem, CaptureWarning, stacklevel=2)
+        warnings.warn(problem, CaptureWarning, stacklevel=3)
 
     streams = _concat(streams_tables, STREAMS_SCHEMA)
     chunks = _concat(chunks_tables, CHUNKS_SCHEMA)
@@ -549,12 +575,15 @@ def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
         raise CaptureError(f"{p}: no such file or directory")
     parts: list[Path] = []
     journals: list[Path] = []
+    scanned = not p.exists()  # a glob reads like a directory scan
     for t in targets:
         if t.is_dir():
-            found = sorted(
-                f
-                for f in t.rglob("*")
-                if f.is_file() and (_PART.match(f.name) or f.name.endswith(JOURNAL_SUFFIX))
+            found = _under_compaction(
+                sorted(
+                    f
+                    for f in t.rglob("*")
+                    if f.is_file() and (_PART.match(f.name) or f.name.endswith(JOURNAL_SUFFIX))
+                )
             )
             if not found:  # exported fixtures and friends: any Parquet, checked by footer
                 found = sorted(f for f in t.rglob("*.parquet") if not f.name.startswith("."))
@@ -574,9 +603,28 @@ def _resolve(path: str | Path) -> tuple[list[Path], list[Path]]:
                 sibling = t.with_name(f"{other}-{m.group(2)}.parquet")
                 if sibling.exists():
                     parts.append(sibling)
+    if scanned:
+        parts = _under_compaction(parts)
     parts = list(dict.fromkeys(p.resolve() for p in parts))
     journals = list(dict.fromkeys(p.resolve() for p in journals))
     return parts, journals
+
+
+def _under_compaction(files: list[Path]) -> list[Path]:
+    """``files`` without the parts a compaction under way hides in their directory (the new
+    parts until all of them are in place, the old ones from then on)."""
+    from lab.capture.compact import MANIFEST, hidden_by_compaction
+
+    by_dir: dict[Path, set[str]] = {}
+    for f in files:
+        by_dir.setdefault(f.parent, set()).add(f.name)
+    hidden: dict[Path, set[str]] = {}
+    for d, names in by_dir.items():
+        if (d / MANIFEST).exists():
+            hidden[d] = hidden_by_compaction(d, names)
+    if not any(hidden.values()):
+        return files
+    return [f for f in files if f.name not in hidden.get(f.parent, ())]
 
 
 def _read_parts(parts: list[Path]) -> list[tuple[str, pa.Table, dict, dict, int]]:
@@ -599,6 +647,8 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
     try:
         pf = pq.ParquetFile(path)
         metadata = pf.schema_arrow.metadata or {}
+    except FileNotFoundError:
+        raise _Vanished(f"{path}: no such file") from None
     except Exception as exc:
         raise CaptureError(
             f"{path}: not a readable Parquet file, corrupt or truncated ({_one_line(exc)})"
@@ -627,6 +677,8 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
         )
     try:
         table = pf.read()
+    except FileNotFoundError:  # pragma: no cover - the file is open; kept for other filesystems
+        raise _Vanished(f"{path}: no such file") from None
     except Exception as exc:
         raise CaptureError(
             f"{path}: corrupt or truncated Parquet data ({_one_line(exc)})"
@@ -660,6 +712,8 @@ def _json_footer(metadata: dict, key: bytes) -> dict:
 def _read_journals(paths: list[Path]) -> list[JournalContents]:
     try:
         return read_journals(paths)
+    except FileNotFoundError as exc:  # the recorder wrote its part and removed the journal
+        raise _Vanished(f"{getattr(exc, 'filename', None) or paths}: no such file") from None
     except OSError as exc:
         raise CaptureError(
             f"{getattr(exc, 'filename', None) or paths}: cannot read ({exc})"

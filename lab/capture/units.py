@@ -48,12 +48,29 @@ class Unit:
 
 def capture_units(path: str | Path) -> list[Unit]:
     """The units of the capture at ``path`` (what :func:`lab.capture.open` accepts), in
-    file order."""
+    file order. A directory under compaction gives the units of one whole set of its parts;
+    a file gone between listing and reading (a compaction moved on) makes it list again."""
+    from lab.capture.errors import CaptureError
+    from lab.capture.reader import VANISHED_RETRIES
+
+    for attempt in range(VANISHED_RETRIES + 1):
+        try:
+            return _capture_units(path)
+        except FileNotFoundError as exc:
+            if attempt == VANISHED_RETRIES:
+                raise CaptureError(
+                    f"{exc.filename}: listed and gone before it was read, "
+                    f"{VANISHED_RETRIES + 1} times (is a compaction or a recorder running?)"
+                ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _capture_units(path: str | Path) -> list[Unit]:
     from lab.capture.reader import _resolve
 
     parts, journals = _resolve(path)
     for problem in [*_duplicates(parts), *_missing(path, parts)]:
-        warnings.warn(problem, CaptureWarning, stacklevel=2)
+        warnings.warn(problem, CaptureWarning, stacklevel=3)
     by_dir_journals: dict[Path, list[Path]] = defaultdict(list)
     for j in journals:
         by_dir_journals[j.parent].append(j)

@@ -105,10 +105,10 @@ def print_table(
     from lab.console import render
 
     view = view or TableView()
-    shown = df[[c for c in columns if c in df.columns]] if columns else df
-    if view.fmt in ("csv", "json"):  # for programs: every row, no title
-        print(render(shown if view.limit is None else shown.head(view.limit), fmt=view.fmt)[0])
+    if view.fmt in ("csv", "json"):  # for programs: every column and row, no title
+        print(render(df if view.limit is None else df.head(view.limit), fmt=view.fmt)[0])
         return
+    shown = df[[c for c in columns if c in df.columns]] if columns else df
     limited = view.limit is not None and len(df) > view.limit
     rows = f"{len(df)} rows" + (
         f"; the first {view.limit} shown, --all for every row" if limited else ""

@@ -45,6 +45,10 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
     vc = im_sub.add_parser("vcr", help="import vcrpy / pytest-recording YAML cassettes")
     vc.add_argument("cassettes", nargs="+", help="cassette files (one capture for all)")
     for p in (har, vc):
-        p.add_argument("--out", default="captures", help="capture root (default: captures)")
+        p.add_argument(
+            "--out",
+            default="recordings",
+            help="capture root (default: recordings; captures/ holds the bundled sample)",
+        )
         p.add_argument("--label", default=None, help="a label for the capture (default: none)")
     im.set_defaults(func=run)

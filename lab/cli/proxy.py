@@ -118,7 +118,11 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
     )
     px.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 = any free)")
     px.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
-    px.add_argument("--out", default="captures", help="capture root directory (default: captures)")
+    px.add_argument(
+        "--out",
+        default="recordings",
+        help="capture root directory (default: recordings; captures/ holds the bundled sample)",
+    )
     px.add_argument(
         "--label", default=None, help="a label stored with each recording (default: none)"
     )

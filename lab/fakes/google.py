@@ -87,9 +87,12 @@ class GStream:
             self.parts([part], finish if i == len(chunks) - 1 else None)
 
     def signature(self) -> str:
-        return "Cik" + self.ctx.token(
+        """An opaque ``thoughtSignature``: valid base64 (64 symbols, no padding needed), as
+        the real API's bytes field is, so an SDK that decodes it (google-genai) accepts it."""
+        token = self.ctx.token(
             64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
         )
+        return ("Cik" + token)[:64]
 
     def script(self) -> Script:
         headers = [

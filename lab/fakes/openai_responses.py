@@ -72,6 +72,8 @@ class RStream:
             "model": self.ctx.model,
             "output": [],
             "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
             "usage": None,
         }
         env.update(extra)
@@ -223,7 +225,7 @@ class RStream:
         output = approx_tokens_n(self.text_chars) + reasoning
         usage: dict[str, Any] = {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
             "output_tokens": output,
             "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": prompt + output,

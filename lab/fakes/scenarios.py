@@ -25,6 +25,7 @@ from . import google as _google  # noqa: F401
 from . import model_equality as _model_equality  # noqa: F401
 from . import openai_compat as _openai_compat  # noqa: F401
 from . import openrouter as _openrouter  # noqa: F401
+from . import tools as _tools  # noqa: F401
 from .base import (
     FAMILIES,
     REGISTRY,

@@ -29,7 +29,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["SSEDecoder", "SSEEvent", "iter_sse"]
+__all__ = ["MAX_RETRY_DIGITS", "SSEDecoder", "SSEEvent", "iter_sse"]
+
+MAX_RETRY_DIGITS = 18
+"""A ``retry:`` value with more digits is ignored like a malformed one: it is no reconnection
+time anyone means, and past 4,300 digits ``int()`` raises ``ValueError``."""
 
 
 @dataclass(slots=True)
@@ -45,7 +49,7 @@ class SSEEvent:
     id: str | None
     """The ``id:`` field of this event."""
     retry: int | None
-    """The ``retry:`` field, when it was all ASCII digits."""
+    """The ``retry:`` field, when it was all ASCII digits (at most :data:`MAX_RETRY_DIGITS`)."""
     comment: str | None
     """For comment events only: the text after ``:`` with one leading space removed."""
     first_seq: int
@@ -245,7 +249,8 @@ class SSEDecoder:
                     continue
                 id_ = value
             elif name == "retry":
-                if not (value.isascii() and value.isdigit()):
+                # past MAX_RETRY_DIGITS int() would raise (Python's 4,300-digit limit)
+                if len(value) > MAX_RETRY_DIGITS or not (value.isascii() and value.isdigit()):
                     line_seq = seq
                     continue
                 retry = int(value)

@@ -469,6 +469,19 @@ class StreamAdapter:
         if event.comment is not None:  # is_comment, without the property call: per event
             self.facts["comments"] += 1
 
+    def _note_refusal(self, text: str) -> None:
+        """A piece of the model's refusal (OpenAI ``delta.refusal``, the Responses API's
+        ``response.refusal.delta``): kept in ``facts["refusal"]``, the result's ``refusal``."""
+        if text:
+            self.facts["refusal"] = self.facts.get("refusal", "") + text
+
+    def _refusal_finish(self, finish: str) -> str:
+        """``content_filter`` for a ``stop`` that ends a refusal under
+        ``LabConfig.refusal_content_filter``; ``finish`` otherwise (the reference)."""
+        if finish == "stop" and self.facts.get("refusal") and self.config.refusal_content_filter:
+            return "content_filter"
+        return finish
+
     def _record_finish(self, reason: str | None) -> None:
         if reason:
             self.finish_reason = reason
@@ -525,11 +538,15 @@ class StreamAdapter:
 
         Sets ``self.think`` (None when ``strip_think_blocks`` is off or **think** is False),
         ``self.spill``, ``self.dedup`` and ``self.speaker`` (None unless ``speaker_guard``
-        and **speaker**). A family uses the ones its pipeline runs (Gemini: dedup and the
-        speaker guard; Anthropic: think, spill and speaker). **capture_thoughts** defaults to
+        and **speaker**), and the markup guards ``self.markup`` (on content) and
+        ``self.markup_reasoning`` (on reasoning), which detect leaked protocol markup and
+        recover it under ``recover_markup``. A family uses the ones its pipeline runs
+        (Gemini: dedup and the speaker guard; Anthropic: think, spill and speaker; the chat
+        families: all). **capture_thoughts** defaults to
         ``capture_think_blocks_as_thoughts``.
         """
         from lab.guards import (
+            MarkupGuard,
             RecentTextDedup,
             SpeakerBoundaryGuard,
             SpillGuard,
@@ -546,6 +563,10 @@ class StreamAdapter:
             else None
         )
         self.spill = SpillGuard(cfg.spill)
+        self.markup = MarkupGuard(cfg.markup, recover=cfg.recover_markup, tools=self.tools)
+        self.markup_reasoning = MarkupGuard(
+            cfg.markup, recover=cfg.recover_markup, tools=self.tools
+        )
         self.dedup = RecentTextDedup(
             tail_chars=cfg.dedup_tail_chars,
             min_chars=cfg.dedup_min_chars,

@@ -33,6 +33,7 @@ was ignored is counted in ``facts["ignored_reasoning_chars"]``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -164,9 +165,25 @@ DELTA_KEYS = frozenset(
         "channel",  # Groq gpt-oss: which harmony channel the delta's text belongs to
     }
 )  # fmt: skip
+READ_DELTA_KEYS = DELTA_KEYS | {"refusal"}
+"""What :meth:`OpenAICompatibleAdapter.normalize_chunk` reads in a delta: also OpenAI's
+``refusal`` (the refusal text, in place of content; the result's ``refusal``)."""
 TOOL_CALL_KEYS = frozenset({"index", "id", "type", "function", "thought_signature"})
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
+
+
+@functools.cache
+def _all_usage_paths() -> tuple[tuple[str, ...], ...]:
+    """Every place a registered OpenAI-compatible endpoint reads usage besides ``usage``."""
+    from lab.providers import PROVIDERS, get_adapter
+
+    paths: list[tuple[str, ...]] = []
+    for name in PROVIDERS:
+        for path in getattr(get_adapter(name), "usage_paths", ()):
+            if path not in paths:
+                paths.append(path)
+    return tuple(paths)
 
 
 def first_dict(raw: dict, paths: tuple[tuple[str, ...], ...]) -> dict | None:
@@ -497,11 +514,14 @@ class OpenAICompatibleAdapter(StreamAdapter):
                     note_unknown_keys(facts, ch, self._choice_keys, "choices[]")
                 got = ch.get("delta")
                 delta_raw: dict = got if isinstance(got, dict) else {}
-                if not delta_raw.keys() <= DELTA_KEYS:
-                    note_unknown_keys(facts, delta_raw, DELTA_KEYS, "choices[].delta")
+                if not delta_raw.keys() <= READ_DELTA_KEYS:
+                    note_unknown_keys(facts, delta_raw, READ_DELTA_KEYS, "choices[].delta")
                 delta: dict[str, Any] = {}
                 if isinstance(delta_raw.get("role"), str):
                     delta["role"] = delta_raw["role"]
+                refusal = delta_raw.get("refusal")
+                if isinstance(refusal, str) and refusal:
+                    self._note_refusal(refusal)
                 content = delta_raw.get("content", _MISSING)
                 typed_reasoning = ""
                 if content is None or isinstance(content, str):
@@ -532,11 +552,30 @@ class OpenAICompatibleAdapter(StreamAdapter):
             out["usage"] = usage
         elif self.usage_paths and (usage := first_dict(raw, self.usage_paths)) is not None:
             out["usage"] = usage  # the endpoint's own place (Groq: x_groq.usage)
+        elif (elsewhere := self._usage_elsewhere(raw)) is not None:
+            out["usage"] = elsewhere
         elif self.config.usage_in_choices:
             usage = choice_usage(raw)
             if usage is not None:
                 out["usage"] = usage
         return out
+
+    reads_usage_everywhere: ClassVar[bool] = False
+    """The catch-all (``custom``): usage where another registered endpoint reads it (Groq's
+    ``x_groq.usage``) is read under ``LabConfig.usage_everywhere``, else counted as an
+    unhandled shape. Named endpoints read their own places only."""
+
+    def _usage_elsewhere(self, raw: dict) -> dict | None:
+        if not self.reads_usage_everywhere:
+            return None
+        for path in _all_usage_paths():
+            found = first_dict(raw, (path,))
+            if found is not None:
+                if self.config.usage_everywhere:
+                    return found
+                note_shape(self.facts, ".".join(path))
+                return None
+        return None
 
     def _on_normalized(self, chunk: dict, bad: list[str], out: list[ProcessedChunk]) -> None:
         """A normalized chunk, from :meth:`normalize_chunk` or straight from the typed fast
@@ -667,6 +706,44 @@ class OpenAICompatibleAdapter(StreamAdapter):
             delta["content"] = g.content
             if g.reasoning:
                 delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
+        self.guard_markup(delta)
+
+    def guard_markup(self, delta: dict) -> None:
+        """The markup guard (:mod:`lab.guards.markup`) on the delta's reasoning, then on its
+        content after the think strip and the spill guard. Default: the text is untouched
+        and every marker is a guard event. Under ``recover_markup``: harmony analysis joins
+        the reasoning field, recovered calls follow this piece as ``function_call`` chunks,
+        stray tokens leave the text."""
+        key = self.reasoning_key
+        reasoning = delta.get(key)
+        if isinstance(reasoning, str) and reasoning:
+            m = self.markup_reasoning.feed(reasoning)
+            if self.markup_reasoning.notes:
+                self._drain(self.markup_reasoning)
+            if self.markup_reasoning.recover:
+                delta[key] = m.text + m.reasoning
+                self._extra.extend(self._call_chunk(c) for c in m.calls)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            m = self.markup.feed(content)
+            if self.markup.notes:
+                self._drain(self.markup)
+            if self.markup.recover:
+                delta["content"] = m.text
+                if m.reasoning:
+                    delta[key] = (delta.get(key) or "") + m.reasoning
+                self._extra.extend(self._call_chunk(c) for c in m.calls)
+
+    def _release_markup(self, out: list[ProcessedChunk]) -> None:
+        """End of stream: what the markup guards still hold (a partial marker, a block cut
+        before its closer: parsed as cut short)."""
+        for guard in (self.markup_reasoning, self.markup):
+            m = self._ran(guard, guard.flush())
+            if guard is self.markup:
+                self.release(m.text, m.reasoning, out)
+            else:
+                self.release("", m.text + m.reasoning, out)
+            out.extend(self._call_chunk(c) for c in m.calls)
 
     def split_pieces(self, chunk: dict) -> list[dict]:
         """Hook that maps a chunk whose first choice carries a tool call to the pieces the
@@ -920,6 +997,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         finish = first["finish_reason"]
         content = delta.get("content")
         if finish:
+            finish = self._refusal_finish(finish)
             self._record_finish(finish)
             metadata["finish_reason"] = finish
             if finish == "error" and self.ends_on_error_finish:
@@ -1142,6 +1220,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         :meth:`post_flush` holds."""
         g = self._ran(self.spill, self.spill.flush())
         self.release(g.content, g.reasoning, out)
+        self._release_markup(out)
         if error_path:
             self._release_speaker(out)
             self._release_think(out)

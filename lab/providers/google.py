@@ -480,19 +480,57 @@ def normalize_google_chunk(raw: Any) -> dict | None:
     return out
 
 
+GOOGLE_FINISH_REASON_NUMBERS: dict[int, str] = {
+    1: "STOP",
+    2: "MAX_TOKENS",
+    3: "SAFETY",
+    4: "RECITATION",
+    5: "OTHER",
+    6: "LANGUAGE",
+    7: "BLOCKLIST",
+    8: "PROHIBITED_CONTENT",
+    9: "SPII",
+    10: "MALFORMED_FUNCTION_CALL",
+    11: "IMAGE_SAFETY",
+    12: "UNEXPECTED_TOOL_CALL",
+}
+"""``Candidate.FinishReason`` by number, as a client that asks for integer enums
+(``$alt=json;enum-encoding=int``: the Vertex AI SDK, gRPC-transcoding clients) receives it
+(google.ai.generativelanguage v1beta and google.cloud.aiplatform v1 number these alike;
+0 is the unspecified value, read as no finish reason)."""
+
+GOOGLE_BLOCK_REASON_NUMBERS: dict[int, str] = {
+    1: "SAFETY",
+    2: "OTHER",
+    3: "BLOCKLIST",
+    4: "PROHIBITED_CONTENT",
+    5: "IMAGE_SAFETY",
+}
+"""``PromptFeedback.BlockReason`` by number (integer enums, as above)."""
+
+
+def _enum_name(value: Any, numbers: dict[int, str]) -> str | None:
+    """An enum field as its name: Google sends the name, or its number under integer enums
+    (0, the unspecified value, is None; an unknown number keeps its digits, so it is still
+    seen and counted)."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool) and value:
+        return numbers.get(value, str(value))
+    return None
+
+
 def _block_reason(chunk: dict) -> str | None:
     pf = chunk.get("promptFeedback")
-    reason = pf.get("blockReason") if isinstance(pf, dict) else None
-    return (
-        reason if isinstance(reason, str) and reason and reason != GOOGLE_UNBLOCKED_REASON else None
-    )
+    raw = pf.get("blockReason") if isinstance(pf, dict) else None
+    reason = _enum_name(raw, GOOGLE_BLOCK_REASON_NUMBERS)
+    return reason if reason and reason != GOOGLE_UNBLOCKED_REASON else None
 
 
 def _finish_reason(chunk: dict) -> str | None:
     cands = chunk.get("candidates")
     if isinstance(cands, list) and cands and isinstance(cands[0], dict):
-        fr = cands[0].get("finishReason")
-        return fr if isinstance(fr, str) and fr else None
+        return _enum_name(cands[0].get("finishReason"), GOOGLE_FINISH_REASON_NUMBERS)
     return None
 
 

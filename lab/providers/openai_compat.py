@@ -214,6 +214,7 @@ class CustomAdapter(OpenAICompatibleAdapter):
     written as text (``get_weather({"city": "Bern"})``) becomes a ``function_call`` chunk.
     """
 
+    reads_usage_everywhere = True
     provider = "custom"
     error_prefix = "Custom"
     default_base_url = ""

@@ -113,10 +113,12 @@ _KNOWN_FIELDS: dict[str, frozenset[str]] = {
     "response.reasoning_text.done": _COMMON | {"text"},
     "response.function_call_arguments.delta": _COMMON | {"delta", "obfuscation"},
     "response.function_call_arguments.done": _COMMON | {"arguments", "name"},
+    "response.refusal.delta": _COMMON | {"delta", "obfuscation"},
+    "response.refusal.done": _COMMON | {"refusal"},
     "error": _COMMON | {"error", "code", "message", "param"},
 }
 _ITEM_TYPES = frozenset({"message", "reasoning", "function_call"})
-_PART_TYPES = frozenset({"output_text", "reasoning_text", "summary_text"})
+_PART_TYPES = frozenset({"output_text", "reasoning_text", "summary_text", "refusal"})
 
 
 def _label(value: Any) -> str:
@@ -436,6 +438,22 @@ class ResponsesAdapter(StreamAdapter):
         self.streamed = True
         self._text(delta, out)
 
+    def _on_refusal_delta(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        delta = raw.get("delta")
+        if not isinstance(delta, str):
+            self._unhandled("response.refusal.delta.delta:not-a-string")
+            return
+        part = self._part("refusal", raw)
+        self.part_chars[part] = self.part_chars.get(part, 0) + len(delta)
+        self.committed = self.streamed = True
+        self._note_refusal(delta)
+
+    def _on_refusal_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
+        """The whole refusal: kept when no delta of this part came before it."""
+        text = raw.get("refusal")
+        if isinstance(text, str) and not self.part_chars.get(self._part("refusal", raw)):
+            self._note_refusal(text)
+
     def _on_text_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
         self._done_text("text", raw, raw.get("text"), out)
 
@@ -740,6 +758,7 @@ class ResponsesAdapter(StreamAdapter):
             self._output_of_terminal(raw.get("response"), out)
             if self.n_calls and finish == "stop":
                 finish = "tool_calls"
+        finish = self._refusal_finish(finish)
         meta = self._usage_metadata(raw.get("response"))
         if self.errored:  # the error chunk ended the step; keep only what was billed
             out.append(new_chunk(type="text", content="", thoughts=[], metadata=meta))
@@ -779,6 +798,12 @@ class ResponsesAdapter(StreamAdapter):
                     self._reasoning("summary", (SUMMARY_PART_SEPARATOR if n else "") + text, out)
                     taken += 1
             for part in parts if isinstance(parts, list) else ():
+                if isinstance(part, dict) and part.get("type") == "refusal":
+                    refused = part.get("refusal")
+                    if isinstance(refused, str) and refused:
+                        self._note_refusal(refused)
+                        taken += 1
+                    continue
                 text = part.get("text") if isinstance(part, dict) else None
                 if not (isinstance(text, str) and text):
                     continue
@@ -870,6 +895,8 @@ _HANDLERS: dict[str, Callable[[ResponsesAdapter, dict, list[ProcessedChunk]], No
     "response.reasoning_text.done": ResponsesAdapter._on_reasoning_done,
     "response.function_call_arguments.delta": ResponsesAdapter._on_args_delta,
     "response.function_call_arguments.done": ResponsesAdapter._on_args_done,
+    "response.refusal.delta": ResponsesAdapter._on_refusal_delta,
+    "response.refusal.done": ResponsesAdapter._on_refusal_done,
     "response.completed": ResponsesAdapter._on_completed,
     "response.incomplete": ResponsesAdapter._on_incomplete,
     "response.failed": ResponsesAdapter._on_failed,

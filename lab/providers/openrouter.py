@@ -761,6 +761,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
         if "content" in delta or content:
             delta["content"] = content
+        self.guard_markup(delta)
 
     def release(self, content: str, reasoning: str, out: list[ProcessedChunk]) -> None:
         """Released text is a chunk of its own, not a piece through stage 03 (released

@@ -73,11 +73,20 @@ def wire_int(v: Any, path: str = "", bad: list[str] | None = None) -> int | None
 
 def wire_float(v: Any, path: str = "", bad: list[str] | None = None) -> float | None:
     """A cost or other amount from the wire: a finite non-negative float, else None (and
-    **path** appended to **bad**), as :func:`wire_int`."""
+    **path** appended to **bad**), as :func:`wire_int`. An integer past the float range
+    (``1`` and 400 zeros parses to an exact ``int``) is hostile too, never an
+    ``OverflowError``.
+
+    >>> wire_float(0.25), wire_float(3), wire_float(10**400), wire_float(-0.5)
+    (0.25, 3.0, None, None)
+    """
     if v is None:
         return None
     if is_number(v) and v >= 0:
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:
+            pass
     if bad is not None:
         bad.append(path or "?")
     return None

@@ -6,7 +6,11 @@ is mapped over the units with :func:`dask.dataframe.from_map`; each task returns
 row (unit, streams, files), so results go straight to Parquet and only those rows travel
 back. The same code runs on a laptop's ``LocalCluster`` and on a multi-node
 ``distributed`` cluster; there, the capture and ``out`` must be on a filesystem every worker
-sees at the same path.
+sees at the same path. Paths are made absolute here before they are shipped (a worker's
+working directory is its own, so a relative ``out`` would land wherever each worker runs),
+and a task whose worker cannot see the capture's files or ``out`` fails with
+:class:`WorkerCannotSee`, naming the path and the worker's host, instead of writing
+nothing.
 
 ``scheduler``: ``None`` uses the active ``distributed.Client`` if there is one, else Dask's
 process scheduler on a pool of this machine's cores (forked on Linux); an address (``"tcp://10.0.0.5:8786"``) connects a client to that
@@ -23,9 +27,14 @@ from typing import Any
 
 import pandas as pd
 
+from lab.exceptions import LabError
 from lab.replay.pool import mp_context
 
-__all__ = ["replay_dask"]
+__all__ = ["WorkerCannotSee", "replay_dask"]
+
+
+class WorkerCannotSee(FileNotFoundError, LabError):
+    """A Dask worker does not see a path the replay gave it (the capture or ``out``)."""
 
 
 def _dask() -> Any:
@@ -48,6 +57,22 @@ _META = pd.DataFrame(
 )
 
 
+def _visible(files: tuple[str, ...], out: str) -> None:
+    """Raise :class:`WorkerCannotSee` when this worker does not see ``out`` or a file."""
+    missing = [f for f in files if not Path(f).is_file()]
+    if not Path(out).is_dir():
+        missing.insert(0, out)
+    if missing:
+        import socket
+
+        raise WorkerCannotSee(
+            f"Dask worker on {socket.gethostname()} cannot see {missing[0]}"
+            + (f" (and {len(missing) - 1} more path(s))" if len(missing) > 1 else "")
+            + ": engine='dask' needs the capture and out= on a filesystem every worker "
+            "sees at the same path"
+        )
+
+
 def _task(
     item: tuple[int, tuple[str, ...]],
     out: str,
@@ -57,6 +82,7 @@ def _task(
 ):
     """One Dask task: one unit replayed and written; its summary row."""
     index, files = item
+    _visible(files, out)
     n, written = replay_unit([Path(f) for f in files], Path(out), index, cfg, provider)
     return pd.DataFrame({"unit": [index], "streams": [n], "files": [";".join(map(str, written))]})
 
@@ -82,13 +108,14 @@ def replay_dask(
     _dask()
     import dask.dataframe as dd
 
-    items = [(i, tuple(str(f) for f in u.files)) for i, u in enumerate(units)]
+    # absolute before shipping: each worker resolves a relative path in its own directory
+    items = [(i, tuple(str(Path(f).resolve()) for f in u.files)) for i, u in enumerate(units)]
     if not items:
         return _META.copy()
     frame = dd.from_map(
         _task,
         items,
-        out=str(out),
+        out=str(Path(out).resolve()),
         cfg=cfg,
         provider=provider,
         replay_unit=replay_unit,

@@ -46,6 +46,7 @@ from lab.capture.errors import CaptureWarning
 from lab.capture.units import capture_units
 from lab.config import LabConfig
 from lab.replay.pool import mp_context
+from lab.tables import FLOAT_COLUMNS
 
 __all__ = ["RESULT_TABLES", "ResultFiles", "read_results", "replay_to", "replay_unit"]
 
@@ -75,6 +76,8 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
                 "text_chars",
                 "reasoning_chars",
                 "n_tool_calls",
+                "tool_calls_checked",
+                "tool_calls_valid",
                 "input_tokens",
                 "output_tokens",
                 "reasoning_tokens",
@@ -84,23 +87,7 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
                 "first_chunk_chars",
             )
         },
-        **{
-            c: _FLOAT
-            for c in (
-                "ttft_ms",
-                "duration_ms",
-                "cost",
-                "tokens_per_s",
-                "ttfb_ms",
-                "ttft_content_ms",
-                "ttft_reasoning_ms",
-                "gap_p50_ms",
-                "gap_p90_ms",
-                "gap_p99_ms",
-                "gap_max_ms",
-                "stall_ms",
-            )
-        },
+        **{c: _FLOAT for c in FLOAT_COLUMNS},
         "timed": _BOOL,
         "started_at": _TIME,
     },
@@ -163,6 +150,34 @@ def _cell(value: Any, kind: pa.DataType) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
+def _pandas_metadata(columns: list[str], types: dict[str, pa.DataType]) -> bytes:
+    """The ``pandas`` schema metadata that makes plain ``pd.read_parquet`` give every
+    integer column as a nullable integer (``Int64``), as :mod:`lab.tables` has the token
+    counts, instead of ``float64`` wherever a unit holds a null. Built from the fixed column
+    types only, so every unit's file carries the same schema."""
+    import json
+
+    def numpy_type(kind: pa.DataType) -> str:
+        if kind == _INT:
+            return "Int64"
+        if kind == _FLOAT:
+            return "float64"
+        return "bool" if kind == _BOOL else "object"
+
+    entries = [
+        {
+            "name": col,
+            "field_name": col,
+            "pandas_type": str(types.get(col, pa.string())).replace("string", "unicode"),
+            "numpy_type": numpy_type(types.get(col, pa.string())),
+            "metadata": None,
+        }
+        for col in columns
+    ]
+    meta = {"index_columns": [], "column_indexes": [], "columns": entries}
+    return json.dumps(meta, separators=(",", ":")).encode()
+
+
 def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
     """``df`` with the table's fixed column types (the same schema in every unit)."""
     types = _TYPES[table]
@@ -171,8 +186,11 @@ def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
         kind = types.get(col, pa.string())
         fields.append(pa.field(col, kind))
         arrays.append(pa.array([_cell(v, kind) for v in df[col].tolist()], type=kind))
-    schema = pa.schema(fields, metadata={b"lab.table": f"results.{table}".encode()})
-    return pa.Table.from_arrays(arrays, schema=schema)
+    metadata = {
+        b"lab.table": f"results.{table}".encode(),
+        b"pandas": _pandas_metadata(list(df.columns), types),
+    }
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
 
 
 def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:

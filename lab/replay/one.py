@@ -10,6 +10,7 @@ body differs from the recorded one, or for more attempts than were recorded, the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +21,7 @@ from lab.http.transports import ReplayTransport, replay_transport_for_body
 from lab.infer import model_from_path, resolve_family
 from lab.model import ProcessedChunk, ProviderError
 from lab.providers import PROVIDERS, adapter_for, get_adapter
+from lab.providers.openai_responses import RESPONSES_PATH
 from lab.replay._gc import paused as _gc_paused
 from lab.result import StreamResult
 from lab.stream import run_stream
@@ -58,6 +60,14 @@ def replay_sse(
             "unknown_provider",
             f"unknown provider {provider!r}; known providers: {', '.join(sorted(PROVIDERS))}",
         )
+    if path is None and not isinstance(body, (str, bytes, bytearray, memoryview)):
+        body = [bytes(b) for b in body]  # read once: the sniff and the replay both see it
+    if path is None and _responses_body(body):
+        try:  # a Responses API stream, known by its events, of a family that has the API
+            adapter_for(provider, RESPONSES_PATH)
+            path = RESPONSES_PATH
+        except ValueError:
+            pass
     try:
         adapter_cls = adapter_for(provider, path)
     except ValueError as exc:
@@ -81,6 +91,25 @@ def replay_sse(
     if model is None:
         result.model = None
     return result
+
+
+_RESPONSES_EVENT = re.compile(
+    rb'^(?:event:[ \t]*response\.[a-z_.]+|data:[ \t]*\{\s*"type"\s*:\s*"response\.)', re.M
+)
+_SNIFF_BYTES = 4096
+
+
+def _responses_body(body: Any) -> bool:
+    """Does a body given without ``path=`` read as an OpenAI Responses API stream: one of
+    its first events (the first 4 KiB) typed ``response.*`` (``response.created``, ...)?
+    Such a body replayed as chat completions would come out empty."""
+    if isinstance(body, str):
+        head = body[:_SNIFF_BYTES].encode("utf-8", "replace")
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        head = bytes(body[:_SNIFF_BYTES])
+    else:
+        head = b"".join(body)[:_SNIFF_BYTES]
+    return _RESPONSES_EVENT.search(head) is not None
 
 
 def _error_result(
@@ -132,6 +161,7 @@ def replay_request(
                 stream_id=request.stream_id,
                 meta=request.meta,
                 path=_recorded_path(first, family),
+                recorded_labels=[ex.attempt_label for ex in exchanges],
             )
     except (ValueError, TypeError) as exc:  # this request cannot be sent (no model, ...)
         result = _error_result(

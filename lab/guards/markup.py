@@ -1,0 +1,895 @@
+"""Protocol markup that leaked into streamed text: detect it, and on request recover it.
+
+Open-weight models speak their chat template's markup; the serving engine is supposed to
+parse it into reasoning and tool calls. A backend whose parser is missing, misconfigured or
+cut short streams that markup into visible content (or reasoning) instead. This guard
+recognizes six classes of it, each taken from its published source (formats read, code our
+own):
+
+``harmony``
+    OpenAI's harmony response format for gpt-oss (``openai/harmony`` ``docs/format.md``):
+    messages ``<|start|>{header}<|message|>{content}<|end|>``; the header names a channel
+    after ``<|channel|>`` (``analysis`` = chain of thought, ``final`` = the answer,
+    ``commentary`` = function calls and preambles), may name a recipient ``to=functions.NAME``
+    and a content type after ``<|constrain|>``; ``<|return|>`` and ``<|call|>`` are stop
+    tokens. The first message may omit ``<|start|>assistant``.
+``kimi_tool_section``
+    Kimi K2 (vLLM ``kimi_k2_tool_parser.py``, the model's chat template):
+    ``<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
+    <|tool_call_argument_begin|>{json}<|tool_call_end|><|tool_calls_section_end|>``; the call
+    id is ``functions.NAME:IDX`` and the name is its part before ``:`` after the last ``.``.
+``deepseek_tool_calls``
+    DeepSeek V3/R1 and V3.1 (vLLM ``deepseekv3_tool_parser.py``,
+    ``deepseekv31_tool_parser.py``), fullwidth bars and ``▁``:
+    ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{json}
+    \\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>`` (V3) or ``<｜tool▁call▁begin｜>NAME
+    <｜tool▁sep｜>{json}<｜tool▁call▁end｜>`` (V3.1).
+``xml_tool_call``
+    ``<tool_call>…</tool_call>`` in three dialects: Hermes/Qwen2.5 JSON
+    ``{"name": …, "arguments": …}`` (vLLM ``hermes_tool_parser.py``); GLM-4.5
+    ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>`` (vLLM
+    ``glm4_moe_tool_parser.py``); Qwen3-Coder ``<function=NAME>\\n<parameter=K>\\nV
+    \\n</parameter>\\n</function>`` (vLLM ``qwen3coder_tool_parser.py``, which also accepts a
+    bare ``<function=…>`` without the wrapper, as this guard does).
+``minimax_tool_call``
+    MiniMax-M2 (vLLM ``minimax_m2_tool_parser.py``, the model's ``chat_template.jinja``):
+    ``<minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>
+    </minimax:tool_call>``.
+``special_token``
+    End-of-turn and role tokens that should never reach text: ChatML ``<|im_end|>``,
+    ``<|im_start|>``, Llama 3 ``<|eot_id|>``, ``<|eom_id|>``, ``<|start_header_id|>``, GPT-2
+    style ``<|endoftext|>``, DeepSeek ``<｜end▁of▁sentence｜>`` and more
+    (:attr:`MarkupGuardConfig.special_tokens`).
+
+**Default: detect only.** :class:`MarkupGuard` with ``recover=False`` returns its input
+unchanged, delta for delta (it never holds text back), and records a
+:class:`MarkupDetection` (class, marker, offset) plus a note (rule ``markup_detected``) per
+marker it recognizes. A tool block's inner markers belong to the block and are not
+counted again.
+
+**Recovery** (``recover=True``; the lab turns it on with ``LabConfig.recover_markup``, part
+of :meth:`LabConfig.complete`): harmony ``analysis`` text moves to reasoning, ``final`` (and
+preamble ``commentary``) stays the answer, a ``commentary to=functions.NAME`` message
+becomes a call, and the markup itself is removed; a tool block (kimi, deepseek, xml,
+minimax) is taken out of the text and parsed into :class:`~lab.model.FunctionCall` values
+whose ``provider_fields["recovered_from"]`` names the class (a block that yields no call
+goes back into the text unchanged); stray special tokens and stray tool markers are
+removed. Every move and drop records a note (rules ``harmony_reasoning``,
+``removed_markup``, ``recovered_call``, ``unparsed_block``, ``block_too_long``).
+
+**Streaming.** Every marker starts with ``<``. The guard holds back only a trailing run
+that is a proper prefix of a marker (at most ``len(longest marker) - 1`` characters), so a
+marker split anywhere across deltas is found exactly as if it had arrived whole, and work
+per delta is linear in the delta. In recovery a tool block is buffered until its closer, at
+most :attr:`MarkupGuardConfig.max_block_chars` characters (past that it is released as text,
+note ``block_too_long``), so memory stays bounded.
+
+Known limits: an ``analysis`` message whose opening markers the server stripped (text,
+then ``<|end|>``) is detected but its text stays visible, since it streamed out before the
+first marker; a harmony leak whose special tokens were decoded to nothing
+(``analysisUser asks…assistantfinal4``) carries no marker and is not recognized.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lab.model import FunctionCall
+
+from .base import NoteSink
+from .json_repair import parse_tool_arguments, repair_truncated_json
+
+__all__ = [
+    "DEFAULT_SPECIAL_TOKENS",
+    "MARKUP_CLASSES",
+    "MarkupClass",
+    "MarkupDetection",
+    "MarkupGuard",
+    "MarkupGuardConfig",
+    "MarkupOutput",
+    "TOOL_BLOCK_OPENERS",
+    "markup_kinds",
+    "parse_tool_block",
+    "scan_markup",
+]
+
+GUARD = "markup"
+
+MarkupClass = Literal[
+    "harmony",
+    "kimi_tool_section",
+    "deepseek_tool_calls",
+    "xml_tool_call",
+    "minimax_tool_call",
+    "special_token",
+]
+HARMONY: MarkupClass = "harmony"
+KIMI: MarkupClass = "kimi_tool_section"
+DEEPSEEK: MarkupClass = "deepseek_tool_calls"
+XML: MarkupClass = "xml_tool_call"
+MINIMAX: MarkupClass = "minimax_tool_call"
+SPECIAL: MarkupClass = "special_token"
+
+MARKUP_CLASSES: tuple[MarkupClass, ...] = (HARMONY, KIMI, DEEPSEEK, XML, MINIMAX, SPECIAL)
+"""Every class the guard knows, in the order tables list them."""
+
+DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = (
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|im_sep|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|endoftext|>",
+    "<|python_tag|>",
+    "<｜end▁of▁sentence｜>",
+    "<｜begin▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+)
+"""End-of-turn and role tokens of ChatML (Qwen, Kimi), Llama 3, GPT-2 style vocabularies
+and DeepSeek. ``</s>`` and ``<s>`` are left out: they are also HTML (strikethrough)."""
+
+# harmony markers (openai/harmony docs/format.md, "Special Tokens")
+_H_START = "<|start|>"
+_H_END = "<|end|>"
+_H_MESSAGE = "<|message|>"
+_H_CHANNEL = "<|channel|>"
+_H_CONSTRAIN = "<|constrain|>"
+_H_RETURN = "<|return|>"
+_H_CALL = "<|call|>"
+_HARMONY_MARKERS = (_H_START, _H_END, _H_MESSAGE, _H_CHANNEL, _H_CONSTRAIN, _H_RETURN, _H_CALL)
+_HARMONY_STOPS = frozenset((_H_END, _H_RETURN, _H_CALL))
+
+# tool blocks: opener -> (class, closer)
+_BLOCKS: dict[str, tuple[MarkupClass, str]] = {
+    "<|tool_calls_section_begin|>": (KIMI, "<|tool_calls_section_end|>"),
+    "<|tool_call_section_begin|>": (KIMI, "<|tool_call_section_end|>"),  # singular (llama.cpp)
+    "<|tool_call_begin|>": (KIMI, "<|tool_call_end|>"),
+    "<｜tool▁calls▁begin｜>": (DEEPSEEK, "<｜tool▁calls▁end｜>"),
+    "<｜tool▁call▁begin｜>": (DEEPSEEK, "<｜tool▁call▁end｜>"),
+    "<tool_call>": (XML, "</tool_call>"),
+    "<function=": (XML, "</function>"),
+    "<minimax:tool_call>": (MINIMAX, "</minimax:tool_call>"),
+}
+TOOL_BLOCK_OPENERS: tuple[str, ...] = tuple(_BLOCKS)
+"""Every literal that opens a leaked tool-call block (the one list: the anomaly detectors
+``tool_markup_in_content``/``_reasoning`` use it too)."""
+
+# markers that name their class when seen outside a block (stray closers, inner markers
+# distinctive enough to be markup wherever they appear)
+_STRAY: dict[str, MarkupClass] = {
+    "<|tool_calls_section_end|>": KIMI,
+    "<|tool_call_end|>": KIMI,
+    "<|tool_call_argument_begin|>": KIMI,
+    "<｜tool▁calls▁end｜>": DEEPSEEK,
+    "<｜tool▁call▁end｜>": DEEPSEEK,
+    "<｜tool▁sep｜>": DEEPSEEK,
+    "</tool_call>": XML,
+    "<arg_key>": XML,
+    "</arg_key>": XML,
+    "<arg_value>": XML,
+    "</arg_value>": XML,
+    "</minimax:tool_call>": MINIMAX,
+}
+# closers that are only markup when a block is open (``</function>`` is too common alone)
+_BLOCK_ONLY = frozenset(("</function>",))
+
+
+class MarkupGuardConfig(BaseModel):
+    """What the markup guard recognizes and its bounds; defaults detect every class."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    classes: tuple[MarkupClass, ...] = MARKUP_CLASSES
+    """The classes recognized; a class left out is plain text to the guard."""
+    special_tokens: tuple[str, ...] = DEFAULT_SPECIAL_TOKENS
+    """Literal tokens of class ``special_token``. Each must start with ``<``."""
+    max_block_chars: int = Field(65536, ge=1)
+    """A tool block (or a harmony call body) longer than this without its closer is not
+    markup after all: it is released as text (note ``block_too_long``)."""
+    max_header_chars: int = Field(256, ge=1)
+    """A harmony message header (``assistant<|channel|>commentary to=…``) longer than this
+    is released as text."""
+    harmony_function_namespace: str = "functions"
+    """A harmony message addressed ``to=<namespace>.NAME`` is a function call; other
+    recipients (the built-in ``browser``, ``python``) are reasoning."""
+
+
+class MarkupDetection(NamedTuple):
+    """One marker recognized: its class, the marker and its offset in the guard's input."""
+
+    kind: str
+    marker: str
+    offset: int
+
+
+class MarkupOutput(NamedTuple):
+    """What the guard releases now: ``text`` stays in the channel it arrived in,
+    ``reasoning`` moved out of it, ``calls`` recovered from it."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: tuple[FunctionCall, ...] = ()
+
+
+_EMPTY = MarkupOutput()
+_tuple_new = tuple.__new__  # a NamedTuple without its Python __new__
+
+# states
+_TEXT, _BLOCK, _HEADER, _BODY = 0, 1, 2, 3
+
+
+class _Vocab:
+    """The markers of one config: a search regex, their roles, and every proper prefix."""
+
+    __slots__ = ("regex", "role", "prefixes", "longest")
+
+    def __init__(self, config: MarkupGuardConfig) -> None:
+        on = set(config.classes)
+        role: dict[str, tuple[str, MarkupClass]] = {}
+        if HARMONY in on:
+            for m in _HARMONY_MARKERS:
+                role[m] = ("harmony", HARMONY)
+        for opener, (kind, closer) in _BLOCKS.items():
+            if kind in on:
+                role[opener] = ("open", kind)
+                role.setdefault(closer, ("stray", kind))
+        for marker, kind in _STRAY.items():
+            if kind in on and marker not in role:
+                role[marker] = ("stray", kind)
+        for marker in _BLOCK_ONLY:
+            if marker in role:
+                role[marker] = ("block_only", role[marker][1])
+        if SPECIAL in on:
+            for tok in config.special_tokens:
+                if tok.startswith("<") and tok not in role:
+                    role[tok] = ("special", SPECIAL)
+        self.role = role
+        markers = sorted(role, key=len, reverse=True)
+        self.regex = re.compile("|".join(re.escape(m) for m in markers)) if markers else None
+        self.prefixes = frozenset(m[:i] for m in markers for i in range(1, len(m)))
+        self.longest = max((len(m) for m in markers), default=0)
+
+
+_VOCAB_CACHE: dict[MarkupGuardConfig, _Vocab] = {}
+
+
+def _vocab(config: MarkupGuardConfig) -> _Vocab:
+    v = _VOCAB_CACHE.get(config)
+    if v is None:
+        v = _VOCAB_CACHE[config] = _Vocab(config)
+    return v
+
+
+class MarkupGuard(NoteSink):
+    """Detect (and with ``recover=True`` recover) leaked protocol markup, one delta at a
+    time. See the module docstring.
+
+    **tools** (OpenAI-format tool dicts) lets recovered XML arguments keep string
+    parameters as strings; without it, a value that parses as JSON is taken as JSON.
+
+    >>> g = MarkupGuard(recover=True)
+    >>> g.feed("<|channel|>analysis<|mess"), g.feed("age|>2+2<|end|>")
+    (MarkupOutput(text='', reasoning='', calls=()), MarkupOutput(text='', reasoning='2+2', calls=()))
+    >>> g.feed("<|start|>assistant<|channel|>final<|message|>4<|return|>").text
+    '4'
+    >>> [d.kind for d in g.detections][:2]
+    ['harmony', 'harmony']
+    """
+
+    __slots__ = (
+        "notes",
+        "config",
+        "recover",
+        "tools",
+        "detections",
+        "_v",
+        "_pending",
+        "_fed",
+        "_state",
+        "_kind",
+        "_closer",
+        "_buf",
+        "_buf_chars",
+        "_buf_offset",
+        "_channel",
+        "_recipient",
+        "_call",
+    )
+
+    def __init__(
+        self,
+        config: MarkupGuardConfig | None = None,
+        *,
+        recover: bool = False,
+        tools: Iterable[Any] | None = None,
+    ) -> None:
+        self.config = config or MarkupGuardConfig()
+        self.recover = recover
+        self.tools = _tool_properties(tools)
+        self._v = _vocab(self.config)
+        self.reset()
+
+    def reset(self) -> None:
+        """Clear all state, notes and detections included."""
+        self.notes = []
+        self.detections: list[MarkupDetection] = []
+        self._pending = ""
+        self._fed = 0
+        self._state = _TEXT
+        self._kind: MarkupClass = HARMONY
+        self._closer = ""
+        self._buf: list[str] = []
+        self._buf_chars = 0
+        self._buf_offset = 0
+        self._channel = ""
+        self._recipient = ""
+        self._call = False
+
+    @property
+    def in_markup(self) -> bool:
+        """True inside a tool block or a harmony message."""
+        return self._state != _TEXT
+
+    # -- streaming ---------------------------------------------------------------------
+
+    def feed(self, text: str) -> MarkupOutput:
+        """Scan one delta; returns what is released now (see :class:`MarkupOutput`)."""
+        if not text:
+            return _EMPTY
+        pending = self._pending
+        if not pending and "<" not in text:  # the fast path: no marker can start here
+            self._fed += len(text)
+            if self._state == _TEXT:
+                return _tuple_new(MarkupOutput, (text, "", ()))  # MarkupOutput(text), per delta
+            return self._plain(text, self._fed - len(text))
+        base = self._fed - len(pending)
+        self._fed += len(text)
+        s = pending + text if pending else text
+        regex = self._v.regex
+        text_out: list[str] = []
+        reason_out: list[str] = []
+        calls: list[FunctionCall] = []
+        pos = 0
+        n = len(s)
+        if regex is not None:
+            for m in regex.finditer(s):
+                if m.end() == n and m.group() in self._v.prefixes:
+                    break  # could still grow into a longer marker: held below
+                if m.start() > pos:
+                    self._text(s[pos : m.start()], base + pos, text_out, reason_out)
+                self._marker(m.group(), base + m.start(), text_out, reason_out, calls)
+                pos = m.end()
+        # hold back a trailing partial marker
+        hold = self._partial_at(s, pos)
+        end = n if hold is None else hold
+        if end > pos:
+            self._text(s[pos:end], base + pos, text_out, reason_out)
+        self._pending = s[end:]
+        if not self.recover:
+            return MarkupOutput(text, "", ())
+        return MarkupOutput("".join(text_out), "".join(reason_out), tuple(calls))
+
+    def flush(self) -> MarkupOutput:
+        """End of stream: release what is held; an open block is parsed as cut short."""
+        text_out: list[str] = []
+        reason_out: list[str] = []
+        calls: list[FunctionCall] = []
+        if self._pending:
+            at = self._fed - len(self._pending)
+            self._text(self._pending, at, text_out, reason_out)
+            self._pending = ""
+        if self._state == _BLOCK:
+            self._close_block("", text_out, calls, closed=False)
+        elif self._state == _HEADER:
+            self._drop_header(text_out)
+        elif self._state == _BODY:
+            self._end_message(text_out, reason_out, calls, closed=False)
+        self._state = _TEXT
+        if not self.recover:
+            return _EMPTY
+        return MarkupOutput("".join(text_out), "".join(reason_out), tuple(calls))
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _plain(self, text: str, offset: int) -> MarkupOutput:
+        """A delta with no ``<`` and nothing held: the fast path."""
+        state = self._state
+        if state == _TEXT:
+            return MarkupOutput(text, "", ()) if self.recover else MarkupOutput(text)
+        t: list[str] = []
+        r: list[str] = []
+        self._text(text, offset, t, r)
+        if not self.recover:
+            return MarkupOutput(text)
+        return MarkupOutput("".join(t), "".join(r), ())
+
+    def _partial_at(self, s: str, pos: int) -> int | None:
+        """Index of a trailing proper prefix of a marker in ``s[pos:]``, or None. No marker
+        holds a second ``<``, so only the last ``<`` of the tail can start one."""
+        n = len(s)
+        i = s.rfind("<", max(pos, n - self._v.longest + 1), n)
+        if i >= 0 and s[i:] in self._v.prefixes:
+            return i
+        return None
+
+    def _detect(self, kind: MarkupClass, marker: str, offset: int) -> None:
+        self.detections.append(MarkupDetection(kind, marker, offset))
+        self._note(GUARD, "markup_detected", offset, "", kind=kind, marker=marker)
+
+    def _text(self, t: str, offset: int, text_out: list[str], reason_out: list[str]) -> None:
+        """Plain text (no complete marker) at input ``offset``, routed by the state."""
+        state = self._state
+        if state == _TEXT:
+            text_out.append(t)
+        elif state == _BLOCK:
+            self._buffer(t, text_out)
+        elif state == _HEADER:
+            self._buf.append(t)
+            self._buf_chars += len(t)
+            if self._buf_chars > self.config.max_header_chars:
+                self._release(text_out, "block_too_long")
+        elif self._call:
+            self._buffer(t, text_out)
+        elif self._is_reasoning():
+            if self.recover:
+                self._note(GUARD, "harmony_reasoning", offset, t, kind=HARMONY)
+            reason_out.append(t)
+        else:
+            text_out.append(t)
+
+    def _buffer(self, t: str, text_out: list[str]) -> None:
+        if self.recover:  # detection only counts
+            self._buf.append(t)
+        self._buf_chars += len(t)
+        if self._buf_chars > self.config.max_block_chars:
+            self._release(text_out, "block_too_long")
+
+    def _release(self, text_out: list[str], rule: str) -> None:
+        """Give up on the open block/header: its text (markers included) becomes text."""
+        text = "".join(self._buf)
+        if self.recover:
+            self._note(GUARD, rule, self._buf_offset, "", kind=self._kind, chars=len(text))
+        text_out.append(text)
+        self._buf = []
+        self._buf_chars = 0
+        self._state = _TEXT
+        self._call = False
+
+    def _is_reasoning(self) -> bool:
+        return self._channel == "analysis" or (
+            bool(self._recipient) and not self._is_function(self._recipient)
+        )
+
+    def _is_function(self, recipient: str) -> bool:
+        return recipient.startswith(self.config.harmony_function_namespace + ".")
+
+    def _marker(
+        self,
+        marker: str,
+        offset: int,
+        text_out: list[str],
+        reason_out: list[str],
+        calls: list[FunctionCall],
+    ) -> None:
+        role, kind = self._v.role[marker]
+        state = self._state
+        if state == _BLOCK:
+            if marker == self._closer:
+                self._buf.append(marker)
+                self._close_block(marker, text_out, calls, closed=True)
+            else:
+                self._buffer(marker, text_out)
+            return
+        if state == _BODY and self._call and role not in ("harmony", "special"):
+            self._buffer(marker, text_out)
+            return
+        if role == "block_only":
+            self._text(marker, offset, text_out, reason_out)
+            return
+        if role == "special":
+            self._detect(kind, marker, offset)
+            if self.recover:
+                self._note(GUARD, "removed_markup", offset, marker, kind=kind)
+            else:
+                text_out.append(marker)
+            return
+        if role == "harmony":
+            self._detect(kind, marker, offset)
+            self._harmony(marker, offset, text_out, reason_out, calls)
+            return
+        if state in (_HEADER, _BODY):  # a tool marker inside a harmony message: its text
+            self._text(marker, offset, text_out, reason_out)
+            return
+        self._detect(kind, marker, offset)
+        if role == "open":
+            self._state = _BLOCK
+            self._kind = kind
+            self._closer = _BLOCKS[marker][1]
+            self._buf = [marker]
+            self._buf_chars = len(marker)
+            self._buf_offset = offset
+            return
+        # a stray tool marker outside any block
+        if self.recover:
+            self._note(GUARD, "removed_markup", offset, marker, kind=kind)
+        else:
+            text_out.append(marker)
+
+    def _close_block(
+        self, closer: str, text_out: list[str], calls: list[FunctionCall], *, closed: bool
+    ) -> None:
+        block = "".join(self._buf)
+        kind = self._kind
+        self._buf = []
+        self._buf_chars = 0
+        self._state = _TEXT
+        if not self.recover:
+            return
+        got = parse_tool_block(kind, block, tools=self.tools, closed=closed)
+        if got:
+            self._note(GUARD, "recovered_call", self._buf_offset, block, kind=kind, calls=len(got))
+            calls.extend(got)
+        else:
+            self._note(GUARD, "unparsed_block", self._buf_offset, "", kind=kind)
+            text_out.append(block)
+
+    # harmony ---------------------------------------------------------------------------
+
+    def _harmony(
+        self,
+        marker: str,
+        offset: int,
+        text_out: list[str],
+        reason_out: list[str],
+        calls: list[FunctionCall],
+    ) -> None:
+        state = self._state
+        if state == _HEADER:
+            if marker == _H_MESSAGE:
+                self._open_body(offset + len(marker))
+            elif marker == _H_START:
+                self._drop_header(text_out)
+                self._begin_header(marker, offset)
+            elif marker in _HARMONY_STOPS:
+                self._drop_header(text_out)
+                self._removed(marker, offset)
+            else:  # <|channel|>, <|constrain|>: header separators
+                self._buf.append(marker)
+                self._buf_chars += len(marker)
+            return
+        if state == _BODY:
+            if marker in (_H_START, _H_CHANNEL):
+                self._end_message(text_out, reason_out, calls, closed=True)
+                self._begin_header(marker, offset)
+            elif marker in _HARMONY_STOPS:
+                self._end_message(text_out, reason_out, calls, closed=True)
+                self._removed(marker, offset)
+            else:  # <|message|>, <|constrain|> inside a body: text of the body
+                self._text(marker, offset, text_out, reason_out)
+            return
+        # outside a message
+        if marker in (_H_START, _H_CHANNEL):
+            self._begin_header(marker, offset)
+        elif marker == _H_MESSAGE:  # a body with no header: its channel is unknown
+            self._channel = ""
+            self._recipient = ""
+            self._removed(marker, offset)
+            self._state = _BODY
+            self._call = False
+        else:
+            self._removed(marker, offset)
+            if not self.recover:
+                text_out.append(marker)
+
+    def _removed(self, marker: str, offset: int) -> None:
+        if self.recover:
+            self._note(GUARD, "removed_markup", offset, marker, kind=HARMONY)
+
+    def _begin_header(self, marker: str, offset: int) -> None:
+        self._state = _HEADER
+        self._kind = HARMONY
+        self._buf = [marker]
+        self._buf_chars = 0
+        self._buf_offset = offset
+
+    def _drop_header(self, text_out: list[str]) -> None:
+        header = "".join(self._buf)
+        if self.recover and header:
+            self._note(GUARD, "removed_markup", self._buf_offset, header, kind=HARMONY)
+        self._buf = []
+        self._buf_chars = 0
+        self._state = _TEXT
+
+    def _open_body(self, body_offset: int) -> None:
+        header = "".join(self._buf)
+        channel = ""
+        at = header.find(_H_CHANNEL)
+        if at >= 0:
+            rest = header[at + len(_H_CHANNEL) :].split()
+            channel = rest[0] if rest else ""
+            channel = channel.split("<|", 1)[0]
+        m = _RECIPIENT_RE.search(header)
+        self._channel = channel
+        self._recipient = m.group(1) if m else ""
+        if self.recover:
+            self._note(
+                GUARD,
+                "removed_markup",
+                self._buf_offset,
+                header + _H_MESSAGE,
+                kind=HARMONY,
+                channel=channel,
+            )
+        self._call = bool(self._recipient) and self._is_function(self._recipient)
+        self._buf = []
+        self._buf_chars = 0
+        self._buf_offset = body_offset
+        self._state = _BODY
+
+    def _end_message(
+        self,
+        text_out: list[str],
+        reason_out: list[str],
+        calls: list[FunctionCall],
+        *,
+        closed: bool,
+    ) -> None:
+        if self._call:
+            body = "".join(self._buf)
+            name = self._recipient[len(self.config.harmony_function_namespace) + 1 :]
+            if self.recover:
+                call = _make_call(name, body, HARMONY, closed=closed, recipient=self._recipient)
+                calls.append(call)
+                self._note(GUARD, "recovered_call", self._buf_offset, body, kind=HARMONY, calls=1)
+        self._buf = []
+        self._buf_chars = 0
+        self._call = False
+        self._channel = ""
+        self._recipient = ""
+        self._state = _TEXT
+
+
+_RECIPIENT_RE = re.compile(r"to=([^\s<]+)")
+
+
+def scan_markup(
+    deltas: str | Iterable[str],
+    config: MarkupGuardConfig | None = None,
+    *,
+    recover: bool = False,
+    tools: Iterable[Any] | None = None,
+) -> tuple[MarkupOutput, list[MarkupDetection]]:
+    """Feed every delta through a fresh :class:`MarkupGuard`, then flush: the whole output
+    joined, and the detections. The non-streaming path is this function.
+
+    >>> out, found = scan_markup("Hi<|im_end|>", recover=True)
+    >>> out.text, [(d.kind, d.offset) for d in found]
+    ('Hi', [('special_token', 2)])
+    """
+    guard = MarkupGuard(config, recover=recover, tools=tools)
+    if isinstance(deltas, str):
+        deltas = (deltas,)
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[FunctionCall] = []
+    for d in deltas:
+        out = guard.feed(d)
+        text.append(out.text)
+        reasoning.append(out.reasoning)
+        calls.extend(out.calls)
+    out = guard.flush()
+    text.append(out.text)
+    reasoning.append(out.reasoning)
+    calls.extend(out.calls)
+    return MarkupOutput("".join(text), "".join(reasoning), tuple(calls)), guard.detections
+
+
+def markup_kinds(*texts: str, config: MarkupGuardConfig | None = None) -> list[str]:
+    """The classes of markup found in whole ``texts``, in :data:`MARKUP_CLASSES` order.
+
+    >>> markup_kinds("a<|im_end|>", "<tool_call>x</tool_call>")
+    ['xml_tool_call', 'special_token']
+    """
+    found: set[str] = set()
+    for text in texts:
+        if text and "<" in text:
+            found.update(d.kind for d in scan_markup(text, config)[1])
+    return [k for k in MARKUP_CLASSES if k in found]
+
+
+# -- parsing one tool block ---------------------------------------------------------------
+
+
+def _tool_properties(tools: Iterable[Any] | None) -> dict[str, dict[str, Any]]:
+    """``{tool name: {parameter: schema}}`` from OpenAI-format or bare tool dicts."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools or ():
+        if not isinstance(tool, Mapping):
+            continue
+        fn = tool.get("function") if tool.get("type") == "function" else tool
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            continue
+        params = fn.get("parameters")
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        out[fn["name"]] = dict(props) if isinstance(props, Mapping) else {}
+    return out
+
+
+def _make_call(
+    name: str,
+    raw: str,
+    kind: str,
+    *,
+    closed: bool,
+    call_id: str | None = None,
+    **extra: Any,
+) -> FunctionCall:
+    """A recovered call from its JSON argument text."""
+    fields: dict[str, Any] = {"recovered_from": kind, **extra}
+    if not closed:
+        fields["block_unclosed"] = True
+    parsed = parse_tool_arguments(raw.strip())
+    if parsed.error is not None:
+        fields["raw_arguments"] = raw
+    return FunctionCall(
+        name=name.strip(),
+        args=parsed.args,
+        id=call_id,
+        arguments_truncated=parsed.truncated,
+        provider_fields=fields,
+    )
+
+
+def _value(raw: str, schema: Any) -> Any:
+    """An XML parameter value: a declared string stays text; otherwise JSON if it parses
+    (vLLM's GLM rule), else the text."""
+    if isinstance(schema, Mapping) and schema.get("type") == "string":
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _trim_nl(v: str) -> str:
+    if v.startswith("\n"):
+        v = v[1:]
+    if v.endswith("\n"):
+        v = v[:-1]
+    return v
+
+
+def _xml_call(
+    name: str,
+    pairs: list[tuple[str, str]],
+    kind: str,
+    tools: Mapping[str, Mapping[str, Any]],
+    *,
+    closed: bool,
+) -> FunctionCall:
+    name = name.strip()
+    props = tools.get(name, {})
+    args = {k.strip(): _value(v, props.get(k.strip())) for k, v in pairs}
+    fields: dict[str, Any] = {"recovered_from": kind}
+    if not closed:
+        fields["block_unclosed"] = True
+    return FunctionCall(name=name, args=args, provider_fields=fields)
+
+
+_KIMI_CALL_RE = re.compile(
+    r"<\|tool_call_begin\|>\s*(?P<id>[^<]+?:\d+)\s*<\|tool_call_argument_begin\|>"
+    r"(?P<args>.*?)(?:<\|tool_call_end\|>|\Z)",
+    re.DOTALL,
+)
+_DS_CALL_RE = re.compile(r"<｜tool▁call▁begin｜>(.*?)(?:<｜tool▁call▁end｜>|\Z)", re.DOTALL)
+_DS_SEP = "<｜tool▁sep｜>"
+_DS_FENCE_RE = re.compile(r"\A(?P<name>[^\n]*)\n```(?:json)?\n(?P<args>.*?)(?:\n```|\Z)", re.DOTALL)
+_XML_INNER_RE = re.compile(r"\A<tool_call>(.*?)(?:</tool_call>)?\Z", re.DOTALL)
+_QWEN_FN_RE = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|\Z)", re.DOTALL)
+_QWEN_PARAM_RE = re.compile(
+    r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL
+)
+# the ``<arg_value>`` opener is optional: GLM-4.7/5 sometimes drops it while the value and
+# its closer are whole (vllm-project/vllm issue 49248, raw sampled tokens)
+_GLM_PAIR_RE = re.compile(
+    r"<arg_key>(.*?)</arg_key>\s*(?:<arg_value>)?(.*?)(?:</arg_value>|\Z)", re.DOTALL
+)
+_MM_INVOKE_RE = re.compile(r"<invoke name=([^>]*)>(.*?)(?:</invoke>|\Z)", re.DOTALL)
+_MM_PARAM_RE = re.compile(r"<parameter name=([^>]*)>(.*?)(?:</parameter>|\Z)", re.DOTALL)
+
+
+def _unquote(s: str) -> str:
+    s = s.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+        return s[1:-1]
+    return s
+
+
+def parse_tool_block(
+    kind: str,
+    block: str,
+    *,
+    tools: Mapping[str, Mapping[str, Any]] | None = None,
+    closed: bool = True,
+) -> list[FunctionCall]:
+    """The calls in one leaked tool block of class ``kind`` (opener and closer included;
+    ``closed=False`` when the stream ended before the closer). Empty when the block holds
+    no call in the class's format. Each call's ``provider_fields["recovered_from"]`` is
+    ``kind``.
+
+    >>> parse_tool_block("kimi_tool_section", '<|tool_call_begin|>functions.f:0'
+    ...     '<|tool_call_argument_begin|>{"a": 1}<|tool_call_end|>')[0].args
+    {'a': 1}
+    """
+    tools = tools or {}
+    calls: list[FunctionCall] = []
+    if kind == KIMI:
+        for m in _KIMI_CALL_RE.finditer(block):
+            call_id = m.group("id").strip()
+            name = call_id.split(":")[0].split(".")[-1]
+            calls.append(_make_call(name, m.group("args"), kind, closed=closed, call_id=call_id))
+    elif kind == DEEPSEEK:
+        for m in _DS_CALL_RE.finditer(block):
+            left, sep, right = m.group(1).partition(_DS_SEP)
+            if not sep:
+                continue
+            fence = _DS_FENCE_RE.match(right)
+            if fence is not None:  # V3: type<sep>name\n```json\n{...}\n```
+                name, raw = fence.group("name"), fence.group("args")
+            else:  # V3.1: name<sep>{...}
+                name, raw = left, right
+            if name.strip():
+                calls.append(_make_call(name, raw, kind, closed=closed))
+    elif kind == XML:
+        xm = _XML_INNER_RE.match(block)
+        inner = xm.group(1) if xm else block
+        stripped = inner.strip()
+        if "<function=" in inner:  # Qwen3-Coder
+            for fm in _QWEN_FN_RE.finditer(inner):
+                pairs = [
+                    (p.group(1), _trim_nl(p.group(2))) for p in _QWEN_PARAM_RE.finditer(fm.group(2))
+                ]
+                if fm.group(1).strip():
+                    calls.append(_xml_call(fm.group(1), pairs, kind, tools, closed=closed))
+        elif stripped.startswith("{"):  # Hermes / Qwen2.5 JSON
+            cut = False
+            try:
+                obj = json.loads(stripped)
+            except ValueError:  # a block the stream cut: repaired, never fabricated
+                obj = None if closed else repair_truncated_json(stripped)
+                cut = obj is not None
+            if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+                args = obj.get("arguments", obj.get("parameters", {}))
+                raw = args if isinstance(args, str) else json.dumps(args)
+                call = _make_call(obj["name"], raw, kind, closed=closed)
+                if cut:
+                    call = call.model_copy(update={"arguments_truncated": True})
+                calls.append(call)
+        else:  # GLM-4.5: NAME\n<arg_key>k</arg_key><arg_value>v</arg_value>...
+            head = inner.split("<arg_key>", 1)[0]
+            name = head.strip().split("\n", 1)[0].strip()
+            pairs = [(p.group(1), p.group(2).strip()) for p in _GLM_PAIR_RE.finditer(inner)]
+            # a call that would silently lose an argument is not recovered
+            whole = len(pairs) == inner.count("<arg_key>")
+            if name and "<" not in name and " " not in name and whole:
+                calls.append(_xml_call(name, pairs, kind, tools, closed=closed))
+    elif kind == MINIMAX:
+        for im in _MM_INVOKE_RE.finditer(block):
+            name = _unquote(im.group(1))
+            pairs = [
+                (_unquote(p.group(1)), _trim_nl(p.group(2).strip()))
+                for p in _MM_PARAM_RE.finditer(im.group(2))
+            ]
+            if name:
+                calls.append(_xml_call(name, pairs, kind, tools, closed=closed))
+    return calls

@@ -1,0 +1,138 @@
+"""The markup guard in the chat adapters' pipeline: detection by default, recovery under
+``LabConfig.complete()``, on real leaked outputs and on the whole real-body corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab import tables
+from lab.anomalies import detect, markup_leak_kinds
+from lab.config import LabConfig
+from lab.replay import replay_sse
+
+HERE = Path(__file__).parent / "realworld"
+MARKUP = json.loads((HERE / "markup" / "sources.json").read_text(encoding="utf-8"))
+SOURCES = json.loads((HERE / "sources.json").read_text(encoding="utf-8"))
+
+
+def chat_body(deltas: list[str], finish: str = "stop") -> bytes:
+    """An OpenAI chat-completions stream carrying ``deltas`` as content."""
+    out = []
+    for d in deltas:
+        chunk = {"choices": [{"index": 0, "delta": {"content": d}, "finish_reason": None}]}
+        out.append(f"data: {json.dumps(chunk)}\n\n")
+    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    out.append(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+def openrouter_body(deltas: list[str]) -> bytes:
+    out = []
+    for d in deltas:
+        chunk = {
+            "provider": "Parasail",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": d}}],
+        }
+        out.append(f"data: {json.dumps(chunk)}\n\n")
+    end = {"provider": "Parasail", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    out.append(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+HARMONY = [
+    "<|channel|>analy",
+    "sis<|message|>User asks 2+2.<|e",
+    "nd|><|start|>assistant<|chan",
+    "nel|>final<|message|>4",
+    ".<|return|>",
+]
+
+
+def test_pipeline_default_leaves_markup_in_the_text_and_names_it():
+    r = replay_sse("openai", chat_body(HARMONY))
+    assert r.text == "".join(HARMONY)
+    events = [(e.guard, e.detail["rule"], e.detail["kind"], e.offset) for e in r.guard_events]
+    assert events[:3] == [
+        ("markup", "markup_detected", "harmony", 0),
+        ("markup", "markup_detected", "harmony", 19),
+        ("markup", "markup_detected", "harmony", 44),
+    ]
+    assert "markup_leak" in detect(r) and markup_leak_kinds(r) == ["harmony"]
+    st = tables.streams([r])
+    assert st.loc[0, "leak_kind"] == "harmony" and bool(st.loc[0, "leaked"])
+
+
+@pytest.mark.parametrize("provider", ["openai", "openrouter"])
+def test_pipeline_complete_recovers_harmony_channels(provider):
+    body = chat_body(HARMONY) if provider == "openai" else openrouter_body(HARMONY)
+    r = replay_sse(provider, body, config=LabConfig.complete())
+    assert (r.text, r.reasoning) == ("4.", "User asks 2+2.")
+    assert markup_leak_kinds(r) == ["harmony"]
+    moved = [e.moved for e in r.guard_events if e.detail.get("rule") == "harmony_reasoning"]
+    assert "".join(moved) == "User asks 2+2."
+
+
+def test_pipeline_complete_recovers_a_kimi_call_split_across_deltas():
+    deltas = [
+        "Checking.<|tool_calls_sec",
+        "tion_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_arg",
+        'ument_begin|>{"city": ',
+        '"Oslo"}<|tool_call_end|><|tool_calls_section_end|>',
+    ]
+    r = replay_sse("openai", chat_body(deltas), config=LabConfig.complete())
+    assert r.text == "Checking."
+    (call,) = r.function_calls
+    assert (call.name, call.args, call.id) == (
+        "get_weather",
+        {"city": "Oslo"},
+        "functions.get_weather:0",
+    )
+    assert call.provider_fields["recovered_from"] == "kimi_tool_section"
+    tc = tables.tool_calls([r])
+    assert tc["recovered_from"].tolist() == ["kimi_tool_section"]
+    assert tc["valid"].tolist() == [True]  # tools unknown: name and schema unchecked
+
+
+def test_pipeline_a_block_cut_by_the_end_of_stream_is_recovered_as_cut():
+    deltas = ["<tool_call>\n", '{"name": "f", "arguments": {"a": 1, "b": "x']
+    r = replay_sse("openai", chat_body(deltas), config=LabConfig.complete())
+    (call,) = r.function_calls
+    assert (call.name, call.args, call.arguments_truncated) == ("f", {"a": 1}, True)
+    assert tables.tool_calls([r])["error_kind"].tolist() == ["truncated"]
+
+
+@pytest.mark.parametrize("src", MARKUP, ids=[s["name"] for s in MARKUP])
+def test_pipeline_real_leaked_outputs_framed_as_a_stream(src):
+    """Each real leaked output, as a chat stream of 5-character deltas: detected as its
+    class under the default (text untouched), recovered as expected under complete()."""
+    text = (HERE / "markup" / src["file"]).read_text(encoding="utf-8")
+    body = chat_body([text[i : i + 5] for i in range(0, len(text), 5)])
+    plain = replay_sse("openai", body)
+    assert plain.text == text
+    assert markup_leak_kinds(plain) == src["classes"]
+    full = replay_sse("openai", body, config=LabConfig.complete())
+    want = src["expected"]
+    assert full.text == want["text"].strip() or full.text == want["text"]
+    assert full.reasoning == want["reasoning"]
+    assert [[c.name, c.args, c.id] for c in full.function_calls] == want["calls"]
+    assert markup_leak_kinds(full) == src["classes"]
+
+
+@pytest.mark.parametrize("config", ["default", "complete"])
+def test_pipeline_no_markup_leak_on_any_real_body_without_markup(config):
+    """The false-positive check over the whole real corpus: no real provider body in
+    tests/realworld carries markup, and none gets a markup guard event or the anomaly."""
+    cfg = LabConfig.complete() if config == "complete" else None
+    assert SOURCES
+    flagged = []
+    for src in SOURCES:
+        body = (HERE / src["file"]).read_bytes()
+        r = replay_sse(
+            src["provider"], body, config=cfg, stream_id=src["name"], path=src.get("request_path")
+        )
+        if any(e.guard == "markup" for e in r.guard_events) or "markup_leak" in detect(r):
+            flagged.append(src["name"])
+    assert flagged == []

@@ -1,0 +1,45 @@
+"""The demo's tools sweep: its scorecard flags exactly the planted fake backends, each for
+its planted fault (``lab.fakes.tools``), and no clean one."""
+
+from __future__ import annotations
+
+from lab import tables
+from lab.demo import tools_sweep
+from lab.fakes.tools import SCHEMA_BREAK_RATE, TOOLS_BACKENDS
+
+
+def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
+    report, st = tools_sweep(tmp_path / "sweep")
+    assert (report.missing, report.errors) == (0, [])
+    assert sorted(st["serving_provider"].unique()) == sorted(TOOLS_BACKENDS)
+    card = tables.scorecard(st).set_index("serving_provider")
+    assert card["flags"].to_dict() == {
+        "DeepInfra": "",
+        "Fireworks": "",
+        # harmony channels in content on every answer
+        "Parasail": "markup_leak,markup_harmony",
+        # calls written as markup in content: leaked, and no tool_calls made
+        "Novita": "markup_leak,markup_kimi_tool_section,trigger_agreement",
+        "SiliconFlow": "markup_leak,markup_xml_tool_call,trigger_agreement",
+        # the schema broken on a share of calls
+        "Together": "tool_call_valid",
+    }
+    # the intervals exclude the clean backends' rates
+    together = card.loc["Together"]
+    assert together["tool_call_valid_ci_high"] < together["tool_call_valid_rest"] == 1.0
+    broken = 1 - together["tool_call_valid_rate"]
+    assert abs(broken - SCHEMA_BREAK_RATE) < 0.2
+    for backend in ("Novita", "SiliconFlow"):
+        row = card.loc[backend]
+        assert row["trigger_agreement_ci_high"] < row["trigger_agreement_rest"]
+    sentences = card.attrs["sentences"]
+    assert any(
+        s.startswith("Together: worse with confidence on tool-call validity, ") for s in sentences
+    )
+    assert "DeepInfra: not worse with confidence on any verdict (54 streams)." in sentences
+    # the per-call table agrees with the counts
+    kinds = st.loc[st["serving_provider"] == "Together", "tool_error_kinds"]
+    assert set(",".join(kinds).replace(",", " ").split()) <= {
+        "missing_required",
+        "schema_violation",
+    }
