@@ -228,18 +228,34 @@ def test_an_unreachable_upstream_is_a_502_json_error_and_recorded(tmp_path):
     assert exchange.url == "http://127.0.0.1:9/v1/chat/completions"
 
 
-def test_captures_roll_over_by_size_and_by_time(tmp_path):
+class _Clock:
+    """``time`` for :mod:`lab.proxy` with a monotonic clock the test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_captures_roll_over_by_size_and_by_time(tmp_path, monkeypatch):
     body = {"model": "fake/clean", "messages": HI, "stream": True}
+    clock = _Clock()
+    monkeypatch.setattr("lab.proxy.time", clock)
     with FakeServer(delay_scale=0) as fake:
         with _proxy(fake, tmp_path / "size", roll_bytes=1) as proxy:
             for _ in range(3):
                 httpx.post(proxy.url + "/chat/completions", json=body)
             _wait_for(lambda: len(proxy.exchanges) == 3)
             by_size = proxy.recordings
-        with _proxy(fake, tmp_path / "time", roll_seconds=0.2) as proxy:
+        with _proxy(fake, tmp_path / "time", roll_seconds=60) as proxy:
             httpx.post(proxy.url + "/chat/completions", json=body)
             httpx.post(proxy.url + "/chat/completions", json=body)
-            time.sleep(0.3)
+            _wait_for(lambda: len(proxy.exchanges) == 2)
+            clock.offset += 61  # a minute later by the proxy's clock: the recording rolls
             httpx.post(proxy.url + "/chat/completions", json=body)
             _wait_for(lambda: len(proxy.exchanges) == 3)
             by_time = proxy.recordings
