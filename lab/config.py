@@ -262,13 +262,32 @@ def _describe(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "config"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
+            msg = "not a config field"
             if len(err["loc"]) == 1 and err["loc"][0] in spill_fields:
                 msg += ' (a spill guard field: put it under "spill")'
+            elif nearest := _nearest_field(err["loc"]):
+                msg += f" (did you mean {nearest!r}?)"
         else:
             got = repr(err.get("input"))
             msg += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
         out.append(f"{loc}: {msg}")
     return "; ".join(out)
+
+
+def _nearest_field(loc: tuple[Any, ...]) -> str | None:
+    """The valid field name closest to the unknown key at ``loc`` (``None`` if none is close),
+    looked up in the model the key sits in (``LabConfig``, ``spill``, ...)."""
+    import difflib
+
+    model: Any = LabConfig
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        model = getattr(field, "annotation", None)
+        if not isinstance(model, type) or not issubclass(model, BaseModel):
+            return None
+    names = list(getattr(model, "model_fields", {}))
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 COMPLETE_SWITCHES: tuple[str, ...] = (

@@ -46,6 +46,19 @@ def key_names(adapter: Any) -> str:
     return " or ".join(adapter.api_key_envs or (adapter.api_key_env,))
 
 
+def _remove_empty_recording(path: Path, made_root: bool) -> None:
+    """Remove a recording that holds no exchange (its empty parts) and, when ``made_root``,
+    its root if nothing else is in it."""
+    for f in path.iterdir():
+        if f.suffix != ".parquet":  # anything but the writer's empty parts: keep it all
+            return
+    for f in path.iterdir():
+        f.unlink()
+    path.rmdir()
+    if made_root and not any(path.parent.iterdir()):
+        path.parent.rmdir()
+
+
 class Recorder:
     """Record live streams into one capture (a directory of Parquet files).
 
@@ -66,6 +79,7 @@ class Recorder:
         timeout: float | None = None,
     ) -> None:
         self.config = LabConfig.coerce(config)
+        self._made_root = not Path(out).exists()
         self.writer = CaptureWriter(out, label=label)
         self._transport = RecordingTransport(self.writer, inner=transport)
         read_timeout = timeout if timeout is not None else self.config.inactivity_timeout_s
@@ -147,8 +161,13 @@ class Recorder:
         return result
 
     def close(self) -> None:
+        """Close the recording. A recorder that sent nothing (every ``record`` refused, or
+        none was made) leaves nothing behind: its empty recording directory goes, and the
+        captures root too when this recorder made it and it is empty."""
         self.client.close()
         self.writer.close()
+        if self.writer.safety()[0] == 0:
+            _remove_empty_recording(self.writer.path, self._made_root)
 
     def __enter__(self) -> Recorder:
         return self

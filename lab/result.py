@@ -244,7 +244,8 @@ class Results(list):
 
     ``repr()`` and a notebook's HTML view are one line (streams, backends, leaks, errors)
     and the first rows of :func:`lab.tables.streams` (:data:`lab.view.SUMMARY_COLUMNS`).
-    Every ``lab.tables`` function accepts it. A slice is a ``Results`` too.
+    Every ``lab.tables`` function accepts it. A slice is a ``Results`` too, and so are
+    ``a + b`` (two replays, or a replay and a list of results) and ``a * n``.
     """
 
     __slots__ = ()
@@ -252,6 +253,21 @@ class Results(list):
     def __getitem__(self, index: Any) -> Any:
         item = super().__getitem__(index)
         return Results(item) if isinstance(index, slice) else item
+
+    def __add__(self, other: Any) -> Results:
+        if not isinstance(other, list):
+            return NotImplemented
+        return Results(list.__add__(self, other))
+
+    def __radd__(self, other: Any) -> Results:
+        if not isinstance(other, list):
+            return NotImplemented
+        return Results(list.__add__(other, self))
+
+    def __mul__(self, n: Any) -> Results:
+        return Results(list.__mul__(self, n))
+
+    __rmul__ = __mul__
 
     def get(self, stream_id: str) -> StreamResult:
         """The result of stream ``stream_id`` (KeyError, naming a few ids, when absent)."""

@@ -86,8 +86,21 @@ def test_an_empty_capture_path_is_refused_not_read_as_the_current_directory():
     [
         (
             {"hold_limit_chars": 10, "degrade": False},
-            "invalid config: hold_limit_chars: Extra inputs are not permitted (a spill guard "
+            "invalid config: hold_limit_chars: not a config field (a spill guard "
             'field: put it under "spill")',
+        ),
+        (
+            {"degrad": False},
+            "invalid config: degrad: not a config field (did you mean 'degrade'?)",
+        ),
+        (
+            {"spill": {"hold_limit_char": 10}},
+            "invalid config: spill.hold_limit_char: not a config field "
+            "(did you mean 'hold_limit_chars'?)",
+        ),
+        (
+            {"zzz_unknown": 1},
+            "invalid config: zzz_unknown: not a config field",
         ),
         (
             {"inactivity_timeout_s": -1},

@@ -72,11 +72,8 @@ def test_readme_recorder_block_refuses_to_send_without_a_key(monkeypatch, tmp_pa
     with pytest.raises(NoAPIKeyError, match=r"^no API key for openrouter: set OPENROUTER_API_KEY"):
         exec(compile(recorder_block, "README.md", "exec"), {})  # noqa: S102 - our own README
     assert sent == []
-    import pyarrow.parquet as pq
-
-    # the recording folder the block opened holds no exchange: nothing to replay later
-    parts = list((tmp_path / "recordings").rglob("*.parquet"))
-    assert parts and sum(pq.read_metadata(p).num_rows for p in parts) == 0
+    # a recorder that refused leaves nothing behind: no empty recording folder to replay
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_readme_pandas_recipe_reads_a_capture_without_the_package(monkeypatch):

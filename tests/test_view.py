@@ -123,6 +123,17 @@ def test_replay_returns_results_a_list_whose_repr_is_the_summary_table(sample):
         "provider, leaked)"
     )
     assert isinstance(sample[:3], Results) and isinstance(sample[0], StreamResult)
+
+
+def test_two_replays_added_are_results_with_the_summary_view(sample):
+    both = sample + sample[:2]
+    assert isinstance(both, Results) and len(both) == 134
+    assert repr(both).splitlines()[0].startswith("Results: 134 streams")
+    assert isinstance(list(sample[:1]) + sample[:1], Results)
+    assert isinstance(sum([sample[:1], sample[:2]], Results()), Results)
+    assert isinstance(sample[:1] * 2, Results) and len(sample[:1] * 2) == 2
+    with pytest.raises(TypeError):
+        sample + 1
     assert type(pickle.loads(pickle.dumps(sample))) is Results
 
 
