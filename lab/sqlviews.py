@@ -105,5 +105,35 @@ def sql(
     con = connect(captures, results)
     try:
         return con.execute(query).df()
+    except _duckdb().CatalogException as exc:
+        hint = _missing_view_hint(str(exc), con)
+        if hint is None:
+            raise
+        first, _, rest = str(exc).partition("\n")
+        raise type(exc)(f"{first} ({hint})" + (f"\n{rest}" if rest else "")) from None
     finally:
         con.close()
+
+
+_RESULT_VIEWS = ("results", "leaks", "attempts", "gaps")
+
+
+def _missing_view_hint(message: str, con: Any) -> str | None:
+    """What to do when a query names a view this connection does not have: a result table
+    without ``results=``, a capture table without ``captures=``, or the views there are."""
+    import re
+
+    found = re.search(r"Table with name (\w+) does not exist", message)
+    if found is None:
+        return None
+    name = found.group(1).lower()
+    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    have = sorted(row[0] for row in rows)
+    if name in _RESULT_VIEWS and name not in have:
+        return (
+            f"{name} is a table of replay results: write them with lab replay CAPTURE "
+            "--out DIR, then give --results DIR (results=DIR)"
+        )
+    if name in ("streams", "chunks") and name not in have:
+        return f"{name} is a capture table: give --captures PATH (captures=PATH)"
+    return "the views here are " + ", ".join(have) if have else None

@@ -93,13 +93,34 @@ def test_lab_sql_prints_the_answer(capsys):
     ("argv", "message"),
     [
         (["SELECT 1", "--captures", "/nonexistent/x"], "/nonexistent/x: no such file"),
-        (["SELECT * FROM nope", "--captures", str(BUNDLED)], "nope"),
+        (
+            ["SELECT * FROM nope", "--captures", str(BUNDLED)],
+            "sql: Catalog Error: Table with name nope does not exist! "
+            "(the views here are chunks, streams)\n",
+        ),
+        (
+            ["SELECT * FROM leaks", "--captures", str(BUNDLED)],
+            "sql: Catalog Error: Table with name leaks does not exist! (leaks is a table of "
+            "replay results: write them with lab replay CAPTURE --out DIR, then give "
+            "--results DIR (results=DIR))\n",
+        ),
     ],
 )
 def test_lab_sql_refuses_bad_input_in_one_line(capsys, argv, message):
     rc = main(["sql", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and err.count("\n") == 1
+
+
+def test_a_capture_table_queried_over_results_only_says_which_option_gives_it(results_dir):
+    import duckdb
+
+    with pytest.raises(duckdb.CatalogException) as info:
+        lab.sql("SELECT count(*) FROM chunks", results=results_dir)
+    assert str(info.value).splitlines()[0] == (
+        "Catalog Error: Table with name chunks does not exist! "
+        "(chunks is a capture table: give --captures PATH (captures=PATH))"
+    )
 
 
 def test_the_docs_body_recipe_gives_attempt_0_of_a_retried_stream():
