@@ -69,6 +69,7 @@ __all__ = [
     "discover",
     "export_fixture",
     "load_fixture",
+    "pin_rule",
     "predicate_from_spec",
     "render_sse",
     "replay_fixture",
@@ -551,10 +552,14 @@ def _fill_fixture(
 PREDICATE_FORMS = (
     "spill_guard",
     "guard=NAME",
+    "guard=NAME:rule=RULE",
     "classifier=NAME",
     "anomaly=NAME",
     "error_type=TYPE",
 )
+
+ANY_RULE = "*"
+"""``guard=NAME:rule=*``: any rule of the guard (shrinking does not pin the first one)."""
 
 
 def _named(fn: Predicate, spec: str) -> Predicate:
@@ -563,27 +568,58 @@ def _named(fn: Predicate, spec: str) -> Predicate:
     return fn
 
 
+def _guard_fired(guard: str, rule: str | None) -> Predicate:
+    """Guard ``guard`` moved or dropped text (by rule ``rule``, when one is given)."""
+
+    def fired(r: StreamResult) -> bool:
+        return any(
+            e.guard == guard and e.moved and (rule is None or e.detail.get("rule") == rule)
+            for e in r.guard_events
+        )
+
+    return fired
+
+
+def _guard_spec(text: str) -> tuple[str, str | None] | None:
+    """``(guard, rule)`` of a guard spec (``spill_guard``, ``guard=NAME``,
+    ``guard=NAME:rule=RULE``; rule ``None`` when unnamed or ``*``), else ``None``."""
+    head, _, tail = text.partition(":")
+    key, sep, value = (x.strip() for x in head.partition("="))
+    if not sep and key in ("spill_guard", "spill"):
+        guard = "spill_guard"
+    elif key == "guard" and sep and value:
+        guard = value
+    else:
+        return None
+    if not tail:
+        return guard, None
+    rkey, rsep, rule = (x.strip() for x in tail.partition("="))
+    if rkey != "rule" or not rsep or not rule:
+        raise FixtureError(f"bad predicate {text!r}; a guard's rule is written {guard}:rule=RULE")
+    return guard, None if rule == ANY_RULE else rule
+
+
 def predicate_from_spec(spec: str | Predicate) -> Predicate:
     """A predicate over a :class:`StreamResult` from a short spec (a callable passes through).
 
     - ``spill_guard``: a ``spill_guard`` GuardEvent moved text;
     - ``guard=NAME``: a GuardEvent of guard NAME moved or dropped text;
+    - ``guard=NAME:rule=RULE``: ... by rule RULE (its ``detail["rule"]``; ``rule=*`` any);
     - ``classifier=NAME``: the error classifier NAME fired;
     - ``anomaly=NAME``: :func:`lab.anomalies.detect` reports NAME;
     - ``error_type=TYPE``: the stream ended with a ProviderError of that type.
+
+    :func:`shrink` pins the rule of a guard spec that names none (see :func:`pin_rule`).
     """
     if callable(spec):
         return spec
     text = str(spec).strip()
+    guard = _guard_spec(text)
+    if guard is not None:
+        return _named(_guard_fired(*guard), text)
     key, sep, value = text.partition("=")
     key, value = key.strip(), value.strip()
-    if not sep and key in ("spill_guard", "spill"):
-        return _named(
-            lambda r: any(e.guard == "spill_guard" and e.moved for e in r.guard_events), text
-        )
     if sep and value:
-        if key == "guard":
-            return _named(lambda r: any(e.guard == value and e.moved for e in r.guard_events), text)
         if key == "classifier":
             return _named(lambda r: r.classifier == value, text)
         if key == "error_type":
@@ -595,6 +631,26 @@ def predicate_from_spec(spec: str | Predicate) -> Predicate:
                 )
             return _named(lambda r: value in anomalies.detect(r), text)
     raise FixtureError(f"bad predicate {text!r}; use one of: {', '.join(PREDICATE_FORMS)}")
+
+
+def pin_rule(spec: str | Predicate, result: StreamResult) -> str | Predicate:
+    """``spec`` with the guard's rule pinned to the one that fired first in ``result``.
+
+    Shrinking by ``guard=think_stripper`` alone may end at a stream where the same guard
+    fires by another rule (a 69-character think block shrunk to a ``"<thi"`` event that the
+    guard drops as a partial tag): "same guard, same rule" keeps the behaviour the stream
+    was picked for. A spec that names its rule (``rule=*`` for any), and any other spec or
+    callable, comes back as it was."""
+    if callable(spec) or ":" in str(spec):
+        return spec
+    parsed = _guard_spec(str(spec).strip())
+    if parsed is None:
+        return spec
+    guard, _ = parsed
+    for e in result.guard_events:
+        if e.guard == guard and e.moved and e.detail.get("rule"):
+            return f"guard={guard}:rule={e.detail['rule']}"
+    return spec
 
 
 # -- shrinking ---------------------------------------------------------------------------------
@@ -775,9 +831,8 @@ def shrink_request(
     progress: bool | None = None,
 ) -> ShrinkResult:
     """:func:`shrink` with its statistics (pieces before/after, replays, cap hit)."""
-    pred = predicate_from_spec(predicate)
-    spec = getattr(pred, "spec", getattr(pred, "__name__", repr(pred)))
     cfg = LabConfig.coerce(config)
+    predicate_from_spec(predicate)  # a bad spec fails before any replay
     if not recorded_request.exchanges:
         raise FixtureError(f"stream {recorded_request.stream_id!r} has no exchanges")
     index = len(recorded_request.exchanges) - 1 if attempt is None else attempt
@@ -791,6 +846,14 @@ def shrink_request(
 
     def build(kept: list[tuple[bytes, int]]) -> RecordedRequest:
         return _with_pieces(recorded_request, index, [p for p, _ in kept], [t for _, t in kept])
+
+    if isinstance(predicate, str) and ":" not in predicate:  # same guard, same rule
+        try:
+            predicate = pin_rule(predicate, replay_request(build(timed), config=cfg))
+        except Exception:  # noqa: BLE001 - the stream does not replay: the check below says so
+            pass
+    pred = predicate_from_spec(predicate)
+    spec = getattr(pred, "spec", getattr(pred, "__name__", repr(pred)))
 
     def test(kept: list[tuple[bytes, int]]) -> bool:
         try:

@@ -413,6 +413,24 @@ def test_shrinking_over_reads_keeps_the_recorded_read_boundaries(capture):
     assert fixtures.predicate_from_spec("guard=think_stripper")(replay_request(shrunk))
 
 
+def test_shrinking_by_a_guard_keeps_the_rule_that_fired_so_a_leak_stays_that_leak(capture):
+    """A think block shrunk by ``guard=think_stripper`` alone could end at one ``"<thi"``
+    event the guard drops by another rule (``dropped_partial_tag``); the rule is pinned."""
+    res = fixtures.shrink_request(capture.request(THINK_LEAK), "guard=think_stripper")
+    assert res.predicate == "guard=think_stripper:rule=think_block"
+    events = replay_request(res.request).guard_events
+    assert [(e.guard, e.detail["rule"], e.moved) for e in events] == [
+        ("think_stripper", "think_block", "The user is asking")
+    ]
+
+
+def test_rule_star_lets_shrinking_reach_any_rule_of_the_guard(capture):
+    res = fixtures.shrink_request(capture.request(THINK_LEAK), "guard=think_stripper:rule=*")
+    events = replay_request(res.request).guard_events
+    assert res.after == 1
+    assert [(e.detail["rule"], e.moved) for e in events] == [("dropped_partial_tag", "<thi")]
+
+
 def _long_spill_stream(capture, n: int):
     """The Novita spill stream blown up to ``2 n + 3`` events (n reasoning, n content)."""
     source = capture.request(SPILL)
@@ -479,13 +497,27 @@ def test_predicate_specs():
     assert P("error_type=provider_overloaded")(err) and not P("error_type=rate_limit")(err)
     assert P("anomaly=error_in_200_stream")(err) and not P("anomaly=error_in_200_stream")(spill)
     assert P("spill_guard")(spill) and P("guard=spill_guard")(spill) and not P("spill_guard")(err)
+    assert P("guard=spill_guard:rule=answer_start")(spill)
+    assert not P("guard=spill_guard:rule=think_block")(spill)
+    assert P("spill_guard:rule=*")(spill)
     assert P("classifier=credit_affordability")(credit)
     assert not P("classifier=context_length")(credit)
     fn = lambda r: True  # noqa: E731
     assert P(fn) is fn
 
 
-@pytest.mark.parametrize("spec", ["", "nonsense", "guard=", "anomaly=not_a_detector", "x=y"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "nonsense",
+        "guard=",
+        "anomaly=not_a_detector",
+        "x=y",
+        "guard=think_stripper:rule=",
+        "guard=think_stripper:rul=x",
+    ],
+)
 def test_bad_predicate_specs_raise_one_line_errors(spec):
     with pytest.raises(fixtures.FixtureError) as info:
         fixtures.predicate_from_spec(spec)

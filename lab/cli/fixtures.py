@@ -74,7 +74,8 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
     sh.add_argument(
         "--predicate",
         required=True,
-        help="spill_guard | guard=NAME | classifier=NAME | anomaly=NAME | error_type=TYPE",
+        help="spill_guard | guard=NAME[:rule=RULE] | classifier=NAME | anomaly=NAME | "
+        "error_type=TYPE (a guard keeps the rule that fired first unless rule=* is given)",
     )
     sh.add_argument(
         "--name",
