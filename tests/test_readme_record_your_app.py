@@ -125,22 +125,19 @@ def test_the_sdk_client_block_records_both_sdks(tmp_path, monkeypatch):
     assert places_holding(tmp_path / "recordings", "sk-ant-your-key") == []
 
 
-def test_the_import_block_imports_a_vcrpy_cassette_and_exports_one(tmp_path, monkeypatch):
-    vcr = pytest.importorskip("vcr")
-    import httpx
-
-    from lab.fakes import FakeServer
+def test_the_import_block_imports_the_shipped_cassette_and_exports_one(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("vcr")
+    import shutil
 
     block = next(b for b in _blocks("python") if "import_vcr" in b)
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")  # a fresh checkout's files
     monkeypatch.chdir(tmp_path)
-    body = {"model": "fake/think-leak", "messages": [{"role": "user", "content": "hi"}]}
-    with (
-        FakeServer(delay_scale=0) as fake,
-        vcr.use_cassette("tests/cassettes/test_chat.yaml", record_mode="all"),
-    ):
-        httpx.post(fake.base_url + "/v1/chat/completions", json={**body, "stream": True})
     scope: dict = {}
     exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - our own README
-    (result,) = scope["results"]
-    assert (result.provider, result.error) == ("custom", None) and result.guard_events
-    assert Path("tests/cassettes/test_chat_found.yaml").is_file()
+    assert capsys.readouterr().out.startswith("imported 2 streamed LLM exchange(s) into ")
+    first, second = scope["results"]
+    assert (first.provider, first.error, first.text) == ("openai", None, "")
+    assert second.text == "The current version of *llm* is **0.fixed-version**."
+    assert Path("recordings/found.yaml").is_file()
