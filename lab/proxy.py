@@ -86,11 +86,16 @@ SESSION_HEADER = "x-lab-session"
 TOKEN_HEADER = b"x-lab-proxy-token"
 """The header that carries ``--auth-token`` (never forwarded, never recorded)."""
 TOKEN_PATH = b"/lab-token/"
+"""... or the path prefix that does, for a client that can only set a base URL."""
 PROXY_TOKEN_ENV = "LAB_PROXY_TOKEN"
 """The environment variable ``lab proxy`` reads its ``--auth-token`` from by default."""
-"""... or the path prefix that does, for a client that can only set a base URL."""
 TARGET_SCOPE_KEY = "lab.target"
 """The ASGI scope key where the proxy's server protocols put the request target as sent."""
+HEALTH_PATH = "/lab-proxy/health"
+"""``GET`` here is the proxy's own answer, never forwarded: ``200 {"status": "ok", ...}``
+while it records, ``503 {"status": "not_recording", ...}`` once its capture cannot be
+written; a supervisor, a load balancer or a script waiting for the proxy to listen polls it.
+It needs no token and says nothing about the traffic but counts."""
 UPSTREAM_ERROR = "lab_proxy_upstream_error"
 _HOP_BY_HOP = frozenset(
     {
@@ -350,6 +355,8 @@ class ProxyApp:
         """Why the capture cannot be written (set once; from then on nothing is recorded)."""
         self.unrecorded = 0
         """Requests forwarded unrecorded (or refused, ``require_recording``) since then."""
+        self.finished = 0
+        """Exchanges that have ended (recorded or not) since the proxy started."""
         self._close_failures: list[BaseException] = []
 
     # -- recordings ------------------------------------------------------------------------
@@ -424,6 +431,7 @@ class ProxyApp:
     def _release(self, rec: _Recording | None, n_bytes: int) -> None:
         with self._lock:
             self.active -= 1
+            self.finished += 1
             if rec is None:
                 return
             rec.active -= 1
@@ -504,6 +512,9 @@ class ProxyApp:
                 return
 
     async def _http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+            await self._health(send)
+            return
         try:
             request, session, path = await self._admit(scope, receive)
         except _Refused as refused:
@@ -553,6 +564,29 @@ class ProxyApp:
             self._retries.ended(retry_key, state.status)
         self._check_capture(rec)
         await self._report(state)
+
+    async def _health(self, send: Callable) -> None:
+        """The answer at :data:`HEALTH_PATH`: is the proxy recording, and its counts."""
+        self._check_capture()
+        ok = self.capture_error is None
+        payload = json.dumps(
+            {
+                "status": "ok" if ok else "not_recording",
+                "in_flight": self.active,
+                "finished": self.finished,
+                "unrecorded": self.unrecorded,
+                "recordings": len(self.recordings),
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+            (b"cache-control", b"no-store"),
+        ]
+        await send(
+            {"type": "http.response.start", "status": 200 if ok else 503, "headers": headers}
+        )
+        await send({"type": "http.response.body", "body": payload, "more_body": False})
 
     async def _admit(self, scope: dict, receive: Callable) -> tuple[httpx.Request, Any, str]:
         """The request to send upstream, its session and its path, or :class:`_Refused`

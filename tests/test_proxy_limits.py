@@ -394,6 +394,36 @@ def test_with_a_token_only_requests_that_carry_it_are_forwarded_and_it_is_never_
     assert len(open_capture(tmp_path).exchanges()) == 2
 
 
+def test_the_health_path_answers_without_the_token_and_is_never_forwarded_or_recorded(
+    tmp_path,
+):
+    with (
+        FakeServer(delay_scale=0) as fake,
+        _proxy(fake.base_url + "/v1", tmp_path, auth_token=TOKEN) as p,
+    ):
+        before = httpx.get(p.url + "/lab-proxy/health")
+        httpx.post(p.url + "/chat/completions", json=BODY, headers={"X-Lab-Proxy-Token": TOKEN})
+        _wait_for(lambda: len(p.exchanges) == 1)
+        after = httpx.get(p.url + "/lab-proxy/health")
+        head = httpx.head(p.url + "/lab-proxy/health")
+        upstream = [u.path for u in fake.requests]
+    assert (before.status_code, before.json()) == (
+        200,
+        {"status": "ok", "in_flight": 0, "finished": 0, "unrecorded": 0, "recordings": 0},
+    )
+    assert after.json() == {
+        "status": "ok",
+        "in_flight": 0,
+        "finished": 1,
+        "unrecorded": 0,
+        "recordings": 1,
+    }
+    assert (head.status_code, head.content) == (200, b"")
+    assert after.headers["cache-control"] == "no-store"
+    assert upstream == ["/v1/chat/completions"]
+    assert len(open_capture(tmp_path).exchanges()) == 1
+
+
 def test_lab_proxy_refuses_a_host_beyond_loopback_without_allow_remote(capsys, tmp_path):
     from lab.cli import main
 
@@ -461,7 +491,18 @@ def test_a_full_disk_is_said_at_once_and_later_requests_are_forwarded_unrecorded
             ]
             later = [httpx.post(p.url + "/chat/completions", json=BODY) for _ in range(2)]
             _wait_for(lambda: len(p.exchanges) == 5)
+            health = httpx.get(p.url + "/lab-proxy/health")
         report = p.app.close_report()
+    assert (health.status_code, health.json()) == (
+        503,
+        {
+            "status": "not_recording",
+            "in_flight": 0,
+            "finished": 5,
+            "unrecorded": 2,
+            "recordings": 1,
+        },
+    )
     assert [r.status_code for r in [third, *later]] == [200, 200, 200]
     assert [ex.line().split()[-2] for ex in p.exchanges] == [
         "anomalies=-",
