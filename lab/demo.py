@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import lab.fakes.scenarios  # noqa: F401  (importing the fakes registers their routes)
+from lab.fakes.base import FAMILIES, ROUTES
+
 __all__ = [
     "DEMO_TOOLS_MODEL",
     "DEMO_TOOLS_N",
@@ -28,13 +31,11 @@ _PROMPTS = (
     "Explain SSE keepalives briefly.",
 )
 
-# fake-server family -> (provider adapter used to record it, base path on the fake server)
 FAMILY_ROUTES: dict[str, tuple[str, str]] = {
-    "openrouter": ("openrouter", "/api/v1"),
-    "openai": ("openai", "/v1"),
-    "google": ("google", "/v1beta"),
-    "anthropic": ("anthropic", "/v1"),
+    family: (ROUTES[family].provider, ROUTES[family].record_base) for family in FAMILIES
 }
+"""Fake-server family -> (the provider adapter that records it, its base path on the fake
+server), from the fake modules' own routes (:class:`lab.fakes.base.FakeRoute`)."""
 
 _WEATHER_TOOL = {
     "type": "function",

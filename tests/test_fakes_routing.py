@@ -96,3 +96,55 @@ def test_throttle_first_answers_429_with_retry_after_then_serves():
         assert [r.status_code for r in first] == [429, 429, 200]
         assert first[0].headers["retry-after"] == "3"
         assert [r.status for r in srv.requests] == [429, 429, 200]
+
+
+# -- the route table the fake modules declare -------------------------------------------------
+
+
+def test_every_fake_family_declares_its_route_and_the_server_reads_them():
+    from lab.demo import FAMILY_ROUTES
+    from lab.fakes.base import FAMILIES, ROUTES
+    from lab.fakes.server import route
+
+    assert set(FAMILIES) | {"responses"} == set(ROUTES)
+    assert FAMILY_ROUTES == {
+        "openrouter": ("openrouter", "/api/v1"),
+        "openai": ("openai", "/v1"),
+        "google": ("google", "/v1beta"),
+        "anthropic": ("anthropic", "/v1"),
+    }
+    assert [
+        route("POST", p)
+        for p in (
+            "/api/v1/chat/completions",
+            "/v1/chat/completions",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            "/v1alpha/models/a%2Fb:generateContent",
+            "/v1beta/models/gemini-2.5-flash:countTokens",
+            "/v1/messages",
+            "/api/v1/responses",
+            "/v1/embeddings",
+        )
+    ] == [
+        ("openrouter", None),
+        ("openai", None),
+        ("google", "gemini-2.5-flash"),
+        ("google", "a/b"),
+        (None, None),
+        ("anthropic", None),
+        ("responses", None),
+        (None, None),
+    ]
+    assert route("GET", "/v1/chat/completions") == (None, None)
+
+
+def test_family_base_url_is_each_sdks_base_from_the_routes(fake_server):
+    base = fake_server.base_url
+    assert {
+        f: fake_server.family_base_url(f) for f in ("openrouter", "openai", "gemini", "anthropic")
+    } == {
+        "openrouter": base + "/api/v1",
+        "openai": base + "/v1",
+        "gemini": base + "/v1beta",
+        "anthropic": base,
+    }

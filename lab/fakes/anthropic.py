@@ -13,17 +13,31 @@ from typing import Any
 
 from .base import (
     Ctx,
+    FakeRoute,
     Script,
     approx_tokens_n,
     fragments,
     json_script,
     make_script,
     pieces,
+    register_route,
     scenario,
     sse_event,
+    suffix_route,
     unknown_model,
 )
 from .openrouter import ANSWER, REASONING, TOOL_REASONING, WEATHER_TOOL_ARGS
+
+register_route(
+    FakeRoute(
+        family="anthropic",
+        provider="anthropic",
+        record_base="/v1",
+        sdk_base="",
+        listing="POST /v1/messages",
+        match=suffix_route("/messages"),
+    )
+)
 
 FAMILY = "anthropic"
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

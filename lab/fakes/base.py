@@ -287,6 +287,44 @@ ScenarioFn = Callable[[Ctx], Script]
 
 
 @dataclass(frozen=True)
+class FakeRoute:
+    """Where a fake family listens and how the lab and SDKs reach it: the one place a fake
+    module declares its route (:func:`register_route`), which the server's routing, its
+    ``family_base_url``, ``lab fake-server``'s listing and :mod:`lab.demo` all read.
+
+    - **match**: a request path (no query) -> ``(matches, model id from the path or None)``;
+      routes are tried by ``priority``, highest first (an exact path before a suffix);
+    - **provider**: the :mod:`lab.providers` adapter that records the family;
+    - **record_base**: the base path that adapter is given (its endpoint appends the rest);
+    - **sdk_base**: the base path the family's own SDK expects (``""`` for Anthropic's,
+      which appends ``/v1/messages`` itself);
+    - **listing**: the route as ``lab fake-server`` prints it.
+    """
+
+    family: str
+    provider: str
+    record_base: str
+    sdk_base: str
+    listing: str
+    match: Callable[[str], tuple[bool, str | None]]
+    priority: int = 0
+
+
+ROUTES: dict[str, FakeRoute] = {}
+
+
+def register_route(route: FakeRoute) -> FakeRoute:
+    """Declare a fake family's route (one call in its module, beside its scenarios)."""
+    ROUTES[route.family] = route
+    return route
+
+
+def suffix_route(suffix: str) -> Callable[[str], tuple[bool, str | None]]:
+    """A ``match`` for the paths that end with ``suffix`` (no model in the path)."""
+    return lambda path: (path.endswith(suffix), None)
+
+
+@dataclass(frozen=True)
 class Scenario:
     family: str
     model: str

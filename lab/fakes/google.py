@@ -9,20 +9,45 @@ part, except in ``fake/streamed-function-args`` (Gemini 3 ``partialArgs`` with
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from .base import (
     Ctx,
+    FakeRoute,
     Script,
     approx_tokens_n,
     json_script,
     make_script,
     pieces,
+    register_route,
     scenario,
     sse_data,
     unknown_model,
 )
 from .openrouter import ANSWER
+
+_GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>.+):(?P<method>\w+)$")
+
+
+def _gemini_route(path: str) -> tuple[bool, str | None]:
+    m = _GEMINI_PATH.match(path)
+    if m and m.group("method") in ("streamGenerateContent", "generateContent"):
+        return True, unquote(m.group("model"))
+    return False, None
+
+
+register_route(
+    FakeRoute(
+        family="google",
+        provider="google",
+        record_base="/v1beta",
+        sdk_base="/v1beta",
+        listing="POST /v1beta/models/{model}:streamGenerateContent?alt=sse",
+        match=_gemini_route,
+    )
+)
 
 FAMILY = "google"
 

@@ -14,17 +14,31 @@ from typing import Any
 
 from .base import (
     Ctx,
+    FakeRoute,
     Script,
     approx_tokens_n,
     json_script,
     make_script,
     pieces,
+    register_route,
     scenario,
     sse_comment,
     sse_data,
+    suffix_route,
     unknown_model,
 )
 from .openrouter import ANSWER, REASONING
+
+register_route(
+    FakeRoute(
+        family="openai",
+        provider="openai",
+        record_base="/v1",
+        sdk_base="/v1",
+        listing="POST /v1/chat/completions",
+        match=suffix_route("/chat/completions"),
+    )
+)
 
 FAMILY = "openai"
 

@@ -19,17 +19,31 @@ from typing import Any
 
 from .base import (
     Ctx,
+    FakeRoute,
     Script,
     approx_tokens_n,
     fragments,
     make_script,
     pieces,
+    register_route,
     sse_comment,
     sse_data,
     sse_event,
+    suffix_route,
 )
 from .openai_compat import error_script, stream_headers
 from .openrouter import ANSWER, REASONING, WEATHER_TOOL_ARGS
+
+register_route(
+    FakeRoute(
+        family="responses",
+        provider="openai",
+        record_base="/v1",
+        sdk_base="/v1",
+        listing="POST /v1/responses, OpenRouter flavour POST /api/v1/responses",
+        match=suffix_route("/responses"),
+    )
+)
 
 __all__ = ["FAMILY", "RESPONSES_SCENARIOS", "responses_script"]
 

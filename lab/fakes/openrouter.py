@@ -16,17 +16,31 @@ from typing import Any
 
 from .base import (
     Ctx,
+    FakeRoute,
     Script,
     approx_tokens_n,
     fragments,
     json_script,
     make_script,
     pieces,
+    register_route,
     scenario,
     split_inside,
     sse_comment,
     sse_data,
     unknown_model,
+)
+
+register_route(
+    FakeRoute(
+        family="openrouter",
+        provider="openrouter",
+        record_base="/api/v1",
+        sdk_base="/api/v1",
+        listing="POST /api/v1/chat/completions",
+        match=lambda path: (path == "/api/v1/chat/completions", None),
+        priority=10,  # before the OpenAI-compatible suffix it also ends with
+    )
 )
 
 FAMILY = "openrouter"

@@ -24,6 +24,7 @@ from . import anthropic as _anthropic  # noqa: F401  (importing registers the sc
 from . import google as _google  # noqa: F401
 from . import model_equality as _model_equality  # noqa: F401
 from . import openai_compat as _openai_compat  # noqa: F401
+from . import openai_responses as _openai_responses  # noqa: F401
 from . import openrouter as _openrouter  # noqa: F401
 from . import tools as _tools  # noqa: F401
 from .base import (

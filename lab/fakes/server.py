@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .base import dumps
+from .base import FAMILY_ALIASES, ROUTES, dumps
 from .google import unknown_fields_error
 from .openrouter import endpoints_payload, routing
 from .scenarios import SCENARIOS, Script, backends_for, script
@@ -51,7 +51,6 @@ __all__ = ["FakeServer", "RecordedRequest", "serve_forever"]
 
 HOST = "127.0.0.1"
 _DISCONNECT = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
-_GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>.+):(?P<method>\w+)$")
 _ENDPOINTS_PATH = re.compile(r"^/api/v1/models/(?P<author>[^/]+)/(?P<slug>[^/]+)/endpoints$")
 
 
@@ -73,21 +72,19 @@ class RecordedRequest:
 
 
 def route(method: str, path: str) -> tuple[str | None, str | None]:
-    """(family, model-from-path) for a request path; (None, None) when not a provider route."""
+    """(family, model-from-path) for a request path; (None, None) when not a provider route.
+
+    The routes are the fake modules' own (:data:`lab.fakes.base.ROUTES`), tried by priority."""
     if method != "POST":
         return None, None
-    if path == "/api/v1/chat/completions":
-        return "openrouter", None
-    if path.endswith("/chat/completions"):
-        return "openai", None
-    m = _GEMINI_PATH.match(path)
-    if m and m.group("method") in ("streamGenerateContent", "generateContent"):
-        return "google", unquote(m.group("model"))
-    if path.endswith("/messages"):
-        return "anthropic", None
-    if path.endswith("/responses"):
-        return "responses", None
+    for fake_route in _ROUTE_ORDER:
+        matches, model = fake_route.match(path)
+        if matches:
+            return fake_route.family, model
     return None, None
+
+
+_ROUTE_ORDER = sorted(ROUTES.values(), key=lambda r: -r.priority)
 
 
 def _request_seed(family: str, body: Any, headers: dict[str, str]) -> int | None:
@@ -327,14 +324,7 @@ class FakeServer:
 
     def family_base_url(self, family: str) -> str:
         """The base URL a provider SDK or client expects for each wire family the fakes speak."""
-        suffix = {
-            "openrouter": "/api/v1",
-            "openai": "/v1",
-            "google": "/v1beta",
-            "gemini": "/v1beta",
-            "anthropic": "",
-        }[family]
-        return self.base_url + suffix
+        return self.base_url + ROUTES[FAMILY_ALIASES.get(family, family)].sdk_base
 
     # ------------------------------------------------------------------ request log
     @property
@@ -404,22 +394,17 @@ def serve_forever(port: int = 0, *, delay_scale: float = 1.0, out: TextIO | None
     out = out or sys.stdout
     server = FakeServer(port, delay_scale=delay_scale)
     print(f"Stream Lab fake providers on {server.base_url}", file=out)
-    routes = {
-        "openrouter": "POST /api/v1/chat/completions",
-        "openai": "POST /v1/chat/completions",
-        "google": "POST /v1beta/models/{model}:streamGenerateContent?alt=sse",
-        "anthropic": "POST /v1/messages",
-    }
     for family, models in SCENARIOS.items():
         if not models:
             continue
-        print(f"\n{family}  ({routes[family]}, base {server.family_base_url(family)})", file=out)
+        listing = ROUTES[family].listing
+        print(f"\n{family}  ({listing}, base {server.family_base_url(family)})", file=out)
         for model, description in models.items():
             print(f"  {model:<28} {description}", file=out)
     from .openai_responses import RESPONSES_SCENARIOS
 
     print(
-        "\nresponses  (POST /v1/responses, OpenRouter flavour POST /api/v1/responses; "
+        f"\nresponses  ({ROUTES['responses'].listing}; "
         f"base {server.family_base_url('openai')} or {server.family_base_url('openrouter')})",
         file=out,
     )
