@@ -71,6 +71,9 @@ def connect(captures: str | Path | None = None, results: str | Path | None = Non
         if not views["streams"]:
             raise ValueError(f"captures={captures}: no streams-*.parquet under it")
     if res is not None:
+        from lab.replay.files import warn_if_incomplete
+
+        warn_if_incomplete(res)
         for view, table in (
             ("results", "streams"),
             ("leaks", "leaks"),

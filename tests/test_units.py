@@ -17,6 +17,7 @@ from lab.capture.units import capture_units
 from lab.cli import main
 from lab.recorder import Recorder
 from lab.replay import replay
+from lab.replay.files import run_state
 from lab.resultfiles import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,8 +76,16 @@ def test_replay_to_out_writes_each_table_per_unit_and_equals_the_in_memory_table
     assert (written.units, written.streams) == (12, 132)
     names = sorted(p.name for p in (tmp_path / "r").iterdir())
     assert names == sorted(
-        f"{t}-{i:05d}.parquet" for t in ("streams", "leaks", "attempts", "gaps") for i in range(12)
+        [
+            "_lab_run.json",
+            *(
+                f"{t}-{i:05d}.parquet"
+                for t in ("streams", "leaks", "attempts", "gaps")
+                for i in range(12)
+            ),
+        ]
     )
+    assert run_state(tmp_path / "r")["status"] == "complete"
     results = replay(BUNDLED)
     for table, build in (
         ("streams", tables.streams),

@@ -22,6 +22,7 @@ from lab.cli.common import (
     table_view,
 )
 from lab.console import FORMATS
+from lab.replay.files import RESULT_TABLES
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,10 +80,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"lab: warning: {w.message}", file=sys.stderr, flush=True)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        resumed = (
+            f" ({written.resumed} of them written by an unfinished run before: resumed)"
+            if written.resumed
+            else ""
+        )
         print(
-            f"lab replay: {written.streams} streams from {written.units} unit(s); result "
-            f"tables in {out}: "
-            + ", ".join(f"{t}-*.parquet" for t in ("streams", "leaks", "attempts"))
+            f"lab replay: {written.streams} streams from {written.units} unit(s){resumed}; "
+            f"result tables in {out}: " + ", ".join(f"{t}-*.parquet" for t in RESULT_TABLES)
         )
         bb = tables.by_backend(written.read("streams"))
         print_table("by backend", bb, None, table_view(args))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from typing import Any
 
 from lab.cli.common import UsageError, print_table, table_view
 from lab.console import FORMATS
+from lab.replay.files import IncompleteResults
 
 
 def run(args: argparse.Namespace) -> int:
@@ -16,7 +19,14 @@ def run(args: argparse.Namespace) -> int:
     if captures is None and args.results is None:
         captures = "captures"
     try:
-        df = sql(args.query, captures=captures, results=args.results)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", IncompleteResults)
+            df = sql(args.query, captures=captures, results=args.results)
+        for w in caught:  # an unfinished replay under --results: one line on stderr
+            if issubclass(w.category, IncompleteResults):
+                print(f"lab: warning: {w.message}", file=sys.stderr, flush=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     except (ImportError, FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     except Exception as exc:  # DuckDB's own errors: a bad query is bad input

@@ -103,13 +103,13 @@ def replay_dask(
     scheduler: str | None = None,
     provider: str | None = None,
 ) -> pd.DataFrame:
-    """Replay ``units`` on Dask, each with **replay_unit** (``(files, out, index, config,
+    """Replay ``units`` (``(index, unit)`` pairs) on Dask, each with **replay_unit** (``(files, out, index, config,
     provider) -> (streams, files written)``); returns one row per unit (unit, streams, files)."""
     _dask()
     import dask.dataframe as dd
 
     # absolute before shipping: each worker resolves a relative path in its own directory
-    items = [(i, tuple(str(Path(f).resolve()) for f in u.files)) for i, u in enumerate(units)]
+    items = [(i, tuple(str(Path(f).resolve()) for f in u.files)) for i, u in units]
     if not items:
         return _META.copy()
     frame = dd.from_map(

@@ -21,6 +21,15 @@ never ``DIR/*.parquet`` (that mixes the tables). :func:`read_results` does it fo
 ``workers > 1`` replays units on that many processes; each writes its own units' files, so
 only a row count crosses a process boundary.
 
+A run says whether it finished: ``DIR/_lab_run.json`` (:data:`RUN_FILE`) is written
+``"running"`` before the first unit (naming the capture's units, the config and the
+provider) and ``"complete"`` after the last. A run that was killed leaves it ``"running"``:
+:func:`read_results` and ``lab sql --results`` warn (:class:`IncompleteResults`) that its
+tables miss streams, and the same replay into the same ``DIR`` resumes it, replaying only
+the units whose four files are not all there (each file is written under a temporary name
+and renamed, so a file that exists is whole). Another capture, config or provider into an
+unfinished ``DIR`` is refused, as is any replay into a finished one.
+
 This module does not import the replay: :func:`replay_to` is handed the function that
 replays a loaded capture (``replay(capture, config=..., provider=...)``), and hands the
 function that replays one unit to the process pool or to the Dask engine.
@@ -29,6 +38,8 @@ function that replays one unit to the process pool or to the Dask engine.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -48,7 +59,16 @@ from lab.config import LabConfig
 from lab.replay.pool import mp_context
 from lab.tables import FLOAT_COLUMNS
 
-__all__ = ["RESULT_TABLES", "ResultFiles", "read_results", "replay_to", "replay_unit"]
+__all__ = [
+    "RESULT_TABLES",
+    "RUN_FILE",
+    "IncompleteResults",
+    "ResultFiles",
+    "read_results",
+    "replay_to",
+    "replay_unit",
+    "run_state",
+]
 
 ReplayCapture = Callable[..., list]
 """What :func:`replay_to` is handed: ``replay(capture, config=..., provider=...)`` replays a
@@ -56,6 +76,15 @@ loaded capture in memory (:func:`lab.replay.replay` without ``out``)."""
 
 RESULT_TABLES = ("streams", "leaks", "attempts", "gaps")
 """The tables ``replay(..., out=DIR)`` writes, in this order."""
+
+RUN_FILE = "_lab_run.json"
+"""The run's state in a result directory: ``{"status": "running" | "complete", "units": N,
+...}`` (see the module docstring)."""
+
+
+class IncompleteResults(UserWarning):
+    """The result directory holds an unfinished replay: its tables miss streams."""
+
 
 _INT = pa.int64()
 _FLOAT = pa.float64()
@@ -116,6 +145,7 @@ class ResultFiles:
     units: int = 0
     streams: int = 0  # logical requests replayed
     files: list[Path] = field(default_factory=list)
+    resumed: int = 0  # units an earlier, unfinished run into ``out`` had written already
 
     def read(self, table: str = "streams") -> pd.DataFrame:
         """One result table, all units (see :func:`read_results`)."""
@@ -223,9 +253,71 @@ def replay_unit(
     return len(results), _write_unit(results, out, index, LabConfig.coerce(config))
 
 
-def _check_out(out: Path) -> None:
+def _unit_files(out: Path, index: int) -> list[Path]:
+    return [out / f"{table}-{index:05d}.parquet" for table in RESULT_TABLES]
+
+
+def run_state(out: str | Path) -> dict[str, Any] | None:
+    """The run state of a result directory (:data:`RUN_FILE`), with ``units_written`` (units
+    whose four files are all there); ``None`` when ``out`` holds none (a directory written
+    before runs said their state, or not a result directory)."""
+    path = Path(out) / RUN_FILE
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable run state ({exc}); give a new directory") from None
+    if not isinstance(state, dict) or state.get("status") not in ("running", "complete"):
+        raise ValueError(f"{path}: not a run state of lab replay; give a new directory")
+    units = int(state.get("units", 0))
+    state["units_written"] = sum(
+        all(f.is_file() for f in _unit_files(Path(out), i)) for i in range(units)
+    )
+    return state
+
+
+def warn_if_incomplete(out: str | Path) -> None:
+    """Warn (:class:`IncompleteResults`) when ``out`` holds an unfinished replay."""
+    state = run_state(out)
+    if state is not None and state["status"] != "complete":
+        warnings.warn(
+            IncompleteResults(
+                f"{out}: an unfinished replay ({state['units_written']} of {state['units']} "
+                "units written): its tables miss streams; run the same replay into it again "
+                "to finish it"
+            ),
+            stacklevel=3,
+        )
+
+
+def _write_state(out: Path, state: dict[str, Any]) -> None:
+    tmp = out / f".{RUN_FILE}.tmp"
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, out / RUN_FILE)
+
+
+def _begin_run(out: Path, signature: dict[str, Any]) -> set[int]:
+    """Start (or resume) a run into ``out``; the units already written when resuming."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"out={out}: not a directory")
+    state = run_state(out) if out.is_dir() else None
+    if state is not None:
+        if state["status"] == "complete":
+            raise ValueError(
+                f"out={out}: already holds result tables (of a finished replay); give an "
+                "empty or new directory"
+            )
+        if {k: state.get(k) for k in signature} != signature:
+            raise ValueError(
+                f"out={out}: holds an unfinished replay of another capture, config or "
+                "provider; run that replay again to finish it, or give a new directory"
+            )
+        for stray in out.glob(".*.tmp"):  # a write the kill interrupted
+            stray.unlink()
+        return {
+            i for i in range(signature["units"]) if all(f.is_file() for f in _unit_files(out, i))
+        }
     if out.is_dir():
         taken = sorted(p.name for t in RESULT_TABLES for p in out.glob(f"{t}-*.parquet"))
         if taken:
@@ -234,6 +326,26 @@ def _check_out(out: Path) -> None:
                 "new directory"
             )
     out.mkdir(parents=True, exist_ok=True)
+    _write_state(out, {"status": "running", **signature})
+    return set()
+
+
+def _signature(source: Any, units: list, cfg: LabConfig, provider: str | None) -> dict[str, Any]:
+    """What a resumed run must share with the one it resumes."""
+    digest = hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
+    return {
+        "capture": str(Path(source).resolve()) if isinstance(source, (str, Path)) else None,
+        "unit_files": [[str(Path(f).resolve()) for f in u.files] for u in units],
+        "units": len(units),
+        "config_sha256": digest,
+        "provider": provider,
+    }
+
+
+def _finish_run(out: Path, done: ResultFiles, signature: dict[str, Any]) -> None:
+    _write_state(
+        out, {"status": "complete", **signature, "streams": done.streams, "resumed": done.resumed}
+    )
 
 
 def replay_to(
@@ -257,41 +369,51 @@ def replay_to(
     """
     cfg = LabConfig.coerce(config)
     out = Path(out)
-    _check_out(out)
     done = ResultFiles(out)
     if not isinstance(capture_or_path, (str, Path)):  # loaded already: one unit
+        signature = _signature(None, [], cfg, provider) | {"units": 1}
+        _begin_run(out, signature)
         results = replay(capture_or_path, config=cfg, **_family(provider))
         done.units, done.streams = 1, len(results)
         done.files = _write_unit(results, out, 0, cfg)
+        _finish_run(out, done, signature)
         return done
     if engine not in ("local", "dask"):
         raise ValueError(f"engine must be 'local' or 'dask', not {engine!r}")
     if scheduler is not None and engine != "dask":
         raise ValueError("scheduler= is for engine='dask'")
     units = capture_units(capture_or_path)
+    signature = _signature(capture_or_path, units, cfg, provider)
+    written = _begin_run(out, signature)
+    for i in sorted(written):  # a resumed run: these units are on disk already
+        files = _unit_files(out, i)
+        _count(done, pq.ParquetFile(files[0]).metadata.num_rows, files, None, units[i])
+    done.resumed = len(written)
+    todo = [(i, unit) for i, unit in enumerate(units) if i not in written]
     unit_fn = functools.partial(replay_unit, replay=replay)
     if engine == "dask":
         from lab.replay.dask_engine import replay_dask  # the optional extra [dask]
 
         summary = replay_dask(
-            units, out, cfg, replay_unit=unit_fn, scheduler=scheduler, provider=provider
+            todo, out, cfg, replay_unit=unit_fn, scheduler=scheduler, provider=provider
         )
-        done.units = len(summary)
-        done.streams = int(summary["streams"].sum())
-        done.files = sorted(Path(f) for fs in summary["files"] for f in fs.split(";") if f)
-        return done
-    bar = _bar(units) if progress else None
-    try:
-        if workers and workers > 1 and len(units) > 1:
-            _parallel(units, out, cfg, workers, done, bar, provider, unit_fn)
-        else:
-            for i, unit in enumerate(units):
-                n, files = unit_fn(unit.files, out, i, cfg, provider)
-                _count(done, n, files, bar, unit)
-    finally:
-        if bar is not None:
-            bar.close()
+        done.units += len(summary)
+        done.streams += int(summary["streams"].sum())
+        done.files += [Path(f) for fs in summary["files"] for f in fs.split(";") if f]
+    else:
+        bar = _bar([u for _, u in todo]) if progress else None
+        try:
+            if workers and workers > 1 and len(todo) > 1:
+                _parallel(todo, out, cfg, workers, done, bar, provider, unit_fn)
+            else:
+                for i, unit in todo:
+                    n, files = unit_fn(unit.files, out, i, cfg, provider)
+                    _count(done, n, files, bar, unit)
+        finally:
+            if bar is not None:
+                bar.close()
     done.files.sort()
+    _finish_run(out, done, signature)
     return done
 
 
@@ -320,7 +442,7 @@ def _family(provider: str | None) -> dict[str, Any]:
 
 
 def _parallel(
-    units: list,
+    units: list[tuple[int, Any]],
     out: Path,
     cfg: Any,
     workers: int,
@@ -332,8 +454,7 @@ def _parallel(
     """Units on ``workers`` processes, each writing its own files (fork on Linux)."""
     with ProcessPoolExecutor(min(workers, len(units)), mp_context=mp_context()) as pool:
         futures = {
-            pool.submit(unit_fn, unit.files, out, i, cfg, provider): unit
-            for i, unit in enumerate(units)
+            pool.submit(unit_fn, unit.files, out, i, cfg, provider): unit for i, unit in units
         }
         for fut in as_completed(futures):
             n, files = fut.result()
@@ -344,6 +465,7 @@ def read_results(out: str | Path, table: str = "streams") -> pd.DataFrame:
     """One result table of ``replay(..., out=out)``: every unit's file, in unit order."""
     if table not in RESULT_TABLES:
         raise ValueError(f"unknown result table {table!r}; one of {', '.join(RESULT_TABLES)}")
+    warn_if_incomplete(out)
     files = sorted(Path(out).glob(f"{table}-*.parquet"))
     if not files:
         raise FileNotFoundError(f"{out}: no {table}-*.parquet (write them with replay(out=...))")
