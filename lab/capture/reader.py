@@ -62,7 +62,13 @@ __all__ = ["Capture", "open"]
 
 _PART = re.compile(r"^(streams|chunks)-(\d+)\.parquet$")
 _CAPTURE_SUFFIXES = (".parquet", JOURNAL_SUFFIX)
-_SCHEMAS = {"streams": STREAMS_SCHEMA, "chunks": CHUNKS_SCHEMA}
+_READ_CHUNKS_SCHEMA = CHUNKS_SCHEMA.set(
+    CHUNKS_SCHEMA.get_field_index("raw"), pa.field("raw", pa.large_binary(), nullable=False)
+)
+"""The chunks table as the reader holds it: ``raw`` with 64-bit offsets (``large_binary``),
+so that sorting and joining reads never concatenates past 2 GiB into one 32-bit column (an
+exchange of any size, or many exchanges, in one table); on disk it stays ``binary``."""
+_SCHEMAS = {"streams": STREAMS_SCHEMA, "chunks": _READ_CHUNKS_SCHEMA}
 _INCOMPLETE_ERROR = "recorder stopped before the exchange ended (recovered from its journal)"
 
 
@@ -255,7 +261,7 @@ def _open(inputs: list[str | Path]) -> Capture:
         warnings.warn(problem, CaptureWarning, stacklevel=3)
 
     streams = _concat(streams_tables, STREAMS_SCHEMA)
-    chunks = _concat(chunks_tables, CHUNKS_SCHEMA)
+    chunks = _concat(chunks_tables, _READ_CHUNKS_SCHEMA)
     done = set(zip(streams["capture_id"].to_pylist(), streams["exchange"].to_pylist(), strict=True))
 
     rec_streams: list[dict[str, Any]] = []
@@ -761,7 +767,7 @@ def _recovered(contents: JournalContents) -> tuple[dict[str, Any], pa.Table]:
             "raw": reads,
             "n_bytes": [len(r) for r in reads],
         },
-        schema=CHUNKS_SCHEMA,
+        schema=_READ_CHUNKS_SCHEMA,
     )
     return row, chunk_table
 
