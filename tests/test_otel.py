@@ -122,3 +122,29 @@ def test_endpoint_posts_otlp_http_protobuf_to_a_collector(tmp_path):
 def test_export_needs_exactly_one_destination(capsys):
     assert main(["export", "otlp", str(BUNDLED)]) == 2
     assert "give --out FILE.jsonl or --endpoint URL" in capsys.readouterr().err
+
+
+def test_lab_export_otlp_messages_adds_the_conversation_cut_to_max_chars(tmp_path, spans):
+    out = tmp_path / "spans.jsonl"
+    argv = ["export", "otlp", str(BUNDLED), "--out", str(out), "--messages", "--max-chars", "8"]
+    assert main(argv) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    with_messages = [
+        _attrs(json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]) for line in lines
+    ]
+    assert len(with_messages) == 132
+    first = next(a for a in with_messages if "llm.output_messages.0.message.content" in a)
+    assert first["llm.input_messages.0.message.role"] == "user"
+    for key in ("llm.input_messages.0.message.content", "llm.output_messages.0.message.content"):
+        head, cut, rest = first[key].partition("… [cut: ")
+        assert len(head) == 8 and cut and rest.endswith(" more characters]")
+    # without --messages no span carries what users or models said
+    assert not any(k.startswith("llm.input_messages") for s in spans for k in _attrs(s))
+
+
+def test_max_chars_without_messages_is_refused_in_one_line(tmp_path, capsys):
+    argv = ["export", "otlp", str(BUNDLED), "--out", str(tmp_path / "x.jsonl"), "--max-chars", "8"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "lab: error: --max-chars cuts the exported messages: give it with --messages\n"
+    )

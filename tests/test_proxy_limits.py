@@ -460,6 +460,35 @@ def test_lab_proxy_with_allow_remote_warns_before_it_listens(monkeypatch, capsys
     )
 
 
+@pytest.mark.parametrize(("argv", "window"), [([], 60.0), (["--client-retry-window", "0"], 0.0)])
+def test_lab_proxy_client_retry_window_sets_how_retries_are_told(
+    monkeypatch, tmp_path, argv, window
+):
+    import lab.proxy
+    from lab.cli import main
+
+    served = []
+
+    class Stopped:
+        def run(self, sockets):
+            pass
+
+    monkeypatch.setattr(lab.proxy, "_server", lambda app, sock: served.append(app) or Stopped())
+    base = ["proxy", "--provider", "openai", "--port", "0", "--out", str(tmp_path)]
+    assert main(base + ["--upstream", "http://127.0.0.1:9/v1", *argv]) == 0
+    (app,) = served
+    assert app.config.lab_config.client_retry_window_s == window
+
+
+def test_lab_proxy_refuses_a_negative_client_retry_window(capsys, tmp_path):
+    from lab.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["proxy", "--provider", "openai", "--client-retry-window", "-1"])
+    assert info.value.code == 2
+    assert "argument --client-retry-window: must be 0 or more, got -1" in capsys.readouterr().err
+
+
 # -- a full disk is loud ---------------------------------------------------------------------
 
 

@@ -286,6 +286,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def nonnegative_float(text: str) -> float:
+    """An argparse type: a finite number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def providers() -> list[str]:
     from lab.providers import PROVIDERS
 

@@ -6,12 +6,26 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lab.cli.common import CONFIG_HELP, PATH_HELP, UsageError, check_base_url, check_out_dir
+from lab.cli.common import (
+    CONFIG_HELP,
+    PATH_HELP,
+    UsageError,
+    check_base_url,
+    check_out_dir,
+    positive,
+)
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.console import load_config
     from lab.otel import export_otlp
+
+    if args.max_chars is not None and not args.messages:
+        raise UsageError("--max-chars cuts the exported messages: give it with --messages")
+    if args.max_chars is None:
+        from lab.otel import MESSAGE_CHARS
+
+        args.max_chars = MESSAGE_CHARS
 
     if (args.out is None) == (args.endpoint is None):
         raise UsageError("lab export otlp: give --out FILE.jsonl or --endpoint URL (one of them)")
@@ -29,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
             endpoint=args.endpoint,
             config=load_config(args.config),
             provider=args.provider,
+            messages=args.messages,
+            max_chars=args.max_chars,
         )
     except ImportError as exc:
         raise UsageError(str(exc)) from None
@@ -63,5 +79,19 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         "--provider",
         default=None,
         help="replay every stream as this family (default: each stream's recorded family)",
+    )
+    ot.add_argument(
+        "--messages",
+        action="store_true",
+        help="add the conversation (input messages, the answer, reasoning and tool calls, "
+        "redacted) as OpenInference attributes; it exports what users and models said "
+        "(default: off, verdicts and counts only)",
+    )
+    ot.add_argument(
+        "--max-chars",
+        type=positive,
+        default=None,
+        help="with --messages: cut each exported text to this many characters "
+        "(default: lab.otel.MESSAGE_CHARS)",
     )
     ex_.set_defaults(func=run)

@@ -14,6 +14,7 @@ from lab.cli.common import (
     check_base_url,
     check_out_dir,
     live_config,
+    nonnegative_float,
     positive,
     positive_float,
     providers,
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         label=args.label,
         roll_bytes=int(args.roll_mb * 1024 * 1024),
         roll_seconds=args.roll_minutes * 60.0,
-        lab_config=live_config(args),
+        lab_config=_with_retry_window(live_config(args), args.client_retry_window),
         auth_token=token or None,
         require_recording=args.require_recording,
         **{
@@ -98,6 +99,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_retry_window(config: Any, window: float | None) -> Any:
+    """``config`` with ``--client-retry-window`` on top (when given)."""
+    if window is None:
+        return config
+    return config.model_copy(update={"client_retry_window_s": window})
+
+
 def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
     """Add ``lab proxy`` to ``sub`` (it prints no tables: ``tv`` is unused)."""
     px = sub.add_parser(
@@ -117,6 +125,16 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         help="the upstream base URL (default: the provider's public API; 'custom' needs one)",
     )
     px.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 = any free)")
+    px.add_argument(
+        "--client-retry-window",
+        type=nonnegative_float,
+        default=None,
+        metavar="S",
+        help="an equal request (method, URL, body) within S seconds after one failed is the "
+        "client's automatic retry of it: the same stream, attempt client_retry (SDKs that "
+        "send x-stainless-retry-count are told by it); 0 turns the window off (default: "
+        "LabConfig.client_retry_window_s, 60)",
+    )
     px.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     px.add_argument(
         "--out",
