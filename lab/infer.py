@@ -1,9 +1,11 @@
-"""Which provider family an HTTP exchange belongs to, read from its request alone.
+"""Which provider an HTTP exchange belongs to, read from its request alone.
 
-A capture made by ``lab record`` or ``Recorder`` names each exchange's family. One made by
-another path (an SDK client over a bare ``RecordingTransport``, an imported HAR or VCR
-cassette) may not: its ``provider`` column then holds a host name or ``"unknown"``. Replay
-asks :func:`infer_family` instead of failing, in this order:
+A capture made by ``lab record`` or ``Recorder`` names each exchange's provider (a name in
+:data:`lab.providers.PROVIDERS`; its adapter knows the provider's *wire family*, the shape
+of the stream). One made by another path (an SDK client over a bare
+``RecordingTransport``, an imported HAR or VCR cassette) may not: its ``provider`` column
+then holds a host name or ``"unknown"``. Replay asks :func:`infer_provider` instead of
+failing, in this order:
 
 1. the host, when it is the host of a registered provider's public base URL
    (``openrouter.ai``, ``api.openai.com``, ``api.anthropic.com``, ... read from each
@@ -24,8 +26,11 @@ family says how its requests look in its own module. A provider's own markers ar
 before the catch-all ones (``generic_markers``: Custom's), in registry order.
 
 Nothing here does I/O; a name is returned only when :data:`lab.providers.PROVIDERS` has it,
-so a path whose family has no adapter gives None and replay reports that stream as one row
-with an error.
+so a path whose provider has no adapter gives None and replay reports that stream as one
+row with an error.
+
+The old names, from when "family" meant the provider here, still work: ``infer_family``,
+``resolve_family`` and ``FamilyGuess`` (whose ``.family`` is ``.provider``).
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["FamilyGuess", "infer_family", "model_from_path", "resolve_family"]
+__all__ = [
+    "FamilyGuess",
+    "ProviderGuess",
+    "infer_family",
+    "infer_provider",
+    "model_from_path",
+    "resolve_family",
+    "resolve_provider",
+]
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
@@ -82,11 +95,21 @@ def _markers(kind: str) -> list[tuple[str, str, str]]:
 
 
 @dataclass(frozen=True)
-class FamilyGuess:
-    """An inferred family and the evidence it came from (``"path"``, ``"header"``, ...)."""
+class ProviderGuess:
+    """An inferred provider (a :data:`lab.providers.PROVIDERS` name) and the evidence it
+    came from (``"host 'openrouter.ai'"``, ``"path '/v1/messages'"``, ``"recorded"``, ...)."""
 
-    family: str
+    provider: str
     evidence: str
+
+    @property
+    def family(self) -> str:
+        """The old name of :attr:`provider`."""
+        return self.provider
+
+
+FamilyGuess = ProviderGuess
+"""The old name of :class:`ProviderGuess`."""
 
 
 def _known(name: str) -> bool:
@@ -115,10 +138,10 @@ def model_from_path(url_or_path: str) -> str | None:
     return unquote(head.split("/models/", 1)[1]) or None
 
 
-def _by_path(host: str, path: str) -> FamilyGuess | None:
-    for pattern, family in _registry_hosts():
+def _by_path(host: str, path: str) -> ProviderGuess | None:
+    for pattern, provider in _registry_hosts():
         if _host_matches(host, pattern):
-            return FamilyGuess(family, f"host {host!r}")
+            return ProviderGuess(provider, f"host {host!r}")
     last = path.rsplit("/", 1)[-1]
     method = last.split(":", 1)[1] if ":" in last else None
     best: tuple[str, str, str] | None = None
@@ -132,18 +155,18 @@ def _by_path(host: str, path: str) -> FamilyGuess | None:
     if best is None:
         return None
     note = best[1].format(host=host)
-    return FamilyGuess(best[2], f"path {path!r}" + (f" ({note})" if note else ""))
+    return ProviderGuess(best[2], f"path {path!r}" + (f" ({note})" if note else ""))
 
 
-def _by_headers(headers: Mapping[str, str]) -> FamilyGuess | None:
+def _by_headers(headers: Mapping[str, str]) -> ProviderGuess | None:
     names = {str(k).lower() for k in headers}
     for marker, _, name in _markers("request_header_markers"):
         if marker in names:
-            return FamilyGuess(name, f"header {marker!r}")
+            return ProviderGuess(name, f"header {marker!r}")
     return None
 
 
-def _by_body(body: Any) -> FamilyGuess | None:
+def _by_body(body: Any) -> ProviderGuess | None:
     if isinstance(body, bytes | bytearray | str):
         try:
             body = json.loads(body)
@@ -155,23 +178,23 @@ def _by_body(body: Any) -> FamilyGuess | None:
         field = marker.removesuffix("[]")
         hit = isinstance(body.get(field), list) if marker.endswith("[]") else field in body
         if hit:
-            return FamilyGuess(name, f"body field {field!r}" + (f" ({note})" if note else ""))
+            return ProviderGuess(name, f"body field {field!r}" + (f" ({note})" if note else ""))
     return None
 
 
-def infer_family(
+def infer_provider(
     method: str,
     url: str,
     headers: Mapping[str, str] | None = None,
     body: bytes | str | dict | None = None,
-) -> FamilyGuess | None:
-    """The provider family of one request, or None when nothing in it says.
+) -> ProviderGuess | None:
+    """The provider of one request, or None when nothing in it says.
 
-    >>> infer_family("POST", "http://127.0.0.1:8000/v1/messages").family
+    >>> infer_provider("POST", "http://127.0.0.1:8000/v1/messages").provider
     'anthropic'
-    >>> infer_family("POST", "https://openrouter.ai/api/v1/chat/completions").evidence
+    >>> infer_provider("POST", "https://openrouter.ai/api/v1/chat/completions").evidence
     "host 'openrouter.ai'"
-    >>> infer_family("POST", "http://h/x", body=b'{"contents": []}').evidence
+    >>> infer_provider("POST", "http://h/x", body=b'{"contents": []}').evidence
     "body field 'contents'"
     """
     try:
@@ -180,19 +203,25 @@ def infer_family(
     except ValueError:
         host, path = "", ""
     for guess in (_by_path(host, path), _by_headers(headers or {}), _by_body(body)):
-        if guess is not None and _known(guess.family):
+        if guess is not None and _known(guess.provider):
             return guess
     return None
 
 
-def resolve_family(recorded: str | None, exchange: Any) -> FamilyGuess | None:
-    """The family to replay a recorded exchange with: the recorded one when it names an
-    adapter, else :func:`infer_family` over the exchange's request."""
+def resolve_provider(recorded: str | None, exchange: Any) -> ProviderGuess | None:
+    """The provider to replay a recorded exchange with: the recorded one when it names an
+    adapter, else :func:`infer_provider` over the exchange's request."""
     if recorded and _known(recorded):
-        return FamilyGuess(recorded, "recorded")
-    return infer_family(
+        return ProviderGuess(recorded, "recorded")
+    return infer_provider(
         getattr(exchange, "method", "POST"),
         getattr(exchange, "url", ""),
         getattr(exchange, "request_headers", None) or {},
         getattr(exchange, "request_body", None),
     )
+
+
+infer_family = infer_provider
+"""The old name of :func:`infer_provider`."""
+resolve_family = resolve_provider
+"""The old name of :func:`resolve_provider`."""

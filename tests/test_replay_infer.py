@@ -10,7 +10,14 @@ from lab.capture import CaptureWriter
 from lab.capture import open as open_capture
 from lab.cli import main
 from lab.http.transports import RecordingTransport
-from lab.infer import infer_family
+from lab.infer import (
+    FamilyGuess,
+    ProviderGuess,
+    infer_family,
+    infer_provider,
+    resolve_family,
+    resolve_provider,
+)
 from lab.providers import PROVIDERS
 from lab.replay import replay
 
@@ -145,9 +152,16 @@ CLEAN = "Hello! The café on the corner opens at 8:00 — their crème brûlée 
         ),
     ],
 )
-def test_infer_family_reads_path_then_headers_then_body(url, headers, body, family, evidence):
-    guess = infer_family("POST", url, headers, body)
-    assert (guess.family, guess.evidence) == (family, evidence)
+def test_infer_provider_reads_path_then_headers_then_body(url, headers, body, family, evidence):
+    guess = infer_provider("POST", url, headers, body)
+    assert (guess.provider, guess.evidence) == (family, evidence)
+
+
+def test_the_old_family_names_still_answer():
+    guess = infer_family("POST", "http://h/v1/messages")
+    assert isinstance(guess, FamilyGuess) and FamilyGuess is ProviderGuess
+    assert guess.family == guess.provider == "anthropic"
+    assert resolve_family is resolve_provider
 
 
 @pytest.mark.parametrize(
@@ -157,7 +171,7 @@ def test_infer_family_reads_path_then_headers_then_body(url, headers, body, fami
         ("not a url", b"\xff\xfe"),
     ],
 )
-def test_infer_family_says_none_when_nothing_in_the_request_tells(url, body):
+def test_infer_provider_says_none_when_nothing_in_the_request_tells(url, body):
     assert infer_family("POST", url, {}, body) is None
 
 
@@ -197,7 +211,7 @@ def test_a_capture_without_families_replays_each_stream_by_its_request(tmp_path,
     unknown = results[3]
     assert unknown.error.code == "unknown_provider"
     assert unknown.error.message == (
-        f"cannot tell the provider family of POST {fake_server.base_url}/v1/embeddings "
+        f"cannot tell the provider of POST {fake_server.base_url}/v1/embeddings "
         "(recorded provider '127.0.0.1'; no known path, header or body shape); replay it "
         f"with provider=... (lab replay --provider P), one of: {KNOWN}"
     )

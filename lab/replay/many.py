@@ -57,9 +57,9 @@ def replay(
     private temporary directory (``tempfile.mkdtemp``, removed afterwards); a share a child
     never delivered is replayed in this process, with a ``RuntimeWarning``.
     **progress** shows a progress bar (streams done, over all processes).
-    **provider** replays every stream as that family (``lab replay --provider P``); by
-    default each stream's recorded family, else the one its request shows
-    (:func:`lab.infer.infer_family`), else it is one error row and the rest replay.
+    **provider** replays every stream as that provider (``lab replay --provider P``); by
+    default each stream's recorded provider, else the one its request shows
+    (:func:`lab.infer.infer_provider`), else it is one error row and the rest replay.
     **out** writes the result tables as Parquet files under that directory instead, one
     capture unit at a time (memory bounded by the largest unit), and returns a
     :class:`~lab.replay.files.ResultFiles` saying what it wrote (``.read("streams")``).

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from lab._json import loads as json_loads
 from lab.config import LabConfig
 from lab.http.transports import ReplayTransport, replay_transport_for_body
-from lab.infer import model_from_path, resolve_family
+from lab.infer import model_from_path, resolve_provider
 from lab.model import ProcessedChunk, ProviderError
 from lab.providers import PROVIDERS, adapter_for, get_adapter
 from lab.providers.openai_responses import RESPONSES_PATH
@@ -133,43 +133,43 @@ def replay_request(
 ) -> StreamResult:
     """Replay one :class:`~lab.capture.RecordedRequest` (all its attempts).
 
-    The family is **provider** when given (``lab replay --provider``), else the recorded
-    one, else the one :func:`lab.infer.infer_family` reads from the request; when none can
+    The provider is **provider** when given (``lab replay --provider``), else the recorded
+    one, else the one :func:`lab.infer.infer_provider` reads from the request; when none can
     be told, the result is one error row (``unknown_provider``) and nothing raises.
     """
     exchanges = list(request.exchanges)
     first = exchanges[0]
-    family = _family_for(request, first, provider)
-    if isinstance(family, StreamResult):
-        return _stamp(family, request)
+    replay_as = _provider_for(request, first, provider)
+    if isinstance(replay_as, StreamResult):
+        return _stamp(replay_as, request)
     try:
         body = json.loads(first.request_body)
     except ValueError:
         body = {"model": request.model, "messages": [], "stream": True}
     model = request.model or model_from_path(first.url)
     if isinstance(body, dict) and "model" not in body and model:
-        body = {"model": model, **body}  # a family that moves the model into the URL
+        body = {"model": model, **body}  # a provider that moves the model into the URL
     transport = ReplayTransport(exchanges)
     try:
         with _gc_paused():
             result = run_stream(
-                family,
+                replay_as,
                 body,
                 transport=transport,
                 base_url=_REPLAY_BASE_URL,
                 config=config,
                 stream_id=request.stream_id,
                 meta=request.meta,
-                path=_recorded_path(first, family),
+                path=_recorded_path(first, replay_as),
                 recorded_labels=[ex.attempt_label for ex in exchanges],
             )
     except (ValueError, TypeError) as exc:  # this request cannot be sent (no model, ...)
         result = _error_result(
-            family,
+            replay_as,
             request.model,
             request.stream_id,
             "unreplayable",
-            f"cannot replay {first.method} {first.url} as {family!r}: {exc}",
+            f"cannot replay {first.method} {first.url} as {replay_as!r}: {exc}",
         )
         return _stamp(result, request)
     # Timings: the recorded arrival offsets, not the replay's; none for an exchange whose
@@ -201,19 +201,19 @@ def _stamp(result: StreamResult, request: Any) -> StreamResult:
     return result
 
 
-def _family_for(request: Any, first: Any, provider: str | None) -> str | StreamResult:
-    """The family one recorded request replays with, or its error row (see replay_request)."""
+def _provider_for(request: Any, first: Any, provider: str | None) -> str | StreamResult:
+    """The provider one recorded request replays with, or its error row (see replay_request)."""
     known = ", ".join(sorted(PROVIDERS))
     if provider is not None:
         if provider in PROVIDERS:
             return provider
         message = f"unknown provider {provider!r} (given to replay); known providers: {known}"
     else:
-        guess = resolve_family(request.provider, first)
+        guess = resolve_provider(request.provider, first)
         if guess is not None:
-            return guess.family
+            return guess.provider
         message = (
-            f"cannot tell the provider family of {first.method} {first.url} (recorded "
+            f"cannot tell the provider of {first.method} {first.url} (recorded "
             f"provider {request.provider!r}; no known path, header or body shape); "
             f"replay it with provider=... (lab replay --provider P), one of: {known}"
         )
