@@ -50,6 +50,7 @@ __all__ = [
     "LATENCY_METRICS",
     "LATENCY_QUANTILES",
     "SCORECARD_METRICS",
+    "SCORECARD_QUANTILE_COLUMNS",
     "TIMING_COLUMNS",
     "StreamTiming",
     "backend_latency",
@@ -323,14 +324,24 @@ def _untimed_notes(frame: Any, timed: Any) -> list[str]:
 
 
 SCORECARD_METRICS = ("ttfb_ms", "ttft_ms", "ttft_content_ms", "gap_p99_ms", "first_chunk_chars")
-"""The timing figures the backend scorecard shows (median and p90, the median's interval)."""
+"""The timing figures the backend scorecard shows (median and p90, each with its interval)."""
+SCORECARD_QUANTILE_COLUMNS = (
+    "p50",
+    "p50_ci_low",
+    "p50_ci_high",
+    "p90",
+    "p90_ci_low",
+    "p90_ci_high",
+)
+"""The columns of each of :data:`SCORECARD_METRICS` in the scorecard (``ttft_ms_p50``, ...)."""
 
 
 def latency_columns(table: Any) -> Any:
     """The latency table (:func:`lab.tables.latency`) as one row per backend: for each of
-    :data:`SCORECARD_METRICS` the median with its bootstrap interval and the p90
-    (``ttft_ms_p50``, ``ttft_ms_p50_ci_low``, ``ttft_ms_p50_ci_high``, ``ttft_ms_p90``),
-    indexed by ``serving_provider``; the scorecard joins it."""
+    :data:`SCORECARD_METRICS` the median and the p90, each with its bootstrap interval
+    (``ttft_ms_p50``, ``ttft_ms_p50_ci_low``, ``ttft_ms_p50_ci_high``, ``ttft_ms_p90``,
+    ``ttft_ms_p90_ci_low``, ``ttft_ms_p90_ci_high``) and ``{metric}_n`` (the streams with
+    the figure), indexed by ``serving_provider``; the scorecard joins it."""
     import pandas as pd
 
     rows = table[table["metric"].isin(SCORECARD_METRICS)]
@@ -339,6 +350,7 @@ def latency_columns(table: Any) -> Any:
     )
     for metric in SCORECARD_METRICS:
         part = rows[rows["metric"] == metric].set_index("serving_provider")
-        for col in ("p50", "p50_ci_low", "p50_ci_high", "p90"):
+        for col in SCORECARD_QUANTILE_COLUMNS:
             out[f"{metric}_{col}"] = part[col].reindex(out.index).astype("float64")
+        out[f"{metric}_n"] = part["n"].reindex(out.index, fill_value=0).astype("int64")
     return out

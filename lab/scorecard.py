@@ -23,6 +23,21 @@ streams with a stall, from the latency columns of :mod:`lab.latency`), ``tool_ca
 (a good rate: flagged when *lower*), ``trigger_agreement`` (sweeps: :func:`trigger_agreement`).
 Latency quantiles per backend with their intervals are :func:`lab.tables.latency`.
 
+Two groups of columns ride along without entering the Fisher tests:
+
+- **latency** (streams with per-read timing): for each of
+  :data:`lab.latency.SCORECARD_METRICS` the median and the p90 over the backend's timed
+  streams, each with its percentile-bootstrap interval (:func:`lab.latency.latency_columns`,
+  fixed seed): ``ttft_ms_p50``, ``ttft_ms_p50_ci_low``, ... ``ttft_ms_p90_ci_high``;
+- **same model** (a sweep's streams table, with ``sweep_prompt`` and ``output_head``): the
+  MMD two-sample test of :func:`lab.sameness.same_model` of each backend against the
+  ``reference`` backend (or, without one, the other backends pooled): ``same_model_p``, its
+  Holm adjustment over the backends tested (``same_model_p_holm``: a family of its own, one
+  test per backend), ``same_model_verdict`` (``differs with confidence`` when the adjusted
+  p-value is below ``1 - confidence``, ``no evidence``, ``too few samples``, or
+  ``reference``), ``same_model_samples`` and ``same_model_against``. A backend that differs
+  gets ``same_model`` in ``flags``.
+
 :func:`scorecard_sentences` says the flags in words ("Together: worse with confidence on
 tool-call validity, 61 % [52 %, 70 %] against 97 % for the rest ..."); the card carries
 them in ``card.attrs["sentences"]``.
@@ -38,10 +53,31 @@ from typing import Any
 import pandas as pd
 
 from lab.guards.markup import MARKUP_CLASSES
-from lab.stats import DEFAULT_CONFIDENCE, fisher_greater, holm, wilson_interval
+from lab.latency import backend_latency, latency_columns
+from lab.sameness import (
+    SAME_MODEL_CHARS,
+    SAME_MODEL_MIN_SAMPLES,
+    SAME_MODEL_PERMUTATIONS,
+    VERDICT_DIFFERS,
+    VERDICT_NO_EVIDENCE,
+    VERDICT_TOO_FEW,
+    same_model,
+)
+from lab.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    DEFAULT_CONFIDENCE,
+    fisher_greater,
+    holm,
+    wilson_interval,
+)
 
 __all__ = [
+    "SAME_MODEL_REFERENCE",
     "VERDICT_LABELS",
+    "VERDICT_SHORT",
+    "compact_scorecard",
+    "quiet_verdicts",
     "scorecard",
     "scorecard_sentences",
     "trigger_agreement",
@@ -59,7 +95,22 @@ VERDICT_LABELS: dict[str, str] = {
 }
 """Each verdict in words (the sentences use them)."""
 
+VERDICT_SHORT: dict[str, str] = {
+    "think_leak": "think",
+    "markup_leak": "markup",
+    "error": "errors",
+    "stall": "stalled",
+    "tool_call_valid": "valid calls",
+    "trigger_agreement": "trigger",
+}
+"""The column of each verdict in :func:`compact_scorecard` (the markup classes are said in
+the sentences, not given a column each)."""
+
 _GOOD = frozenset({"tool_call_valid", "trigger_agreement"})  # a high rate is good
+
+SAME_MODEL_REFERENCE = "reference"
+"""``same_model_verdict`` of the reference backend itself (nothing to test it against)."""
+_POOLED = "the other backends"
 
 
 def _served(st: pd.DataFrame) -> pd.DataFrame:
@@ -210,7 +261,7 @@ def _verdict_counts(
         valid = g["tool_calls_valid"].sum()
         out["tool_call_valid"] = (checked - valid, checked)
     agreement = _agreement_rows(st, reference)
-    if len(agreement):
+    if (agreement["decision"] != "").any():  # no call anywhere: every decision agrees
         ag = agreement.groupby("serving_provider")
         n = ag.size().reindex(streams.index, fill_value=0)
         bad = (
@@ -220,6 +271,60 @@ def _verdict_counts(
             .reindex(streams.index, fill_value=0)
         )
         out["trigger_agreement"] = (bad, n)
+    return out
+
+
+def _latency_part(st: pd.DataFrame, confidence: float) -> pd.DataFrame | None:
+    """The latency columns per backend (:func:`lab.latency.latency_columns`), or None when
+    no stream has per-read timing."""
+    if "timed" not in st or not st["timed"].fillna(False).astype(bool).any():
+        return None
+    table = backend_latency(
+        st, confidence=confidence, n_boot=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED
+    )
+    return latency_columns(table)
+
+
+def _same_model_part(
+    st: pd.DataFrame, backends: list[str], reference: str | None, alpha: float
+) -> pd.DataFrame | None:
+    """The same-model columns per backend (indexed by backend), or None when the streams
+    table is not a sweep's (no ``sweep_prompt`` / ``output_head``)."""
+    if "output_head" not in st or "sweep_prompt" not in st:
+        return None
+    ok = st[st["error_type"].isna() & st["sweep_prompt"].notna() & st["output_head"].notna()]
+    frame = pd.DataFrame(
+        {
+            "serving_provider": ok["serving_provider"].astype(str),
+            "prompt": ok["sweep_prompt"].astype("int64"),
+            "text": ok["output_head"].astype(str),
+        }
+    )
+    against = reference if reference is not None else _POOLED
+    out = pd.DataFrame(index=pd.Index(backends, name="serving_provider"))
+    out["same_model_p"] = float("nan")
+    out["same_model_p_holm"] = float("nan")
+    out["same_model_verdict"] = VERDICT_TOO_FEW
+    out["same_model_samples"] = (
+        frame["serving_provider"].value_counts().reindex(out.index, fill_value=0).astype("int64")
+    )
+    out["same_model_against"] = against
+    if reference in out.index:
+        out.loc[reference, "same_model_verdict"] = SAME_MODEL_REFERENCE
+        out.loc[reference, "same_model_against"] = ""
+    if reference is not None and reference not in set(frame["serving_provider"]):
+        return out  # the reference answered nothing: nothing to test against
+    table = same_model(frame, reference=reference, alpha=alpha, length=SAME_MODEL_CHARS).set_index(
+        "serving_provider"
+    )
+    tested = table["same_model_p"].dropna()
+    adjusted = pd.Series(holm(tested.tolist()), index=tested.index, dtype="float64")
+    for backend, p in tested.items():
+        out.loc[backend, "same_model_p"] = p
+        out.loc[backend, "same_model_p_holm"] = adjusted[backend]
+        out.loc[backend, "same_model_verdict"] = (
+            VERDICT_DIFFERS if adjusted[backend] < alpha else VERDICT_NO_EVIDENCE
+        )
     return out
 
 
@@ -235,7 +340,9 @@ def scorecard(
     ``card.attrs["sentences"]`` says them in words.
 
     ``streams`` is the streams table (``lab.tables.streams``, ``sweep_streams``);
-    **reference** is the backend trigger agreement compares with (else the majority).
+    **reference** is the backend trigger agreement and the same-model test compare with
+    (else the majority, and the other backends pooled). The latency and same-model columns
+    (module docstring) are added when the table has what they need.
     Backends that served nothing (failed before streaming) are left out.
     """
     st = _served(streams)
@@ -280,13 +387,24 @@ def scorecard(
     for name, values in columns.items():
         card[name] = values
     verdicts = list(counts)
-    card["flags"] = [
-        ",".join(v for v in verdicts if card.at[i, f"{v}_worse"]) for i in range(len(card))
-    ]
+    sameness = _same_model_part(st, backends, reference, alpha) if backends else None
+    flags = []
+    for i in range(len(card)):
+        flagged = [v for v in verdicts if card.at[i, f"{v}_worse"]]
+        if sameness is not None and sameness["same_model_verdict"].iat[i] == VERDICT_DIFFERS:
+            flagged.append("same_model")
+        flags.append(",".join(flagged))
+    card["flags"] = flags
     for v in verdicts:
         card[f"{v}_n"] = card[f"{v}_n"].astype("int64")
         card[f"{v}_worse"] = card[f"{v}_worse"].astype(bool)
+    latency = _latency_part(st, confidence) if backends else None
+    for part in (latency, sameness):
+        if part is not None:
+            card = card.join(part, on="serving_provider")
     card.attrs["verdicts"] = verdicts
+    card.attrs["latency"] = latency is not None
+    card.attrs["same_model"] = sameness is not None
     card.attrs["confidence"] = confidence
     card.attrs["reference"] = reference
     card.attrs["sentences"] = scorecard_sentences(card)
@@ -295,6 +413,77 @@ def scorecard(
 
 def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
+
+
+def quiet_verdicts(card: pd.DataFrame) -> list[str]:
+    """The verdicts of the card on which every backend did well: none leaked, erred or
+    stalled, every call was valid, every decision agreed. Nothing to compare there;
+    :func:`compact_scorecard` leaves them out and the sentences name them."""
+    quiet = []
+    for v in card.attrs.get("verdicts", []):
+        rate = card[f"{v}_rate"].dropna()
+        if len(rate) and bool((rate == (1.0 if v in _GOOD else 0.0)).all()):
+            quiet.append(v)
+    return quiet
+
+
+def _rate_cell(row: Any, v: str) -> str | None:
+    if not row[f"{v}_n"]:
+        return None
+    low, high = row[f"{v}_ci_low"], row[f"{v}_ci_high"]
+    mark = "*" if bool(row[f"{v}_worse"]) else ""
+    return f"{row[f'{v}_rate'] * 100:.0f} [{low * 100:.0f}-{high * 100:.0f}]{mark}"
+
+
+def _ms_cell(value: float, low: float, high: float) -> str | None:
+    if pd.isna(value):
+        return None
+    if pd.isna(low):
+        return f"{value:.0f}"
+    return f"{value:.0f} [{low:.0f}-{high:.0f}]"
+
+
+_SAME_MODEL_SHORT = {
+    VERDICT_DIFFERS: "differs",
+    VERDICT_NO_EVIDENCE: "no evidence",
+    VERDICT_TOO_FEW: "too few",
+    SAME_MODEL_REFERENCE: "reference",
+}
+
+
+def compact_scorecard(card: pd.DataFrame) -> pd.DataFrame:
+    """The card as a terminal shows it: one row per backend, one text cell per verdict
+    (``"61 [52-70]*"``: the rate in percent, its interval, ``*`` when worse with
+    confidence; :data:`VERDICT_SHORT` names the columns, each ending in ``%``), the
+    same-model verdict with its Holm-adjusted p-value, and the median and p90 time to first
+    token in ms with their bootstrap intervals. Verdicts on which every backend did well
+    (:func:`quiet_verdicts`) and the per-class markup verdicts are left out; the sentences
+    say them."""
+    quiet = set(quiet_verdicts(card))
+    shown = [
+        v
+        for v in card.attrs.get("verdicts", [])
+        if v not in quiet and not (v.startswith("markup_") and v != "markup_leak")
+    ]
+    view = pd.DataFrame({"backend": card["serving_provider"], "streams": card["streams"]})
+    for v in shown:
+        view[f"{VERDICT_SHORT.get(v, v)} %"] = [_rate_cell(row, v) for _, row in card.iterrows()]
+    if "same_model_verdict" in card:
+        view["same model"] = [
+            _SAME_MODEL_SHORT.get(row["same_model_verdict"], row["same_model_verdict"])
+            + ("" if pd.isna(row["same_model_p_holm"]) else f" p={row['same_model_p_holm']:.2g}")
+            + ("*" if row["same_model_verdict"] == VERDICT_DIFFERS else "")
+            for _, row in card.iterrows()
+        ]
+    if "ttft_ms_p50" in card and card["ttft_ms_p50"].notna().any():
+        for q in ("p50", "p90"):
+            view[f"ttft {q}"] = [
+                _ms_cell(
+                    row[f"ttft_ms_{q}"], row[f"ttft_ms_{q}_ci_low"], row[f"ttft_ms_{q}_ci_high"]
+                )
+                for _, row in card.iterrows()
+            ]
+    return view
 
 
 def scorecard_sentences(card: pd.DataFrame) -> list[str]:
@@ -307,10 +496,12 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if len(card) < 2:
         return [f"{len(card)} backend(s) served streams: nothing to compare."]
+    sameness = "same_model_verdict" in card
     for _, row in card.iterrows():
         flagged = [v for v in verdicts if bool(row[f"{v}_worse"])]
         name = row["serving_provider"]
-        if not flagged:
+        differs = sameness and row["same_model_verdict"] == VERDICT_DIFFERS
+        if not flagged and not differs:
             out.append(
                 f"{name}: not worse with confidence on any verdict ({row['streams']} streams)."
             )
@@ -324,10 +515,77 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
                 f"(n = {row[f'{v}_n']}; one-sided Fisher p = {row[f'{v}_p']:.2g}, "
                 f"Holm-adjusted {row[f'{v}_p_holm']:.2g})."
             )
+        if differs:
+            out.append(
+                f"{name}: answers unlike those of {_against(row)} with confidence: a different model "
+                f"or different serving (quantization, sampling, post-processing) (MMD "
+                f"two-sample test on {row['same_model_samples']} answers, permutation "
+                f"p = {row['same_model_p']:.2g}, Holm-adjusted {row['same_model_p_holm']:.2g})."
+            )
+    quiet = quiet_verdicts(card)
+    if quiet:
+        said = [
+            f"{VERDICT_LABELS.get(v, v)} ({'all' if v in _GOOD else 'none of'} "
+            f"{int(card[f'{v}_n'].sum())})"
+            for v in quiet
+        ]
+        out.append(f"The same on every backend: {'; '.join(said)}.")
     level = f"{confidence:.0%}".replace("%", " %")
     out.append(
         f"Worse with confidence: a one-sided Fisher exact test of the backend against the "
         f"pooled other backends, Holm-adjusted over every test of the card, below "
         f"{1 - confidence:.2g} ({level} family-wise); intervals are Wilson {level}."
+    )
+    if sameness:
+        out.extend(_same_model_sentences(card, confidence))
+    return out
+
+
+def _against(row: Any) -> str:
+    against = row["same_model_against"]
+    return against if against == _POOLED else f"the reference {against}"
+
+
+def _names(card: pd.DataFrame, verdict: str) -> list[str]:
+    return card.loc[card["same_model_verdict"] == verdict, "serving_provider"].astype(str).tolist()
+
+
+def _same_model_sentences(card: pd.DataFrame, confidence: float) -> list[str]:
+    """The same-model test in words: who showed no evidence, who had too few samples, and
+    the method."""
+    tested = int(card["same_model_p"].notna().sum())
+    out = []
+    quiet = _names(card, VERDICT_NO_EVIDENCE)
+    if quiet:
+        out.append(
+            f"Same model: no evidence that {', '.join(quiet)} serve{'s' if len(quiet) == 1 else ''}"
+            " another model (not a proof of sameness: a small number of answers per prompt "
+            "finds only large differences)."
+        )
+    few = _names(card, VERDICT_TOO_FEW)
+    if few and tested == 0:
+        return [
+            f"Same model: too few samples to test any backend (each side needs "
+            f"{SAME_MODEL_MIN_SAMPLES} answers and a prompt answered at least twice: send each "
+            "prompt several times)."
+        ]
+    if few:
+        out.append(
+            f"Same model: too few samples to test {', '.join(few)} (each side needs "
+            f"{SAME_MODEL_MIN_SAMPLES} answers and a prompt answered at least twice: send each "
+            "prompt several times)."
+        )
+    against = card.loc[card["same_model_against"] != "", "same_model_against"]
+    whom = (
+        "the reference backend"
+        if len(against) and against.iat[0] != _POOLED
+        else ("the other backends pooled")
+    )
+    out.append(
+        f"Same model: a maximum-mean-discrepancy two-sample test of each backend's answers "
+        f"against {whom}, prompt by prompt (Hamming kernel over the first "
+        f"{SAME_MODEL_CHARS} characters; p-value from {SAME_MODEL_PERMUTATIONS} relabellings "
+        f"within each prompt; Gao et al., ICLR 2025), Holm-adjusted over the {tested} "
+        f"backend(s) tested, below {1 - confidence:.2g}."
     )
     return out

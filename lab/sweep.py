@@ -636,21 +636,34 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
     ``serving_provider`` is the backend that served the stream; where none was named (the
     request failed before streaming) it is the pinned backend, and for a sweep over models
     or base URLs it is the target. The columns ``sweep_key``, ``sweep_target``,
-    ``sweep_prompt`` (the prompt's line in the prompts file: the same prompt across targets)
-    and ``pinned_elsewhere`` (a backend other than the pinned one served it) are added.
+    ``sweep_prompt`` (the prompt's line in the prompts file: the same prompt across targets),
+    ``pinned_elsewhere`` (a backend other than the pinned one served it) and
+    ``output_head`` (the first :data:`lab.sameness.SAME_MODEL_CHARS` characters of the
+    answer: what the same-model test of :func:`lab.tables.scorecard` compares) are added.
     """
     import tempfile
 
+    from lab.replay.files import replay_to
+    from lab.sameness import SAME_MODEL_CHARS
+
     out = Path(out)
     exchanges = _sweep_exchanges(out)
-    extra = ["sweep_key", "sweep_target", "sweep_prompt", "pinned_elsewhere"]
+    extra = ["sweep_key", "sweep_target", "sweep_prompt", "pinned_elsewhere", "output_head"]
     if exchanges.empty:
         return pd.DataFrame(columns=[*tables.STREAM_COLUMNS, *extra])
     finals = _finals(exchanges)
     last = finals.groupby("key", sort=False).tail(1).set_index("stream_id")
-    # unit by unit to Parquet and back: memory bounded by the largest unit, not the sweep
+    heads: dict[str, str] = {}
+
+    def replay_unit(capture: Any, **options: Any) -> Any:
+        results = replay(capture, **options)
+        heads.update((r.stream_id, r.text[:SAME_MODEL_CHARS]) for r in results)
+        return results
+
+    # unit by unit to Parquet and back: memory bounded by the largest unit (and the first
+    # characters of each answer), not the sweep
     with tempfile.TemporaryDirectory(prefix="lab-sweep-") as tmp:
-        written: Any = replay(out, config=config, out=Path(tmp) / "results")  # ResultFiles
+        written = replay_to(out, Path(tmp) / "results", config=config, replay=replay_unit)
         st = written.read("streams")
     st = st[st["stream_id"].isin(last.index)].reset_index(drop=True)
     st["sweep_key"] = st["stream_id"].map(last["key"])
@@ -664,4 +677,5 @@ def sweep_streams(out: str | Path, *, config: Any = None) -> pd.DataFrame:
     # a sweep over models or base URLs compares its targets
     st["serving_provider"] = st["serving_provider"].where(pinned, st["sweep_target"])
     st["serving_provider"] = st["serving_provider"].fillna(pin)
+    st["output_head"] = st["stream_id"].map(heads).astype("object")
     return st.reset_index(drop=True)

@@ -26,6 +26,15 @@ def test_demo_records_every_scenario_replays_identically_and_writes_plots(tmp_pa
 
     n = len(demo_requests(1))
     assert f"replay reproduces live: {n}/{n} streams identical" in out
+    # the scenario verdicts are said to describe the script; each sweep says what it planted
+    from lab.cli.demo import SCRIPTED_NOTE
+
+    assert out.index(SCRIPTED_NOTE) > out.index("== classifiers")
+    assert [ln for ln in out.splitlines() if ln.startswith("Planted by the fake server")] == [
+        f"Planted by the fake server in {m} (scripted scenarios, not findings about any real "
+        "provider):"
+        for m in ("fake/think-leak", "fake/tools", "fake/model-equality")
+    ]
     for name in ("leaks_by_backend", "ttft_by_backend", "classifiers", "timeline"):
         assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 1000
     cap = lab.capture.open(tmp_path / "captures")

@@ -375,16 +375,9 @@ def test_latency_columns_give_the_scorecard_one_row_per_backend(tmp_path):
     lt = tables.latency(_two_backends(tmp_path))
     wide = latency_columns(lt)
     assert wide.index.tolist() == ["openai (direct)"]
-    assert list(wide.columns) == [
-        f"{m}_{c}" for m in SCORECARD_METRICS for c in ("p50", "p50_ci_low", "p50_ci_high", "p90")
-    ]
+    quantiles = ("p50", "p50_ci_low", "p50_ci_high", "p90", "p90_ci_low", "p90_ci_high")
+    assert list(wide.columns) == [f"{m}_{c}" for m in SCORECARD_METRICS for c in (*quantiles, "n")]
     row = wide.loc["openai (direct)"]
     ttfb = lt.set_index("metric").loc["ttfb_ms"]
-    assert row[
-        ["ttfb_ms_p50", "ttfb_ms_p50_ci_low", "ttfb_ms_p50_ci_high", "ttfb_ms_p90"]
-    ].tolist() == [
-        ttfb["p50"],
-        ttfb["p50_ci_low"],
-        ttfb["p50_ci_high"],
-        ttfb["p90"],
-    ]
+    assert row[[f"ttfb_ms_{c}" for c in quantiles]].tolist() == [ttfb[c] for c in quantiles]
+    assert row["ttfb_ms_n"] == ttfb["n"]

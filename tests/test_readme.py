@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lab import tables
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -47,6 +49,13 @@ def test_readme_python_section_runs_verbatim_on_the_bundled_sample(monkeypatch):
     exec(compile(replay_block, "README.md", "exec"), scope)  # noqa: S102 - our own README
     assert isinstance(scope["results"], lab.result.Results) and len(scope["results"]) == 132
     assert len(scope["streams"]) == 132
+    card = scope["card"]  # one row per backend that served a stream
+    labels = tables.backend_labels(scope["streams"])
+    served = labels[~tables.unserved(labels)]
+    assert card.set_index("serving_provider")["streams"].to_dict() == (
+        served.value_counts().sort_index().to_dict()
+    )
+    assert card.attrs["sentences"][-1].startswith("Worse with confidence: a one-sided Fisher")
     r, again = scope["r"], scope["again"]
     assert r.guard_events and r.stream_id in set(scope["leaked"])
     assert scope["body"].startswith((b":", b"data:", b"event:"))

@@ -273,12 +273,26 @@ def test_lab_sweep_prints_the_per_backend_table_with_its_verdicts(prompts, tmp_p
     assert rc == 0
     assert f"{MODEL}: 6 backend(s): {', '.join(POOL)}" in out
     assert "6 target(s) x 2 prompt(s) x 5 = 60 planned; 0 done before, 60 now, 0 missing" in out
-    assert "== by backend (6 rows) ==" in out
+    assert "== backend scorecard (6 rows) ==" in out
+    lines = out.splitlines()
+    head = lines.index("== backend scorecard (6 rows) ==") + 1
+    # the rate columns (the ttft columns at the right are timings: not compared here)
+    assert [ln[:30] for ln in lines[head : head + 7]] == [
+        "backend      streams  think % ",
+        "Chutes            10  100 [72-",
+        "DeepInfra         10  0 [0-28]",
+        "Fireworks         10  0 [0-28]",
+        "Nebius            10  0 [0-28]",
+        "SiliconFlow       10  50 [24-7",
+        "Together          10  0 [0-28]",
+    ]
+    assert lines[head + 1].startswith("Chutes            10  100 [72-100]*  ")
+    assert lines[head + 5].startswith("SiliconFlow       10  50 [24-76]     ")
     assert (
-        "Leaks: worse than the rest with 95 % confidence: Chutes (10/10, interval "
-        "72.2%–100.0% vs 10.0% for the rest); SiliconFlow (5/10, interval 23.7%–76.3% vs "
-        "20.0% for the rest)."
+        "Chutes: worse with confidence on reasoning leaked into the answer, 100 % [72 %, "
+        "100 %] against 10 % for the rest (n = 10; one-sided Fisher p = 4e-08, Holm-adjusted "
     ) in out
+    assert "DeepInfra: not worse with confidence on any verdict (10 streams)." in lines
 
 
 @pytest.mark.parametrize(
@@ -288,6 +302,10 @@ def test_lab_sweep_prints_the_per_backend_table_with_its_verdicts(prompts, tmp_p
         (["--provider", "openrouter"], "--model is required (or --models a,b"),
         (["--provider", "openrouter", "--model", "x/y", "--backends", " , "], "--backends:"),
         (["--provider", "nope", "--model", "m"], "unknown provider"),
+        (
+            ["--provider", "openrouter", "--model", "x/y", "--backends", "A,B", "--reference", "C"],
+            "--reference C: not one of the targets (A, B)",
+        ),
     ],
 )
 def test_lab_sweep_refuses_bad_input_in_one_line(prompts, tmp_path, capsys, argv, message):
@@ -329,18 +347,40 @@ def test_ctrl_c_lets_the_requests_in_flight_finish_and_a_rerun_sends_none_twice(
     assert len(exchanges) == 36
 
 
-def test_lab_demo_ends_with_a_sweep_that_names_the_leaky_backends(tmp_path, capsys):
+def test_lab_demo_ends_with_a_sweep_that_names_the_leaky_backends_as_planted(tmp_path, capsys):
     from lab.cli.demo import _demo_sweep
+    from lab.demo import DEMO_SWEEPS
 
-    _demo_sweep(tmp_path / "sweep", quiet=True)
+    (spec,) = [s for s in DEMO_SWEEPS if s.model == MODEL]
+    card = _demo_sweep(spec, tmp_path / "sweep", quiet=True)
     out = capsys.readouterr().out
-    assert "lab demo: sweep of fake/think-leak over its 6 backends (2 prompts x 5" in out
-    assert "6 target(s) x 2 prompt(s) x 5 = 60 planned; 0 done before, 60 now, 0 missing" in out
     assert (
-        "Leaks: worse than the rest with 95 % confidence: Chutes (10/10, interval "
-        "72.2%–100.0% vs 10.0% for the rest); SiliconFlow (5/10, interval 23.7%–76.3% vs "
-        "20.0% for the rest)."
+        "lab demo: sweep of fake/think-leak over its backends, which backend leaks its "
+        "reasoning into the answer (like `lab sweep`)"
     ) in out
+    assert "6 target(s) x 2 prompt(s) x 5 = 60 planned; 0 done before, 60 now, 0 missing" in out
+    assert card.set_index("serving_provider")["think_leak_worse"].to_dict() == {
+        "Chutes": True,
+        "DeepInfra": False,
+        "Fireworks": False,
+        "Nebius": False,
+        "SiliconFlow": False,  # 5 of 10: too few for Fisher + Holm over the card
+        "Together": False,
+    }
+    tail = out[out.index("Planted by the fake server") :].splitlines()
+    assert tail[0] == (
+        "Planted by the fake server in fake/think-leak (scripted scenarios, not findings about "
+        "any real provider):"
+    )
+    assert tail[1] == (
+        "- Chutes: reasoning in <think> tags inside every answer (so its answers also differ "
+        "from the others'): found (flagged: same_model, think_leak)."
+    )
+    assert tail[2].startswith("- SiliconFlow: reasoning inside half of its answers ")
+    assert "not flagged: think_leak: 10 streams cannot tell a 50 % leak rate" in tail[2]
+    assert (
+        tail[3] == "- DeepInfra, Fireworks, Nebius, Together: nothing planted: flagged for nothing."
+    )
 
 
 def test_a_sweep_over_models_of_another_family_compares_the_models(prompts, tmp_path, capsys):

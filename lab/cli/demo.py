@@ -9,6 +9,7 @@ from typing import Any
 
 from lab.cli.common import (
     check_out_dir,
+    displayable,
     make_out_dir,
     positive,
     print_report,
@@ -16,6 +17,7 @@ from lab.cli.common import (
     table_view,
 )
 from lab.cli.sweep import print_sweep
+from lab.demo import DEMO_SWEEPS, DemoSweep
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
     from lab.recorder import Recorder
     from lab.replay import replay
 
-    out = check_out_dir("--out", args.out, children=("captures", "plots", "sweep"))
+    out = check_out_dir(
+        "--out", args.out, children=("captures", "plots", *(s.out_dir for s in DEMO_SWEEPS))
+    )
     make_out_dir("--out", out)
     plan = demo_requests(args.n)
     print(f"lab demo: {len(plan)} requests against the fake providers (loopback, no keys)")
@@ -42,39 +46,38 @@ def run(args: argparse.Namespace) -> int:
     same = sum(1 for a, b in zip(live, replayed, strict=True) if a.to_dict() == b.to_dict())
     print(f"replay reproduces live: {same}/{len(live)} streams identical")
     print_report(replayed, out / "plots", table_view(args))
-    _demo_sweep(out / "sweep", quiet=args.quiet)
+    print(displayable(SCRIPTED_NOTE))
+    for spec in DEMO_SWEEPS:
+        _demo_sweep(spec, out / spec.out_dir, quiet=args.quiet)
     if same != len(live):
         print("error: some replays differ from the live run", file=sys.stderr)
         return 1
     return 0
 
 
-DEMO_SWEEP_MODEL = "fake/think-leak"
+SCRIPTED_NOTE = (
+    "lab demo: every stream above comes from a scripted scenario of the fake server (one "
+    "known provider behaviour each: leaks, errors, rejections, cut streams; `lab fake-server` "
+    "lists them), and the families and backends carry different numbers of them: a verdict "
+    "above describes the script, not any real provider."
+)
 
 
-DEMO_SWEEP_N = 5
+def _demo_sweep(spec: DemoSweep, out: Path, *, quiet: bool) -> Any:
+    """One of the demo's sweeps (:data:`lab.demo.DEMO_SWEEPS`), offline, ended like
+    ``lab sweep``, then what was planted against what the scorecard found."""
+    from lab.demo import demo_sweep, planted_sentences
 
-
-def _demo_sweep(out: Path, *, quiet: bool) -> None:
-    """The investigation itself, offline: the bundled prompts DEMO_SWEEP_N times against
-    every backend the fake endpoints API lists for DEMO_SWEEP_MODEL."""
-    from lab import sweep
-    from lab.fakes import FakeServer
-
-    prompts = sweep.load_prompts(Path(__file__).parents[1] / "data" / "sweep_prompts.jsonl")
-    with FakeServer() as server:
-        base = server.base_url + "/api/v1"
-        backends = sweep.discover_backends(DEMO_SWEEP_MODEL, base_url=base)
-        targets = sweep.openrouter_targets(DEMO_SWEEP_MODEL, backends, base_url=base)
-        plan = sweep.sweep_plan("openrouter", prompts, targets, n=DEMO_SWEEP_N)
-        print(
-            f"\nlab demo: sweep of {DEMO_SWEEP_MODEL} over its {len(backends)} backends "
-            f"({len(prompts)} prompts x {DEMO_SWEEP_N}, like `lab sweep`)"
-        )
-        report = sweep.run_sweep(
-            plan, provider="openrouter", out=out, concurrency=8, progress=not quiet
-        )
-    print_sweep(out, report, len(targets), len(prompts), DEMO_SWEEP_N)
+    with_ref = f" --reference {spec.reference}" if spec.reference else ""
+    print(
+        f"\nlab demo: sweep of {spec.model} over its backends, {spec.shows} "
+        f"(like `lab sweep{with_ref}`)"
+    )
+    report, targets, prompts = demo_sweep(spec, out, progress=not quiet)
+    card = print_sweep(out, report, targets, prompts, spec.n, reference=spec.reference)
+    for sentence in planted_sentences(spec, card):
+        print(displayable(sentence))
+    return card
 
 
 def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:

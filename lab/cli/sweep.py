@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cli.common import (
+    TableView,
     UsageError,
     add_live_config_args,
     check_base_url,
@@ -20,24 +21,9 @@ from lab.cli.common import (
     positive,
     print_table,
     providers,
+    table_view,
 )
 from lab.cli.compare import print_changes
-
-SWEEP_VIEW = [
-    "serving_provider",
-    "streams",
-    "leaked",
-    "leak_rate",
-    "leak_rate_ci_low",
-    "leak_rate_ci_high",
-    "leak_worse",
-    "errors",
-    "error_rate",
-    "error_rate_ci_low",
-    "error_rate_ci_high",
-    "error_worse",
-    "median_ttft_ms",
-]
 
 
 def _csv(text: str | None) -> list[str]:
@@ -100,11 +86,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--compare {args.compare}: no such file or directory")
     config = live_config(args)  # a bad --config is bad input, before any request
     try:
-        prompts = sweep.load_prompts(args.prompts)
+        source = args.prompts if args.preset is None else sweep.preset_prompts(args.preset)
+        prompts = sweep.load_prompts(source)
         targets = _sweep_targets(args, adapter, key)
         plan = sweep.sweep_plan(args.provider, prompts, targets, n=args.n)
     except sweep.SweepError as exc:
         raise UsageError(str(exc)) from None
+    labels = [t.label for t in targets]
+    if args.reference is not None and args.reference not in labels:
+        raise UsageError(
+            f"--reference {args.reference}: not one of the targets ({', '.join(labels)})"
+        )
     make_out_dir("--out", out)
 
     def interrupted(in_flight: int) -> None:
@@ -126,7 +118,15 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         on_interrupt=interrupted,
     )
-    print_sweep(out, report, len(targets), len(prompts), args.n)
+    print_sweep(
+        out,
+        report,
+        len(targets),
+        len(prompts),
+        args.n,
+        reference=args.reference,
+        view=table_view(args),
+    )
     if args.compare is not None:
         print(f"\nlab sweep: what changed since {args.compare}")
         print_changes(args.compare, out, config=config, names=(str(args.compare), str(out)))
@@ -146,9 +146,21 @@ def run(args: argparse.Namespace) -> int:
     return 130 if report.interrupted else 0
 
 
-def print_sweep(out: Path, report: Any, targets: int, prompts: int, n: int) -> Any:
-    """The end of a sweep: what was sent, the per-backend table and its verdicts."""
+def print_sweep(
+    out: Path,
+    report: Any,
+    targets: int,
+    prompts: int,
+    n: int,
+    *,
+    reference: str | None = None,
+    view: TableView | None = None,
+) -> Any:
+    """The end of a sweep: what was sent, then the backend scorecard
+    (:func:`lab.tables.scorecard` against ``reference``) as a compact table and its
+    sentences. Returns the scorecard."""
     from lab import sweep, tables
+    from lab.scorecard import compact_scorecard
 
     print(
         f"lab sweep: {targets} target(s) x {prompts} prompt(s) x {n} = "
@@ -161,28 +173,39 @@ def print_sweep(out: Path, report: Any, targets: int, prompts: int, n: int) -> A
     if report.path is not None:
         print(f"capture written to {report.path}")
     st = sweep.sweep_streams(out)
-    bb = tables.by_backend(st)
-    print_table("by backend", bb, SWEEP_VIEW)
-    for sentence in tables.backend_verdicts(bb):
+    card = tables.scorecard(st, reference=reference)
+    against = f" against {reference}" if reference is not None else ""
+    print_table(f"backend scorecard{against}", compact_scorecard(card), None, view)
+    if view is None or view.fmt in ("table", "markdown"):
+        print(
+            "(rates in %, [95 % interval]; * worse with confidence than the other backends, "
+            "or a different model (Holm-adjusted p); ttft: time to first token in ms)"
+        )
+    for sentence in card.attrs["sentences"]:
         print(displayable(sentence))
     elsewhere = int(st["pinned_elsewhere"].sum()) if len(st) else 0
     if elsewhere:
         print(f"warning: {n_requests(elsewhere)} served by another backend than the pinned one")
-    return bb
+    return card
 
 
 def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
     """Add ``lab sweep`` to ``sub`` (``tv``: the table options parent parser)."""
     sw = sub.add_parser(
         "sweep",
-        help="every prompt K times against every backend of a model; per-backend table",
-        description="Send every prompt of FILE.jsonl --n times to every backend serving the "
-        "model (OpenRouter: pinned with provider.order + allow_fallbacks false; --backends "
-        "auto asks the endpoints API), record everything under --out, and print the "
-        "per-backend table with Wilson 95 %% intervals. A rerun into the same --out sends "
-        "only what is missing. Ctrl-C lets the requests in flight finish.",
+        help="every prompt K times against every backend of a model; the backend scorecard",
+        description="Send every prompt of FILE.jsonl (or of a --preset) --n times to every "
+        "backend serving the model (OpenRouter: pinned with provider.order + "
+        "allow_fallbacks false; --backends auto asks the endpoints API), record everything "
+        "under --out, and print the backend scorecard: every verdict per backend (leaks, "
+        "markup, errors, stalls, tool-call validity, trigger agreement) with its Wilson 95 "
+        "%% interval, the median and p90 time to first token with bootstrap intervals, and "
+        "whether each backend serves the same model as --reference (MMD test); flags from "
+        "one-sided Fisher exact tests, Holm-adjusted. A rerun into the same --out sends only "
+        "what is missing. Ctrl-C lets the requests in flight finish.",
         epilog="exit status: 0 when the sweep ran (missing items are listed on stderr); 2 on "
         "bad input, before anything is sent; 130 on Ctrl-C.",
+        parents=[tv],
     )
     sw.add_argument("--provider", required=True, help="one of: " + ", ".join(providers()))
     sw.add_argument(
@@ -191,11 +214,28 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         help="the model id (OpenRouter: author/slug; default: none, --models or --base-urls "
         "then name the targets)",
     )
-    sw.add_argument(
+    source = sw.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--prompts",
-        required=True,
+        default=None,
         help="JSONL: a JSON string (user message) or a request body (messages, tools, "
-        "reasoning options...) per line",
+        "reasoning options...) per line (default: none; --prompts or --preset is required)",
+    )
+    source.add_argument(
+        "--preset",
+        default=None,
+        metavar="NAME",
+        help="a prompt set shipped with the lab instead of --prompts: tools = 54 requests "
+        "offering four tools, 30 that want a call and 24 that do not (tool-call validity "
+        "and trigger agreement; default: none)",
+    )
+    sw.add_argument(
+        "--reference",
+        default=None,
+        metavar="TARGET",
+        help="the backend (or model, or base URL) the others are held against: trigger "
+        "agreement with its tool decisions, and the same-model test of every other backend "
+        "against its answers (default: none: the majority of backends, the others pooled)",
     )
     sw.add_argument(
         "--backends",

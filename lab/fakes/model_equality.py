@@ -112,7 +112,9 @@ def or_model_equality(ctx: Ctx) -> Script:
     model = BACKEND_MODELS.get(ctx.backend or "", "reference")
     s = ORStream(ctx)
     s.keepalives()
-    s.answer(sample_answer(model, _prompt(ctx.body), ctx.stream("answer")))
+    # the backend in the key: two backends serving one model draw independent answers (the
+    # same draws on their k-th visits would make the two samples identical, not alike)
+    s.answer(sample_answer(model, _prompt(ctx.body), ctx.stream(f"answer|{ctx.backend}")))
     s.finish("stop")
     s.usage()
     s.done()
