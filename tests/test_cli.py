@@ -26,6 +26,8 @@ def test_demo_records_every_scenario_replays_identically_and_writes_plots(tmp_pa
 
     n = len(demo_requests(1))
     assert f"replay reproduces live: {n}/{n} streams identical" in out
+    # a footnote suggests only options lab demo takes (it has no --format)
+    assert "columns left out to fit" in out and "--format csv" not in out
     # the scenario verdicts are said to describe the script; each sweep says what it planted
     from lab.cli.demo import SCRIPTED_NOTE
 

@@ -292,3 +292,49 @@ def test_the_demo_same_model_sweep_finds_the_substituted_backend_and_says_it_is_
         "at K).",
         "- DeepInfra, Nebius, Together: nothing planted: flagged for nothing.",
     ]
+
+
+# --------------------------------------------------------------------------- replay --compare
+
+
+def test_replay_compare_complete_shows_the_calls_recovered_from_leaked_markup(tmp_path, capsys):
+    """Novita (fake/tools) writes its call as a Kimi K2 tool section in the content: the
+    reference keeps it as text (a markup_leak), complete() recovers it as a real call."""
+    import json
+
+    from lab.recorder import Recorder
+
+    (line,) = [
+        ln
+        for ln in _data("tools_prompts.jsonl").read_text(encoding="utf-8").splitlines()
+        if "Lisbon" in ln
+    ]
+    body = json.loads(line)
+    body.update(model="fake/tools", provider={"order": ["Novita"], "allow_fallbacks": False})
+    with FakeServer(delay_scale=0) as srv, Recorder(tmp_path / "rec") as rec:
+        (result,) = [rec.record("openrouter", body, base_url=srv.base_url + "/api/v1")]
+    assert result.function_calls == [] and "<|tool_calls_section_begin|>" in result.text
+    assert main(["replay", str(tmp_path / "rec"), "--compare", "complete"]) == 0
+    out = capsys.readouterr().out
+    section = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+        '<|tool_call_argument_begin|>{"city": "Lisbon"}<|tool_call_end|>'
+        "<|tool_calls_section_end|>"
+    )
+    sid = result.stream_id
+    assert out.splitlines()[2:] == [
+        "== 1 stream whose output changed under complete against defaults (2 fields: text 1, "
+        "function_calls 1) ==",
+        "",
+        f"--- {sid} (Novita): text",
+        "--- defaults",
+        "+++ complete",
+        "@@ -1 +0,0 @@",
+        f"-{section}",
+        "",
+        f"--- {sid} (Novita): function_calls",
+        "defaults: []",
+        'complete: [{"name": "get_weather", "args": {"city": "Lisbon"}, "id": '
+        '"functions.get_weather:0", "thought_signature": null, "arguments_truncated": false, '
+        '"provider_fields": {"recovered_from": "kimi_tool_section"}}]',
+    ]

@@ -84,6 +84,7 @@ class TableView:
     width: int = 100
     limit: int | None = 40
     fmt: str = "table"
+    formats: bool = True  # the command takes --format (the footnote may suggest it)
 
 
 def table_view(args: argparse.Namespace) -> TableView:
@@ -96,7 +97,7 @@ def table_view(args: argparse.Namespace) -> TableView:
         limit = None
     elif limit is None and fmt in ("table", "markdown"):  # csv / json: every row by default
         limit = TableView.limit
-    return TableView(width=max(width, 20), limit=limit, fmt=fmt)
+    return TableView(width=max(width, 20), limit=limit, fmt=fmt, formats=hasattr(args, "format"))
 
 
 def print_table(
@@ -128,7 +129,8 @@ def print_table(
 
         note = (
             f"({len(left_out)} columns left out to fit {view.width} columns: "
-            f"{', '.join(left_out)}; --columns N widens, --format csv shows every column)"
+            f"{', '.join(left_out)}; --columns N widens"
+            + (", --format csv shows every column)" if view.formats else ")")
         )
         print(textwrap.fill(note, view.width))
 

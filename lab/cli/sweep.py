@@ -172,11 +172,12 @@ def print_sweep(
         print(f"lab sweep: error: {line}", file=sys.stderr)
     if report.path is not None:
         print(f"capture written to {report.path}")
+    view = view or TableView(formats=False)  # lab sweep and lab demo take no --format
     st = sweep.sweep_streams(out)
     card = tables.scorecard(st, reference=reference)
     against = f" against {reference}" if reference is not None else ""
     print_table(f"backend scorecard{against}", compact_scorecard(card), None, view)
-    if view is None or view.fmt in ("table", "markdown"):
+    if view.fmt in ("table", "markdown"):
         print(
             "(rates in %, [95 % interval]; * worse with confidence than the other backends, "
             "or a different model (Holm-adjusted p); ttft: time to first token in ms)"
