@@ -8,6 +8,10 @@ reasoning, whether it begins with a reasoning tail a backend glued onto the answ
   any JSONL file of the same shape, validating every line;
 - :func:`corpus_from_captures` turns replayed streams into unlabelled cases, so real first
   contents sit next to the hand-written ones;
+- :func:`seam_candidates` (pure; :func:`load_seam_candidates` replays a capture for it) lists,
+  per stream, the seam where visible content first follows reasoning, with the spill guard's
+  decision and rule there: what a user labels to build their own corpus;
+- :mod:`lab.tuning_store` says where the tuner writes (outside any repository), and how;
 - :func:`score` (pure) predicts every case with :func:`~lab.guards.spill.find_spill_seam` and
   reports precision, recall, F1, accuracy, a confusion matrix and the seam exact-match rate;
 - :func:`changed_cases` lists the cases a config decides differently from the reference;
@@ -40,14 +44,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from lab.config import field_docs
+from lab.config import LabConfig, field_docs
 from lab.exceptions import LabError
-from lab.guards.spill import SpillGuardConfig, evaluate_spill, find_spill_seam
+from lab.guards.spill import GUARD, SpillGuardConfig, evaluate_spill, find_spill_seam
 
 if TYPE_CHECKING:
     from lab.tuning_ui import SpillTuner
 
 __all__ = [
+    "CANDIDATE_COLUMNS",
     "CORPUS_COLUMNS",
     "STREAMING_ONLY_FIELDS",
     "CorpusError",
@@ -61,9 +66,12 @@ __all__ = [
     "is_missing",
     "field_docs",
     "load_corpus",
+    "load_seam_candidates",
     "mark_seam",
     "predict",
     "score",
+    "seam_candidates",
+    "suggest_seam",
     "sweep",
 ]
 
@@ -308,6 +316,184 @@ def _first_content(r: Any) -> tuple[str, int | None] | None:
     if not visible.strip():
         return None
     return visible, None
+
+
+# -- candidate seams from the user's own captures ----------------------------------------
+
+CANDIDATE_COLUMNS = (
+    "id",
+    "stream_id",
+    "capture_id",
+    "backend",
+    "provider",
+    "model",
+    "attempt",
+    "reasoning_tail",
+    "text",
+    "decision",
+    "rule",
+    "seam",
+    "suggested_seam",
+)
+"""The columns of :func:`seam_candidates`, in order."""
+
+_PERMISSIVE = SpillGuardConfig(
+    require_lowercase_start=False,
+    require_glued_boundary=False,
+    min_clause_words=1,
+    hold_limit_chars=0,
+)
+
+
+def suggest_seam(text: str) -> int | None:
+    """Where a leak in **text** most likely ends when a human says it leaks: the guard's seam
+    with its gates open (any first letter, spaced boundaries, one-word fragments), or None
+    when the text has no sentence boundary followed by more text.
+
+    >>> suggest_seam("2 options exist, pick the first.Sure!")
+    32
+    >>> suggest_seam("no boundary at all") is None
+    True
+    """
+    return find_spill_seam(text, _PERMISSIVE)
+
+
+def seam_candidates(
+    results: Iterable[Any],
+    config: SpillGuardConfig | None = None,
+    *,
+    max_chars: int | None = 2000,
+    context_chars: int = 120,
+) -> pd.DataFrame:
+    """The seams where each stream's visible content first follows reasoning (pure).
+
+    **results**: :class:`~lab.result.StreamResult` objects replayed with **config** (the
+    spill config of that replay; None = reference). A stream is a candidate when reasoning
+    arrived before (or with) its first visible content in the attempt that produced it; one
+    row per candidate, columns :data:`CANDIDATE_COLUMNS`:
+
+    - ``id`` (the stream id, ``#2``... for a stream id seen again), ``stream_id``,
+      ``capture_id``, ``backend`` (the serving backend, else the provider), ``provider``,
+      ``model``, ``attempt``;
+    - ``reasoning_tail``: the last **context_chars** of reasoning before the seam;
+    - ``text``: the first visible content as the stream sent it (a fragment the guard moved
+      is put back in front, from its :class:`~lab.model.GuardEvent`), capped at
+      **max_chars**;
+    - ``decision`` and ``rule``: what the spill guard did there. ``strip`` with the rule of
+      its event; otherwise the guard's decision on the content it decided on (the first
+      visible chunk): ``emit`` (its rule: ``not_lowercase``, ``spaced_boundary``,
+      ``no_seam``, ``inline_code``, ``hold_limit``) or ``hold`` (held to the end of the
+      stream and released unchanged: ``no_boundary``, ``boundary_at_end``, ...); ``pass``
+      (rule ``not_inspected``) when the content went out before the guard could decide, as
+      when the reasoning came in think tags the guard does not observe (rule ``disabled``
+      when **config** switches the guard off); ``mismatch`` when that chunk would be stripped under **config** but was not (the
+      results were replayed with another config);
+    - ``seam``: the offset in ``text`` where the guard cut (strip only), and
+      ``suggested_seam``: the guard's seam, else :func:`suggest_seam` (where a human who says
+      "leak" most likely means the answer starts).
+
+    Model text is returned as data; views must escape it (the tuner's panel does).
+    """
+    cfg = config or _REFERENCE
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for r in results:
+        row = _candidate(r, cfg, context_chars)
+        if row is None:
+            continue
+        if max_chars is not None:
+            row["text"] = row["text"][:max_chars]
+            for key in ("seam", "suggested_seam"):
+                if row[key] is not None and row[key] > len(row["text"]):
+                    row[key] = None
+        sid = row["stream_id"]
+        n = seen.get(sid, 0) + 1
+        seen[sid] = n
+        row["id"] = sid if n == 1 else f"{sid}#{n}"
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(CANDIDATE_COLUMNS))
+    for col in ("attempt", "seam", "suggested_seam"):
+        frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
+    return frame
+
+
+def _candidate(r: Any, cfg: SpillGuardConfig, context_chars: int) -> dict[str, Any] | None:
+    """One candidate row (without ``id``) for one StreamResult, or None."""
+    chunks = list(r.chunks)
+    origins = list(r.origins)
+    first = next((i for i, c in enumerate(chunks) if c.content), None)
+    if first is None:
+        return None
+    attempt = origins[first].attempt if first < len(origins) else None
+
+    def same(i: int) -> bool:
+        return attempt is None or i >= len(origins) or origins[i].attempt == attempt
+
+    spills = [
+        e for e in r.guard_events if e.guard == GUARD and (attempt is None or e.attempt == attempt)
+    ]
+    before = [t.content for i in range(first) if same(i) for t in chunks[i].thoughts]
+    if not spills:
+        before += [t.content for t in chunks[first].thoughts]
+    if not "".join(before).strip():
+        return None  # no reasoning before the first content: the guard never looked
+    visible = "".join(
+        c.content or "" for i, c in enumerate(chunks) if i >= first and same(i) and c.type == "text"
+    )
+    if spills:
+        ev = spills[-1]
+        leaked = " " * max(0, ev.offset) + ev.moved
+        text = leaked + visible
+        decision, rule = "strip", str(ev.detail.get("rule", ""))
+        seam: int | None = len(leaked)
+    else:
+        if not visible.strip():
+            return None
+        text = visible
+        d = evaluate_spill(chunks[first].content or "", cfg)
+        decision, rule, seam = d.action, d.rule, None
+        later = any(c.content for i, c in enumerate(chunks) if i > first and same(i))
+        if not cfg.enabled:
+            decision, rule = "pass", "disabled"
+        elif d.action == "hold" and later:
+            # a held candidate goes out whole at the end; out alone with more after it, the
+            # guard never held it: it saw no reasoning (think-tag reasoning, for one)
+            decision, rule = "pass", "not_inspected"
+        elif d.action == "strip":
+            decision, rule = "mismatch", f"would strip ({d.rule})"
+    tail = "".join(before)
+    return {
+        "stream_id": str(r.stream_id),
+        "capture_id": r.capture_id,
+        "backend": r.serving_provider or r.provider,
+        "provider": r.provider,
+        "model": r.model,
+        "attempt": attempt,
+        "reasoning_tail": tail[-context_chars:] if context_chars > 0 else "",
+        "text": text,
+        "decision": decision,
+        "rule": rule,
+        "seam": seam,
+        "suggested_seam": seam if seam is not None else suggest_seam(text),
+    }
+
+
+def load_seam_candidates(
+    source: Any, config: SpillGuardConfig | str | Path | None = None, **kwargs: Any
+) -> pd.DataFrame:
+    """Replay **source** (a capture path, glob or Capture) and return :func:`seam_candidates`.
+
+    The one loader of the candidates (it reads the capture); **config** is the spill config
+    the replay runs with (a :class:`SpillGuardConfig`, or a LabConfig JSON path; None =
+    reference); **kwargs** go to :func:`seam_candidates`.
+    """
+    from lab.replay import replay  # the analysis layer reads captures through replay
+
+    if isinstance(config, (str, Path)):
+        lab_config = LabConfig.load(config)
+    else:
+        lab_config = LabConfig(spill=config or _REFERENCE)
+    return seam_candidates(replay(source, config=lab_config), lab_config.spill, **kwargs)
 
 
 # -- scoring (pure) ----------------------------------------------------------------------

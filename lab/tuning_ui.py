@@ -27,6 +27,7 @@ from lab.tuning import (
     is_missing,
     score,
 )
+from lab.tuning_store import default_config_path, write_text_atomic
 
 __all__ = ["CONTROL_LABEL_WIDTH", "CONTROL_WIDTH", "NON_EMPTY_FIELDS", "SpillTuner"]
 
@@ -156,8 +157,10 @@ class SpillTuner:
     baseline) update and the HTML panes show precision/recall, the confusion matrix, the
     changed cases and the misclassified ones. The :data:`STREAMING_ONLY_FIELDS` controls say
     (tooltip and a note under the controls) that they do not move the corpus score. "Save
-    config" writes ``LabConfig(spill=tuner.config)`` as JSON to the path in the text box and
-    shows the absolute path it wrote.
+    config" writes ``LabConfig(spill=tuner.config)`` as JSON to the path in the text box
+    (**save_path**; default :func:`~lab.tuning_store.default_config_path`, in the user's data
+    directory, outside any repository) and shows the absolute path it wrote; an existing
+    file is never replaced unless the "overwrite" box is ticked (it unticks after a save).
 
     **corpus**: a DataFrame, a JSONL path or None (bundled). **captures**: StreamResults, or
     a capture path / Capture (replayed with the reference config); their first contents are
@@ -175,7 +178,7 @@ class SpillTuner:
         captures: Any = None,
         *,
         baseline: SpillGuardConfig | None = None,
-        save_path: str | Path = "spill-config.json",
+        save_path: str | Path | None = None,
         results: Any = None,
     ) -> None:
         import ipywidgets as w
@@ -228,11 +231,12 @@ class SpillTuner:
         self.reset_button = w.Button(description="Reset to baseline", icon="undo", **auto)
         self.reset_button.on_click(lambda _b: self.reset())
         self.path_text = w.Text(
-            value=str(save_path),
+            value=str(default_config_path() if save_path is None else save_path),
             description="save to",
             style={"description_width": "5em"},
             layout=w.Layout(width="30em"),
         )
+        self.overwrite_box = w.Checkbox(value=False, description="overwrite", indent=False, **auto)
         self.save_button = w.Button(
             description="Save config", icon="save", button_style="primary", **auto
         )
@@ -278,7 +282,7 @@ class SpillTuner:
             ]
         )
         results_box = w.VBox([self.summary_html, self.error_html, self.confusion_html])
-        save_box = w.HBox([self.path_text, self.save_button, self.save_status])
+        save_box = w.HBox([self.path_text, self.overwrite_box, self.save_button, self.save_status])
         self.widget = w.VBox([w.HBox([controls_box, results_box]), save_box, self.tabs])
         self._refresh()
 
@@ -398,17 +402,30 @@ class SpillTuner:
 
     # -- actions --------------------------------------------------------------------------
 
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write ``LabConfig(spill=self.config)`` as JSON (readable by ``replay(config=...)``)."""
+    def save(self, path: str | Path | None = None, *, overwrite: bool = False) -> Path:
+        """Write ``LabConfig(spill=self.config)`` as JSON (readable by ``replay(config=...)``).
+
+        **path**: the text box's path by default. The file is written whole or not at all
+        (:func:`~lab.tuning_store.write_text_atomic`); an existing one raises
+        :class:`FileExistsError` unless **overwrite**. Returns the path written.
+        """
         target = Path(path if path is not None else self.path_text.value).expanduser()
-        return LabConfig(spill=self._config).save(target)
+        text = LabConfig(spill=self._config).model_dump_json(indent=2) + "\n"
+        return write_text_atomic(target, text, overwrite=overwrite)
 
     def _on_save(self) -> None:
         try:
-            p = self.save()
+            p = self.save(overwrite=bool(self.overwrite_box.value))
+        except FileExistsError as exc:
+            self.save_status.value = (
+                f"<span style='color:#b00'>{html.escape(str(exc))}: tick overwrite to replace "
+                "it, or choose another path</span>"
+            )
+            return
         except OSError as exc:
             self.save_status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return
+        self.overwrite_box.value = False
         self.saved_path = p.resolve()
         self.save_status.value = f"saved <code>{html.escape(str(self.saved_path))}</code>"
 

@@ -454,10 +454,41 @@ def test_tuner_keeps_the_last_valid_config_on_bad_input(corpus):
 
 def test_save_status_shows_the_absolute_path_of_a_relative_save_path(tmp_path, corpus, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    tuner = SpillTuner(corpus)
+    tuner = SpillTuner(corpus, save_path="spill-config.json")
     assert tuner.path_text.value == "spill-config.json"
     tuner.save_button.click()
     assert f"<code>{tmp_path.resolve() / 'spill-config.json'}</code>" in tuner.save_status.value
+
+
+def test_save_config_goes_outside_the_repository_by_default_and_never_overwrites_silently(
+    tmp_path, corpus, monkeypatch
+):
+    monkeypatch.delenv("LAB_DATA_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.chdir(ROOT / "notebooks")  # where the notebook's kernel runs
+    tracked = sorted(p for p in ROOT.rglob("*.json") if ".git" not in p.parts)
+    tuner = SpillTuner(corpus)
+    default = Path(tuner.path_text.value)
+    assert default.is_absolute() and ROOT not in default.parents
+    tuner.set(min_clause_words=3)
+    tuner.save_button.click()
+    assert tuner.saved_path == default.resolve()
+    assert LabConfig.load(default).spill == SpillGuardConfig(min_clause_words=3)
+    assert sorted(p for p in ROOT.rglob("*.json") if ".git" not in p.parts) == tracked
+    # a second save to the same path refuses and leaves the file as it was
+    tuner.set(min_clause_words=4)
+    tuner.save_button.click()
+    assert "already exists (not overwritten): tick overwrite" in tuner.save_status.value
+    assert LabConfig.load(default).spill.min_clause_words == 3
+    with pytest.raises(FileExistsError):
+        tuner.save()
+    # ticking "overwrite" replaces it, once
+    tuner.overwrite_box.value = True
+    tuner.save_button.click()
+    assert LabConfig.load(default).spill.min_clause_words == 4
+    assert tuner.overwrite_box.value is False
+    assert sorted(p.name for p in default.parent.iterdir()) == ["spill-config.json"]
 
 
 def test_save_button_writes_a_config_lab_config_load_accepts(tmp_path, corpus):
@@ -479,9 +510,12 @@ def test_save_button_writes_a_config_lab_config_load_accepts(tmp_path, corpus):
         config=tmp_path / "tuned.json",
     )
     assert r.text == "ok.😀 here"
-    tuner.path_text.value = str(tmp_path / "missing-dir" / "x.json")
+    tuner.path_text.value = str(tmp_path / "missing-dir" / "x.json")  # made on the way
     tuner.save_button.click()
-    assert "No such file" in tuner.save_status.value
+    assert LabConfig.load(tmp_path / "missing-dir" / "x.json") == loaded
+    tuner.path_text.value = str(tmp_path / "tuned.json" / "x.json")  # under a file: refused
+    tuner.save_button.click()
+    assert f"{(tmp_path / 'tuned.json').absolute()}: not a directory" in tuner.save_status.value
 
 
 def test_tuner_adds_results_as_unlabelled_cases():
@@ -593,11 +627,12 @@ def test_notebook_first_code_cell_is_the_parameters_cell():
 
 
 def test_notebook_executes_headless_without_errors(monkeypatch):
+    before = sorted(NOTEBOOK.parent.iterdir())  # a config a user saved here earlier is fine
     _nb, errors, text = _execute_notebook(monkeypatch, None)
     assert errors == []
     assert "precision 0.643" in text
     assert "streams replayed with the tuned config" in text
-    assert not list(NOTEBOOK.parent.glob("spill-config*.json"))
+    assert sorted(NOTEBOOK.parent.iterdir()) == before  # the run wrote nothing beside it
 
 
 def test_notebook_runs_on_the_corpus_alone_when_lab_captures_is_empty(monkeypatch):
