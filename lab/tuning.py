@@ -11,7 +11,10 @@ reasoning, whether it begins with a reasoning tail a backend glued onto the answ
 - :func:`seam_candidates` (pure; :func:`load_seam_candidates` replays a capture for it) lists,
   per stream, the seam where visible content first follows reasoning, with the spill guard's
   decision and rule there: what a user labels to build their own corpus;
-- :mod:`lab.tuning_store` says where the tuner writes (outside any repository), and how;
+- :mod:`lab.tuning_store` says where the tuner writes (outside any repository), and keeps
+  the user's labels of those seams (the same JSONL shape as the bundled corpus);
+  :mod:`lab.tuning_search` scores both corpora with Wilson intervals and suggests settings
+  by cross-validation over the labelled seams;
 - :func:`score` (pure) predicts every case with :func:`~lab.guards.spill.find_spill_seam` and
   reports precision, recall, F1, accuracy, a confusion matrix and the seam exact-match rate;
 - :func:`changed_cases` lists the cases a config decides differently from the reference;
@@ -69,6 +72,7 @@ __all__ = [
     "load_seam_candidates",
     "mark_seam",
     "predict",
+    "row_problem",
     "score",
     "seam_candidates",
     "suggest_seam",
@@ -99,8 +103,8 @@ class CorpusError(ValueError, LabError):
 # -- corpus -------------------------------------------------------------------------------
 
 
-def _check_row(obj: Any) -> str | None:
-    """Why ``obj`` is not a valid corpus row, or None."""
+def row_problem(obj: Any) -> str | None:
+    """Why ``obj`` is not a valid corpus row, or None (the one check of a row's shape)."""
     if not isinstance(obj, dict):
         return f"expected a JSON object, got {type(obj).__name__}"
     missing = [k for k in ("id", "text", "leak") if k not in obj]
@@ -183,7 +187,7 @@ def load_corpus(path: str | Path | None = None) -> pd.DataFrame:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{name}:{lineno}: not valid JSON ({exc.msg})") from None
-        problem = _check_row(obj)
+        problem = row_problem(obj)
         if problem is not None:
             raise CorpusError(f"{name}:{lineno}: {problem}")
         if obj["id"] in seen:
@@ -213,7 +217,7 @@ def as_corpus(corpus: pd.DataFrame | str | Path | None) -> pd.DataFrame:
             rec["leak"] = bool(rec["leak"])
         if rec.get("seam") is not None:
             rec["seam"] = int(rec["seam"])
-        problem = _check_row(rec)
+        problem = row_problem(rec)
         if problem is not None:
             raise CorpusError(f"corpus row {i} (id {rec.get('id')!r}): {problem}")
         rows.append(rec)

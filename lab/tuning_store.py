@@ -1,23 +1,39 @@
-"""Where the spill-guard tuner writes.
+"""Where the spill-guard tuner writes, and the user's own labelled corpus.
 
 Nothing the tuner writes goes inside a repository by default: saved configs and labels go to
 :func:`user_data_dir` (``$LAB_DATA_DIR``, else the platform's per-user data directory), so
 labelling or saving never changes a tracked file or a test's input.
-:func:`write_text_atomic` writes a file whole or not at all, and never replaces one silently.
+
+- :func:`write_text_atomic`: a file written whole or not at all, never replaced silently;
+- :func:`label_row`: a candidate seam (:func:`lab.tuning.seam_candidates`) plus a human label
+  -> a corpus row of the bundled corpus's shape;
+- :func:`save_label`: that row into the user corpus JSONL (a label given again replaces the
+  earlier one), rewritten atomically; :func:`load_user_corpus` reads it back, naming the line
+  of any bad row.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lab.tuning import CORPUS_COLUMNS, CorpusError, as_corpus, is_missing, load_corpus, row_problem
 
 __all__ = [
     "DATA_DIR_ENV",
+    "LABEL_EXTRA_COLUMNS",
     "default_config_path",
     "default_user_corpus_path",
+    "label_row",
+    "load_user_corpus",
+    "save_label",
     "user_data_dir",
     "write_text_atomic",
 ]
@@ -98,3 +114,107 @@ def write_text_atomic(path: str | Path, text: str, *, overwrite: bool = False) -
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+# -- the user's own labelled corpus ---------------------------------------------------------
+
+LABEL_EXTRA_COLUMNS = (
+    "stream_id",
+    "capture_id",
+    "backend",
+    "model",
+    "guard_decision",
+    "guard_rule",
+)
+"""Columns a labelled capture seam carries after the corpus columns (where it came from)."""
+
+
+def label_row(
+    candidate: Mapping[str, Any], leak: bool, seam: int | None = None, note: str = ""
+) -> dict[str, Any]:
+    """A corpus row (the bundled corpus's shape) from one candidate seam and a human label.
+
+    **candidate**: a row of :func:`lab.tuning.seam_candidates` (a dict or a Series).
+    **leak**: the label. **seam**: where the answer starts when **leak** (default: the
+    candidate's ``suggested_seam``); ignored otherwise. The row also carries
+    :data:`LABEL_EXTRA_COLUMNS`. Raises :class:`~lab.tuning.CorpusError` when the row is not
+    valid (a leak with no seam, a seam outside the text).
+    """
+
+    def get(key: str) -> Any:
+        v = candidate.get(key)
+        return None if is_missing(v) else v
+
+    if leak:
+        if seam is None:
+            seam = get("suggested_seam")
+        if seam is None:
+            raise CorpusError(
+                f"{get('id')}: a leak needs a seam (where the answer starts); none was suggested"
+            )
+        seam = int(seam)
+    else:
+        seam = None
+    row = {
+        "id": str(get("id")),
+        "text": str(get("text") or ""),
+        "leak": bool(leak),
+        "seam": seam,
+        "category": "capture",
+        "note": note or f"{get('backend')}: the guard's decision {get('decision')} ({get('rule')})",
+        "stream_id": get("stream_id"),
+        "capture_id": get("capture_id"),
+        "backend": get("backend"),
+        "model": get("model"),
+        "guard_decision": get("decision"),
+        "guard_rule": get("rule"),
+    }
+    problem = row_problem(row)
+    if problem is not None:
+        raise CorpusError(f"{row['id']}: {problem}")
+    return row
+
+
+def load_user_corpus(path: str | Path | None = None) -> pd.DataFrame:
+    """The user's labelled seams (default :func:`default_user_corpus_path`); empty if none yet.
+
+    A missing or empty file is an empty corpus (the corpus columns, no rows). Any bad line
+    raises :class:`~lab.tuning.CorpusError` naming the file and the line number: nothing is
+    dropped silently.
+    """
+    p = Path(path).expanduser() if path is not None else default_user_corpus_path()
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raw = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"{p}: cannot read the corpus ({exc})") from None
+    if not raw.strip():
+        return as_corpus(pd.DataFrame(columns=list(CORPUS_COLUMNS)))
+    return load_corpus(p)
+
+
+def save_label(row: Mapping[str, Any], path: str | Path | None = None) -> Path:
+    """Put one labelled row into the user corpus JSONL; returns the file's absolute path.
+
+    A row whose ``id`` is already there replaces it (the last label wins); otherwise it is
+    appended. The whole file is rewritten with :func:`write_text_atomic` (temporary file,
+    fsync, rename), so a crash leaves the old file or the new one. A file with a bad line is
+    never written over: the :class:`~lab.tuning.CorpusError` names its line.
+    """
+    problem = row_problem(dict(row))
+    if problem is not None:
+        raise CorpusError(f"{row.get('id')}: {problem}")
+    p = Path(path).expanduser() if path is not None else default_user_corpus_path()
+    load_user_corpus(p)  # refuses a corrupt file, naming the line
+    try:
+        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except FileNotFoundError:
+        lines = []
+    new = json.dumps(dict(row), ensure_ascii=False)
+    ids = [json.loads(ln)["id"] for ln in lines]
+    if row["id"] in ids:
+        lines[ids.index(row["id"])] = new
+    else:
+        lines.append(new)
+    return write_text_atomic(p, "\n".join(lines) + "\n", overwrite=True)

@@ -19,15 +19,26 @@ from pydantic import ValidationError
 from lab.config import LabConfig, field_docs
 from lab.guards.spill import SpillGuardConfig
 from lab.tuning import (
+    CORPUS_COLUMNS,
     STREAMING_ONLY_FIELDS,
     STREAMING_ONLY_NOTE,
+    CorpusError,
     as_corpus,
     changed_cases,
     corpus_from_captures,
     is_missing,
     score,
+    seam_candidates,
 )
-from lab.tuning_store import default_config_path, write_text_atomic
+from lab.tuning_search import Suggestion, score_table, suggest_settings
+from lab.tuning_store import (
+    default_config_path,
+    default_user_corpus_path,
+    label_row,
+    load_user_corpus,
+    save_label,
+    write_text_atomic,
+)
 
 __all__ = ["CONTROL_LABEL_WIDTH", "CONTROL_WIDTH", "NON_EMPTY_FIELDS", "SpillTuner"]
 
@@ -147,6 +158,73 @@ def _seam(v: Any) -> int | None:
     return None if is_missing(v) else int(v)
 
 
+def _vis(s: str) -> str:
+    return html.escape(s.replace("\n", "⏎").replace("\t", "⇥"))
+
+
+def _marked(text: str, seam: int | None, limit: int) -> str:
+    """Escaped text with a neutral ┃ at **seam** (a suggestion, not a cut)."""
+    if len(text) > limit:
+        text = text[:limit] + "…"
+        if seam is not None and seam > limit:
+            seam = None
+    if seam is None:
+        return f"<code>{_vis(text)}</code>"
+    return f"<code>{_vis(text[:seam])}<b style='color:#888'>┃</b>{_vis(text[seam:])}</code>"
+
+
+def _empty_corpus() -> pd.DataFrame:
+    return as_corpus(pd.DataFrame(columns=list(CORPUS_COLUMNS)))
+
+
+def _rate(value: float, low: float | None = None, high: float | None = None) -> str:
+    """``0.643 [0.492, 0.770]``; a rate with no evidence is a dash."""
+    if is_missing(value) or value != value:
+        return _cell(None)
+    if low is None or high is None:
+        return f"{value:.3f}"
+    return f"{value:.3f} <small>[{low:.3f}, {high:.3f}]</small>"
+
+
+def _suggestion_html(sug: Suggestion, on: str) -> str:
+    """Current vs proposed (and held out) precision / recall with intervals, escaped."""
+    names = {"current": "current", "proposed": "proposed", "held_out": "held out"}
+    rows = [
+        [
+            html.escape(names[name]),
+            _rate(r["precision"], r["precision_low"], r["precision_high"]),
+            _rate(r["recall"], r["recall_low"], r["recall_high"]),
+            _rate(r["f1"]),
+            _rate(r["cv_f1"]),
+        ]
+        for name, r in sug.table.iterrows()
+    ]
+    changes = (
+        "".join(
+            f"<li><code>{html.escape(n)}</code>: {html.escape(repr(a))} → "
+            f"<b>{html.escape(repr(b))}</b></li>"
+            for n, (a, b) in sug.changes.items()
+        )
+        or "<li>no change: nothing tried beats the current settings</li>"
+    )
+    how = (f"{sug.k}-fold stratified cross-validation" if sug.k else "no cross-validation") + (
+        f" over {sug.n_leak} leak and {sug.n_clean} clean seams ({html.escape(on)}); "
+        f"{sug.n_configs} configs scored ({sug.method} of {sug.space_size})"
+    )
+    notes = "".join(
+        f"<div style='background:#fff4e5;border-left:4px solid #e8a33d;padding:4px 8px'>"
+        f"{html.escape(n)}</div>"
+        for n in sug.notes
+    )
+    return (
+        notes
+        + f"<b>proposed changes</b><ul>{changes}</ul>"
+        + _table(rows, ["settings", "precision", "recall", "F1", "held-out F1"])
+        + f"<small>{how}. <i>held out</i>: for each fold, the settings that did best on the "
+        "other folds, scored on that fold (what to expect on seams not labelled yet).</small>"
+    )
+
+
 class SpillTuner:
     """An ipywidgets panel to tune :class:`~lab.guards.spill.SpillGuardConfig` on a corpus.
 
@@ -168,8 +246,24 @@ class SpillTuner:
     :func:`lab.replay.compare` (baseline vs tuned). **baseline**: the config changes are
     measured against (reference by default).
 
+    **Label captures** (a tab): the candidate seams of the captures
+    (:func:`~lab.tuning.seam_candidates`, in ``tuner.candidates``) one at a time, with the
+    guard's decision and rule, the reasoning before the seam and the content after it
+    (escaped), and buttons *leak* (at the seam in the box, prefilled with the guard's cut or
+    the suggested seam) / *no leak* / *skip*. Labels go to **user_corpus** (default
+    :func:`~lab.tuning_store.default_user_corpus_path`, outside the repository) with
+    :func:`~lab.tuning_store.save_label`; a bad line in that file is shown with its number
+    and stops labelling until it is fixed. The scores under the confusion matrix put the
+    bundled corpus and the user's side by side, with Wilson intervals.
+
+    **Suggest settings** (a tab): :func:`~lab.tuning_search.suggest_settings` on the chosen
+    labels (bundled, yours or both) from the current settings, with a progress bar and a
+    time budget (**suggest_budget_s**; ``tuner.suggest_options`` holds its keyword
+    arguments), then current vs proposed precision / recall with intervals; "Use proposed
+    settings" sets the controls.
+
     Test without a browser: set ``tuner.controls[name].value`` and read ``tuner.score``;
-    ``tuner.save_button.click()`` saves.
+    ``tuner.save_button.click()`` saves, ``tuner.leak_button.click()`` labels, and so on.
     """
 
     def __init__(
@@ -180,6 +274,8 @@ class SpillTuner:
         baseline: SpillGuardConfig | None = None,
         save_path: str | Path | None = None,
         results: Any = None,
+        user_corpus: str | Path | None = None,
+        suggest_budget_s: float | None = 20.0,
     ) -> None:
         import ipywidgets as w
 
@@ -200,7 +296,22 @@ class SpillTuner:
             real = corpus_from_captures(results)
             if len(real):
                 frame = as_corpus(pd.concat([frame, real], ignore_index=True))
+            self.candidates = seam_candidates(results, self.baseline)
+        else:
+            self.candidates = seam_candidates([])
         self.corpus = frame
+        self.user_corpus_path = Path(
+            default_user_corpus_path() if user_corpus is None else user_corpus
+        ).expanduser()
+        self.user_corpus = _empty_corpus()
+        self.user_corpus_error = ""
+        self.position = 0
+        """Index into ``candidates`` of the seam shown for labelling."""
+        self.skipped: set[str] = set()
+        self.suggest_options: dict[str, Any] = {"time_budget_s": suggest_budget_s}
+        """Keyword arguments "Suggest settings" passes to
+        :func:`~lab.tuning_search.suggest_settings` (``space``, ``k``, ``max_configs``, ...)."""
+        self.suggestion: Suggestion | None = None
         self._config = self.baseline
         self._muted = False
         self.compare_result: pd.DataFrame | None = None
@@ -281,7 +392,20 @@ class SpillTuner:
                 self.reset_button,
             ]
         )
-        results_box = w.VBox([self.summary_html, self.error_html, self.confusion_html])
+        self.scores_html = w.HTML()
+        self._build_label_pane(w, auto)
+        self._build_suggest_pane(w, auto)
+        self.tabs.children = (*self.tabs.children, self.label_box, self.suggest_box)
+        self.tabs.titles = (*self.tabs.titles, "Label captures", "Suggest settings")
+        self._load_user_corpus()
+        done = set(self.user_corpus["id"])
+        self.position = next(
+            (i for i, c in enumerate(self.candidates["id"]) if c not in done), len(self.candidates)
+        )  # a labelling session goes on where the last one stopped
+        self._render_label()
+        results_box = w.VBox(
+            [self.summary_html, self.error_html, self.confusion_html, self.scores_html]
+        )
         save_box = w.HBox([self.path_text, self.overwrite_box, self.save_button, self.save_status])
         self.widget = w.VBox([w.HBox([controls_box, results_box]), save_box, self.tabs])
         self._refresh()
@@ -355,6 +479,7 @@ class SpillTuner:
             + "; deltas vs baseline</small>"
         )
         self.confusion_html.value = "<b>confusion</b>" + s.confusion.to_html()
+        self._render_scores()
         self._render_changed()
         self._render_misclassified()
 
@@ -399,6 +524,225 @@ class SpillTuner:
         self.misclassified_html.value = f"<b>{len(df)} misclassified</b>" + _table(
             rows, ["id", "outcome", "label", "predicted", "rule", "note"]
         )
+
+    # -- labelling the seams of the captures ---------------------------------------------
+
+    def _build_label_pane(self, w: Any, auto: dict[str, Any]) -> None:
+        self.label_html = w.HTML()
+        self.seam_box = w.BoundedIntText(
+            value=0, min=0, max=0, description="seam", layout=w.Layout(width="12em")
+        )
+        self.leak_button = w.Button(description="leak", button_style="danger", **auto)
+        self.clean_button = w.Button(description="no leak", button_style="success", **auto)
+        self.skip_button = w.Button(description="skip", **auto)
+        self.leak_button.on_click(lambda _b: self.label(True))
+        self.clean_button.on_click(lambda _b: self.label(False))
+        self.skip_button.on_click(lambda _b: self.skip())
+        self.label_status = w.HTML()
+        self.label_box = w.VBox(
+            [
+                self.label_html,
+                w.HBox([self.seam_box, self.leak_button, self.clean_button, self.skip_button]),
+                self.label_status,
+            ]
+        )
+
+    def _load_user_corpus(self) -> None:
+        """Read the user corpus; a bad line stops labelling and is shown with its number."""
+        try:
+            self.user_corpus = load_user_corpus(self.user_corpus_path)
+            self.user_corpus_error = ""
+        except CorpusError as exc:
+            self.user_corpus = _empty_corpus()
+            self.user_corpus_error = str(exc)
+        self._render_label()
+
+    @property
+    def current_candidate(self) -> dict[str, Any] | None:
+        """The candidate seam shown for labelling (a row of ``candidates``), or None."""
+        if self.position >= len(self.candidates):
+            return None
+        return dict(self.candidates.iloc[self.position])
+
+    def label(self, leak: bool, seam: int | None = None) -> Path | None:
+        """Label the shown seam (**seam**: the seam box's value for a leak) and show the next.
+
+        The row goes to the user corpus (:func:`~lab.tuning_store.save_label`); returns the
+        file written, or None when nothing was (the reason is in ``label_status``).
+        """
+        cand = self.current_candidate
+        if cand is None or self.user_corpus_error:
+            return None
+        if leak and seam is None:
+            seam = int(self.seam_box.value)
+        try:
+            path = save_label(label_row(cand, leak, seam), self.user_corpus_path)
+        except (CorpusError, OSError) as exc:
+            self.label_status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            return None
+        self.label_status.value = (
+            f"{html.escape(str(cand['id']))}: {'leak' if leak else 'no leak'}, saved to "
+            f"<code>{html.escape(str(path))}</code>"
+        )
+        self.position += 1
+        self._load_user_corpus()
+        self._render_scores()
+        return path
+
+    def show(self, index: int) -> None:
+        """Show candidate seam **index** (0-based) for labelling, e.g. to label one again."""
+        self.position = max(0, min(index, len(self.candidates)))
+        self._render_label()
+
+    def skip(self) -> None:
+        """Leave the shown seam unlabelled and show the next."""
+        cand = self.current_candidate
+        if cand is None:
+            return
+        self.skipped.add(str(cand["id"]))
+        self.label_status.value = f"{html.escape(str(cand['id']))}: skipped"
+        self.position += 1
+        self._render_label()
+
+    def _render_label(self) -> None:
+        n = len(self.candidates)
+        buttons = (self.leak_button, self.clean_button, self.skip_button)
+        if self.user_corpus_error:
+            self.label_html.value = (
+                "<b style='color:#b00'>the user corpus has a bad line; fix or move it to "
+                f"label more:</b><pre>{html.escape(self.user_corpus_error)}</pre>"
+            )
+            for b in buttons:
+                b.disabled = True
+            return
+        cand = self.current_candidate
+        if cand is None:
+            self.label_html.value = (
+                "<i>no candidate seams: pass captures= to label their seams</i>"
+                if n == 0
+                else f"<i>all {n} candidate seams seen ({len(self.skipped)} skipped)</i>"
+            )
+            for b in buttons:
+                b.disabled = True
+            return
+        for b in buttons:
+            b.disabled = False
+        text = str(cand["text"])
+        suggested = _seam(cand["suggested_seam"])
+        self.seam_box.max = max(len(text), 1)
+        self.seam_box.value = suggested if suggested is not None else 0
+        labels = self.user_corpus.set_index("id")["leak"] if len(self.user_corpus) else None
+        before = ""
+        if labels is not None and cand["id"] in labels.index:
+            before = f" — labelled before: {'leak' if labels[cand['id']] else 'no leak'}"
+        meta = [
+            ("stream", cand["stream_id"]),
+            ("backend", cand["backend"]),
+            ("model", cand["model"]),
+            ("guard", f"{cand['decision']} ({cand['rule']})"),
+        ]
+        self.label_html.value = (
+            f"<b>seam {self.position + 1} of {n}</b>{html.escape(before)}<br>"
+            + " · ".join(f"{k} <code>{_cell(v)}</code>" for k, v in meta)
+            + "<br><small>reasoning before it:</small> "
+            + f"<code style='color:#777'>…{_vis(str(cand['reasoning_tail'])[-160:])}</code>"
+            + "<br><small>first visible content ("
+            + (
+                "struck through: what the guard moved to reasoning)</small> "
+                + _text_cell(text, _seam(cand["seam"]), 400)
+                if _seam(cand["seam"]) is not None
+                else "┃: the suggested seam, used when you say leak)</small> "
+                + _marked(text, suggested, 400)
+            )
+        )
+
+    def _render_scores(self) -> None:
+        table = score_table(self._config, {"bundled": self.corpus, "yours": self.user_corpus})
+        rows = [
+            [
+                html.escape(name),
+                str(int(r["n"])),
+                _rate(r["precision"], r["precision_low"], r["precision_high"]),
+                _rate(r["recall"], r["recall_low"], r["recall_high"]),
+                _rate(r["f1"]),
+            ]
+            for name, r in table.iterrows()
+        ]
+        self.scores_table = table
+        self.scores_html.value = (
+            "<b>both corpora</b> <small>(95 % Wilson intervals)</small>"
+            + _table(rows, ["corpus", "labelled", "precision", "recall", "F1"])
+            + f"<small>yours: <code>{html.escape(str(self.user_corpus_path))}</code></small>"
+        )
+
+    # -- suggesting settings -------------------------------------------------------------
+
+    def _build_suggest_pane(self, w: Any, auto: dict[str, Any]) -> None:
+        self.suggest_on = w.Dropdown(
+            options=["bundled + yours", "yours", "bundled"],
+            value="bundled + yours",
+            description="labels",
+            layout=w.Layout(width="18em"),
+        )
+        self.suggest_button = w.Button(description="Suggest settings", icon="search", **auto)
+        self.suggest_button.on_click(lambda _b: self.run_suggest())
+        self.suggest_progress = w.IntProgress(
+            value=0, min=0, max=1, description="scored", layout=w.Layout(width="30em")
+        )
+        self.suggest_progress.layout.visibility = "hidden"
+        self.apply_button = w.Button(description="Use proposed settings", disabled=True, **auto)
+        self.apply_button.on_click(lambda _b: self.apply_suggestion())
+        self.suggest_html = w.HTML(
+            "<i>“Suggest settings” searches the heuristics with cross-validation over the "
+            "labelled seams</i>"
+        )
+        self.suggest_box = w.VBox(
+            [
+                w.HBox([self.suggest_on, self.suggest_button, self.suggest_progress]),
+                self.suggest_html,
+                self.apply_button,
+            ]
+        )
+
+    def suggest_corpus(self, which: str | None = None) -> pd.DataFrame:
+        """The labelled seams a suggestion searches on: ``bundled``, ``yours`` or both."""
+        which = which or self.suggest_on.value
+        bundled = self.corpus[self.corpus["leak"].notna()]
+        yours = self.user_corpus.assign(id="yours:" + self.user_corpus["id"].astype(str))
+        parts = {"bundled": [bundled], "yours": [yours], "bundled + yours": [bundled, yours]}
+        frames = [f[list(CORPUS_COLUMNS)] for f in parts[which] if len(f)]
+        if not frames:
+            return _empty_corpus()
+        return as_corpus(pd.concat(frames, ignore_index=True))
+
+    def run_suggest(self, **kwargs: Any) -> Suggestion | None:
+        """Search settings on the chosen labels from the current config; show current vs
+        proposed. **kwargs** go to :func:`~lab.tuning_search.suggest_settings`."""
+        corpus = self.suggest_corpus()
+        if not len(corpus):
+            self.suggest_html.value = "<i>no labelled seams to search on</i>"
+            return None
+        bar = self.suggest_progress
+
+        def advance(done: int, total: int) -> None:
+            bar.max, bar.value = total, done
+
+        bar.value, bar.layout.visibility = 0, "visible"
+        kwargs = {**self.suggest_options, **kwargs}
+        try:
+            sug = suggest_settings(corpus, self._config, progress=advance, **kwargs)
+        finally:
+            bar.layout.visibility = "hidden"
+        self.suggestion = sug
+        self.apply_button.disabled = not sug.changes
+        self.suggest_html.value = _suggestion_html(sug, self.suggest_on.value)
+        return sug
+
+    def apply_suggestion(self) -> SpillGuardConfig:
+        """Set the controls to the last suggestion's proposed config."""
+        if self.suggestion is None:
+            raise ValueError("no suggestion yet: run “Suggest settings” first")
+        return self.set(**{n: b for n, (_a, b) in self.suggestion.changes.items()})
 
     # -- actions --------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -591,6 +592,8 @@ def _execute_notebook(monkeypatch, captures: str | None) -> tuple[object, list, 
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # the tuner reads the user's labels from the data dir: an empty one, not the real one
+    monkeypatch.setenv("LAB_DATA_DIR", tempfile.mkdtemp(prefix="lab-data-"))
     if captures is None:
         monkeypatch.delenv("LAB_CAPTURES", raising=False)
     else:
@@ -632,6 +635,8 @@ def test_notebook_executes_headless_without_errors(monkeypatch):
     assert errors == []
     assert "precision 0.643" in text
     assert "streams replayed with the tuned config" in text
+    assert "20 candidate seams; labels go to " in text
+    assert "proposed: " in text and "(200 configs, random, k=5)" in text
     assert sorted(NOTEBOOK.parent.iterdir()) == before  # the run wrote nothing beside it
 
 
@@ -640,6 +645,7 @@ def test_notebook_runs_on_the_corpus_alone_when_lab_captures_is_empty(monkeypatc
     assert errors == []
     assert "tuning on the labelled corpus alone" in text
     assert "no captures to replay" in text
+    assert "0 candidate seams; labels go to " in text
     assert "precision 0.643" in text
 
 
