@@ -433,6 +433,18 @@ def default_name(request: RecordedRequest, result: StreamResult | None = None) -
     return f"{_slug(model)}-{_slug(backend)}-{request.stream_id[-6:]}"
 
 
+FIXTURE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""What a fixture or cassette name may be: one file name inside ``--dest`` (no separator, no
+leading dot, so never ``..`` nor a path out of it)."""
+
+
+def check_name(name: str) -> str:
+    """``name`` when :data:`FIXTURE_NAME` takes it, else :class:`FixtureError`."""
+    if not FIXTURE_NAME.fullmatch(name):
+        raise FixtureError(f"fixture name {name!r}: use letters, digits, '.', '_' and '-'")
+    return name
+
+
 def export_fixture(
     capture_or_path: Any,
     stream_id: str | None = None,
@@ -470,9 +482,7 @@ def export_fixture(
     req = copy.deepcopy(request if request is not None else source)
     cfg = LabConfig.coerce(config)
     result = replay_request(req, config=cfg)
-    name = name or default_name(req, result)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        raise FixtureError(f"fixture name {name!r}: use letters, digits, '.', '_' and '-'")
+    name = check_name(name or default_name(req, result))
     final = Path(dest) / name
     if final.exists() and not overwrite:
         raise FixtureError(f"{final} already exists; remove it or choose another --name")

@@ -273,34 +273,78 @@ def _keep(
 # -- HAR -----------------------------------------------------------------------------------
 
 
-def _ms(value: Any) -> float:
-    """A HAR timing in ms; -1 (not applicable) and missing count as 0."""
-    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+MAX_HAR_MS = 7 * 24 * 3600 * 1000.0
+"""The largest HAR timing taken (a week, in ms); a larger one is an error, not a number."""
 
 
-def _har_text(obj: Mapping[str, Any]) -> bytes:
+class _Bad(InterchangeError):
+    """One field of an entry is not what HAR 1.2 (or a cassette) says: its path and what it
+    holds. Internal: the importer re-raises it as an :class:`InterchangeError` naming the
+    file and the entry."""
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _object(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    """``parent[key]`` when it is an object; missing or null is an empty one."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _Bad(f"{path} is {_shown(value)}, not an object")
+    return value
+
+
+def _ms(timings: Mapping[str, Any], key: str) -> float:
+    """A HAR timing in ms; -1 (not applicable) and missing count as 0; anything else that
+    is not a finite number from 0 to :data:`MAX_HAR_MS` is an error."""
+    value = timings.get(key)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(f"timings.{key} is {_shown(value)}, not a number")
+    if value == -1:
+        return 0.0
+    if not 0 <= value <= MAX_HAR_MS:  # exact for ints: 10**400 and inf are refused here
+        raise _Bad(f"timings.{key} is {_shown(value)}, not a time in ms (0 to {MAX_HAR_MS:.0f})")
+    return float(value)
+
+
+def _har_text(obj: Mapping[str, Any], path: str) -> bytes:
     text = obj.get("text")
     if text is None:
         return b""
-    if str(obj.get("encoding") or "").lower() == "base64":
-        return base64.b64decode(text)
-    return str(text).encode("utf-8")
+    if not isinstance(text, str):
+        raise _Bad(f"{path}.text is {_shown(text)}, not a string")
+    encoding = obj.get("encoding")
+    if encoding is not None and not isinstance(encoding, str):
+        raise _Bad(f"{path}.encoding is {_shown(encoding)}, not a string")
+    if (encoding or "").lower() == "base64":
+        try:
+            return base64.b64decode(text, validate=True)
+        except ValueError:
+            raise _Bad(f"{path}.text is not valid base64 (encoding: base64)") from None
+    return text.encode("utf-8", "surrogatepass")
 
 
-def _har_body(obj: Mapping[str, Any], content_type: str) -> tuple[bytes, str | None]:
+def _har_body(obj: Mapping[str, Any], content_type: str, path: str) -> tuple[bytes, str | None]:
     """A HAR response body as sent, and how it was recovered (None: taken as written).
 
     An SSE body (``text/event-stream``, UTF-8 by definition) with no charset in its
     ``Content-Type`` that a writer decoded as latin-1 (mitmproxy's fallback) holds only
     code points below 256; when those, as latin-1 bytes, are valid UTF-8 with at least one
     byte above 127, they are the bytes sent. Text a writer decoded right (``café`` as
-    U+00E9) is not valid UTF-8 so, and stays UTF-8. Text with U+FFFD lost bytes."""
+    U+00E9) is not valid UTF-8 so, and stays UTF-8. Text with U+FFFD lost bytes.
+    A field of the wrong type or invalid base64 is :class:`_Bad` (from :func:`_har_text`)."""
+    body = _har_text(obj, path)
     text = obj.get("text")
-    if text is None or str(obj.get("encoding") or "").lower() == "base64":
-        return _har_text(obj), None
-    text = str(text)
+    if not isinstance(text, str) or (obj.get("encoding") or "").lower() == "base64":
+        return body, None
     if "\ufffd" in text:
-        return text.encode("utf-8"), SOURCE_BODY_LOSSY
+        return body, SOURCE_BODY_LOSSY
     kind = content_type.lower()
     if "text/event-stream" in kind and "charset=" not in kind and not text.isascii():
         try:
@@ -310,12 +354,16 @@ def _har_body(obj: Mapping[str, Any], content_type: str) -> tuple[bytes, str | N
             pass
         else:
             return raw, SOURCE_BODY_LATIN1
-    return text.encode("utf-8"), None
+    return body, None
 
 
-def _har_headers(items: Any) -> list[tuple[str, str]]:
+def _har_headers(items: Any, path: str) -> list[tuple[str, str]]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise _Bad(f"{path} is {_shown(items)}, not a list")
     out = []
-    for item in items or []:
+    for item in items:
         if isinstance(item, Mapping) and "name" in item:
             out.append((str(item["name"]), str(item.get("value", ""))))
     return [(k, v) for k, v in out if not k.startswith(":")]  # HTTP/2 pseudo-headers
@@ -324,37 +372,50 @@ def _har_headers(items: Any) -> list[tuple[str, str]]:
 def _har_started(text: Any) -> int | None:
     try:
         when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return int(when.timestamp() * 1e6)
+    except (ValueError, OverflowError):  # not a date, or one no clock reaches
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1e6)
 
 
 def _har_entry(raw: Mapping[str, Any]) -> _Entry:
-    request = raw.get("request") or {}
-    response = raw.get("response") or {}
-    timings = raw.get("timings") or {}
+    """One HAR entry; :class:`_Bad` names the first field that is not what HAR says."""
+    request = _object(raw, "request", "request")
+    response = _object(raw, "response", "response")
+    timings = _object(raw, "timings", "timings")
     status = response.get("status")
-    status = int(status) if isinstance(status, int) and status > 0 else None  # 0: no response
-    before = sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
-    timed = any(_ms(timings.get(k)) for k in ("send", "wait", "receive"))
-    response_headers = _har_headers(response.get("headers"))
-    content = response.get("content") or {}
-    content_type = _header(response_headers, "content-type") or str(content.get("mimeType") or "")
-    body, body_fix = _har_body(content, content_type)
+    if status is not None and (
+        isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 999
+    ):
+        raise _Bad(f"response.status is {_shown(status)}, not an HTTP status (0 to 999)")
+    for key in ("method", "url"):
+        if request.get(key) is not None and not isinstance(request[key], str):
+            raise _Bad(f"request.{key} is {_shown(request[key])}, not a string")
+    ms = {k: _ms(timings, k) for k in ("blocked", "dns", "connect", "send", "wait", "receive")}
+    before = sum(ms[k] for k in ("blocked", "dns", "connect", "send", "wait"))
+    timed = any(ms[k] for k in ("send", "wait", "receive"))
+    response_headers = _har_headers(response.get("headers"), "response.headers")
+    content = _object(response, "content", "response.content")
+    mime = content.get("mimeType")
+    content_type = _header(response_headers, "content-type") or (
+        mime if isinstance(mime, str) else ""
+    )
+    body, body_fix = _har_body(content, content_type, "response.content")
     return _Entry(
         method=str(request.get("method") or "GET"),
         url=str(request.get("url") or ""),
-        request_headers=_har_headers(request.get("headers")),
-        request_body=_har_text(request.get("postData") or {}),
-        status=status,
+        request_headers=_har_headers(request.get("headers"), "request.headers"),
+        request_body=_har_text(
+            _object(request, "postData", "request.postData"), "request.postData"
+        ),
+        status=status or None,  # 0: no response
         http_version=str(response.get("httpVersion") or "") or None,
         response_headers=response_headers,
         body=body,
         started_at_us=_har_started(raw.get("startedDateTime")),
         t_headers_ns=int(before * 1e6) if timed else None,
-        t_end_ns=int((before + _ms(timings.get("receive"))) * 1e6) if timed else None,
+        t_end_ns=int((before + ms["receive"]) * 1e6) if timed else None,
         body_fix=body_fix,
     )
 
@@ -372,7 +433,8 @@ def import_har(
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise InterchangeError(f"{path}: not a HAR file (JSON): {exc}") from None
-    entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) else None
+    log = doc.get("log") if isinstance(doc, dict) else None
+    entries = log.get("entries") if isinstance(log, dict) else None
     if not isinstance(entries, list):
         raise InterchangeError(f"{path}: not a HAR file (no log.entries list)")
     report = ImportReport(capture_path=None)
@@ -381,7 +443,10 @@ def import_har(
         if not isinstance(raw, Mapping):
             report.skipped.append((index, "not a HAR entry"))
             continue
-        candidates.append((index, _har_entry(raw)))
+        try:
+            candidates.append((index, _har_entry(raw)))
+        except _Bad as exc:
+            raise InterchangeError(f"{path}: entry {index}: {exc}") from None
     kept = _keep(candidates, report)
     report.notes = [(i, _BODY_NOTES[e.body_fix]) for i, e, _ in kept if e.body_fix is not None]
     if kept:
@@ -410,6 +475,56 @@ def _vcr() -> Any:
     return vcr
 
 
+MAX_YAML_ALIASES = 100
+"""Aliases (``*name``) a cassette may use. vcrpy writes none; a document of nested aliases
+(a "billion laughs") expands to exponentially many values, so past this it is refused."""
+
+
+def _cassette_loader() -> type:
+    """The YAML loader for cassettes: PyYAML's ``SafeLoader`` (plain data only: a
+    ``!!python/...`` tag is an error, never code run, whatever vcrpy version is installed),
+    counting aliases up to :data:`MAX_YAML_ALIASES`."""
+    import yaml
+
+    class CassetteLoader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise InterchangeError(
+                        f"more than {MAX_YAML_ALIASES} YAML aliases (vcrpy writes none; "
+                        "nested aliases expand without bound)"
+                    )
+            return super().compose_node(parent, index)
+
+    return CassetteLoader
+
+
+def _load_cassette(text: str) -> tuple[list[Any], list[dict]]:
+    """A cassette's (requests, responses), loaded with :func:`_cassette_loader` and built
+    as vcrpy builds them (``vcr.serialize.deserialize`` would use vcrpy's own loader)."""
+    import yaml
+    from vcr.request import Request
+    from vcr.serializers import compat
+
+    data = yaml.load(text, Loader=_cassette_loader())  # noqa: S506 - a SafeLoader subclass
+    if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
+        raise ValueError("no interactions list (old cassette format, or not a cassette)")
+    requests, responses = [], []
+    for i, item in enumerate(data["interactions"]):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("request"), dict)
+            and isinstance(item.get("response"), dict)
+        ):
+            raise ValueError(f"interaction {i} is not a request and a response")
+        requests.append(Request._from_dict(item["request"]))
+        responses.append(compat.convert_to_bytes(item["response"]))
+    return requests, responses
+
+
 def _as_bytes(value: Any) -> bytes:
     if value is None:
         return b""
@@ -429,6 +544,28 @@ def _vcr_headers(headers: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _vcr_entry(request: Any, response: Mapping[str, Any]) -> _Entry:
+    status_obj = _object(response, "status", "response.status")
+    status = status_obj.get("code")
+    if status is not None and (
+        isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 999
+    ):
+        raise _Bad(f"response.status.code is {_shown(status)}, not an HTTP status (0 to 999)")
+    headers = response.get("headers") or {}
+    if not isinstance(headers, Mapping):
+        raise _Bad(f"response.headers is {_shown(headers)}, not an object")
+    return _Entry(
+        method=str(request.method),
+        url=str(request.uri),
+        request_headers=_vcr_headers(request.headers),
+        request_body=_as_bytes(request.body),
+        status=status or None,
+        http_version=None,
+        response_headers=_vcr_headers(headers),
+        body=_as_bytes(_object(response, "body", "response.body").get("string")),
+    )
+
+
 def import_vcr(
     paths: str | Path | Sequence[str | Path],
     out: str | Path = "recordings",
@@ -439,7 +576,7 @@ def import_vcr(
 
     Each interaction's body is one read with no timing (``meta.timing = "none"``).
     """
-    vcr = _vcr()
+    _vcr()  # vcrpy builds the requests (and says so when it is missing)
     files = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
     report = ImportReport(capture_path=None)
     candidates: list[tuple[int, _Entry]] = []
@@ -448,30 +585,19 @@ def import_vcr(
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")
-            loaded = vcr.serialize.deserialize(text, vcr.serializers.yamlserializer)
+            requests, responses = _load_cassette(text)
+        except InterchangeError as exc:
+            raise InterchangeError(f"{path}: refused: {exc}") from None
         except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
             raise InterchangeError(f"{path}: not a vcrpy cassette: {_one_line(exc)}") from None
-        except Exception as exc:  # a YAML parse error
+        except Exception as exc:  # a YAML parse or constructor error
             raise InterchangeError(f"{path}: not a vcrpy cassette: {_one_line(exc)}") from None
-        requests, responses = loaded[0], loaded[1]
         names.append(path.name)
-        for request, response in zip(requests, responses, strict=True):
-            status = (response.get("status") or {}).get("code")
-            candidates.append(
-                (
-                    index,
-                    _Entry(
-                        method=str(request.method),
-                        url=str(request.uri),
-                        request_headers=_vcr_headers(request.headers),
-                        request_body=_as_bytes(request.body),
-                        status=int(status) if isinstance(status, int) else None,
-                        http_version=None,
-                        response_headers=_vcr_headers(response.get("headers") or {}),
-                        body=_as_bytes((response.get("body") or {}).get("string")),
-                    ),
-                )
-            )
+        for i, (request, response) in enumerate(zip(requests, responses, strict=True)):
+            try:
+                candidates.append((index, _vcr_entry(request, response)))
+            except _Bad as exc:
+                raise InterchangeError(f"{path}: interaction {i}: {exc}") from None
             index += 1
     kept = _keep(candidates, report)
     if kept:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,17 @@ def run(args: argparse.Namespace) -> int:
 def _export_vcr(args: argparse.Namespace) -> int:
     """``lab fixtures export PATH --stream ID... --format vcr``: one cassette, every stream."""
     from lab.capture import open as open_capture
-    from lab.fixtures import FixtureError, _find_request
+    from lab.fixtures import FixtureError, _find_request, check_name
     from lab.interchange import InterchangeError, export_vcr
 
     cap = getattr(args, "capture", None) or open_capture(args.path)
     try:
         ids = [_find_request(cap, sid).stream_id for sid in args.stream]
+        # a name given is one file name in --dest; a stream id made one
+        made = re.sub(r"[^A-Za-z0-9._-]", "_", ids[0]).lstrip("._-") or "stream"
+        name = check_name(args.name or made)
     except FixtureError as exc:
         raise UsageError(str(exc)) from None
-    name = args.name or ids[0].replace("/", "_")
     dest = Path(args.dest) / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
     if dest.exists() and not args.force:
         raise UsageError(f"{dest} exists (--force replaces it)")
