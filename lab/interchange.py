@@ -32,8 +32,9 @@ was not taken as written says so in ``meta.source_body`` and in the report's ``n
 leaves where it replaced bytes it could not decode (the anomaly ``body_not_as_sent``).
 
 Secrets: imported requests go through the capture's redaction like a recorded one (headers,
-URL, body), and a secret the request sent that the response echoes is masked in the
-response bytes (:class:`~lab.capture.redact.ResponseScrubber`). A HAR stores the response
+URL, body), with the import policy on top (``Redactor(imported=True)``: ``?code=`` and
+session ids, session and CSRF headers, ``https://TOKEN@host``), and a secret the request
+sent that the response echoes is masked in the response bytes (:class:`~lab.capture.redact.ResponseScrubber`). A HAR stores the response
 body decoded, so its ``Content-Encoding`` (and the framing headers) are not kept.
 """
 
@@ -188,7 +189,7 @@ def _write(
     for k, (index, entry, provider) in enumerate(entries):
         import httpx
 
-        redactor = Redactor()
+        redactor = Redactor(imported=True)
         headers = redactor.headers(entry.request_headers)
         url = redactor.url(entry.url)
         body = redactor.body(entry.request_body)
@@ -201,7 +202,7 @@ def _write(
             [(k2, v) for k2, v in entry.response_headers if k2.lower() not in keep]
         )
         entry_timing = timing(entry)
-        meta = {
+        meta: dict[str, Any] = {
             "source": source,
             "source_file": source_file,
             "source_entry": index,
@@ -209,6 +210,8 @@ def _write(
         }
         if entry.body_fix is not None:
             meta["source_body"] = entry.body_fix
+        if scrubber is not None and scrubber.count:  # as the recorder says it
+            meta["lab.redacted"] = {"response_body": scrubber.count}
         t_read = entry.t_end_ns if entry.t_end_ns is not None else 0
         body_text, encoding = encode_body(body)
         model = _model_of(httpx.Request(entry.method, entry.url, content=entry.request_body))

@@ -142,3 +142,27 @@ def _one_stream(root: Path) -> list[str]:
     import lab.capture
 
     return [lab.capture.open(root).requests()[0].stream_id]
+
+
+def test_har_import_redacts_oauth_codes_session_ids_and_url_tokens(tmp_path, capsys):
+    from test_secrets import _files_contain
+
+    token, code, session = "tok-URLUSER-5f1e2d3c", "oauth-CODE-77a1b2c3", "sess-ID-0c9b8a7f"
+    entry = copy.deepcopy(ENTRY)
+    entry["request"]["url"] = f"https://{token}@api.openai.com/v1/chat/completions?code={code}"
+    entry["request"]["headers"].append({"name": "x-session-id", "value": session})
+    entry["response"]["content"]["text"] = (
+        'data: {"choices":[{"index":0,"delta":{"content":"your session ' + session + '"}}]}\n\n'
+        "data: [DONE]\n\n"
+    )
+    har = tmp_path / "x.har"
+    har.write_text(json.dumps({"log": {"entries": [entry]}}), encoding="utf-8")
+    assert main(["import", "har", str(har), "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert _files_contain(tmp_path / "out", (token, code, session)) == []
+    import lab.capture
+
+    [ex] = lab.capture.open(tmp_path / "out").exchanges()
+    assert ex.url == "https://[REDACTED]@api.openai.com/v1/chat/completions?code=[REDACTED]"
+    assert ex.request_headers["x-session-id"] == "[REDACTED]"
+    assert ex.meta["lab.redacted"] == {"response_body": 1}

@@ -379,3 +379,76 @@ def test_an_echoed_canary_is_absent_from_notebooks_executed_on_its_capture(tmp_p
                 os.environ[k] = v
     assert len(list(executed.glob("*.ipynb"))) == 3
     assert _files_contain(tmp_path) == []
+
+
+# -- issue 29 item 1: the key echoed in JSON escapes ----------------------------------------------
+
+SLASHED = "sk-proj-CANARY/ESCAPED+9f8e7d6c5b4a39281706"
+"""A key with ``/``: JSON writers may send it as ``\\/``."""
+
+
+def _escape_all(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+ESCAPED_FORMS = {
+    "every character as \\uXXXX": _escape_all(SLASHED),
+    "upper-case hex, some characters escaped": SLASHED[:5]
+    + _escape_all(SLASHED[5:12]).upper().replace("\\U", "\\u")
+    + SLASHED[12:],
+    "slash as \\/": SLASHED.replace("/", "\\/"),
+}
+
+
+def _escaped_stream() -> bytes:
+    """A chat stream whose text and error echo the key in each escaped form."""
+    events = []
+    for form in ESCAPED_FORMS.values():
+        events.append(
+            '{"choices":[{"index":0,"delta":{"content":"key: '
+            + form
+            + ' "},"finish_reason":null}]}'
+        )
+    events.append(
+        '{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+        '"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}}'
+    )
+    return "".join(f"data: {e}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
+
+
+def test_a_key_echoed_in_json_escapes_reaches_no_output(
+    tmp_path, canned_server, monkeypatch, capsys
+):
+    from lab.cli import main
+    from lab.fixtures import export_fixture
+    from lab.replay import replay
+
+    base = canned_server(lambda path: (200, "text/event-stream", _escaped_stream()))
+    monkeypatch.setenv("OPENAI_API_KEY", SLASHED)
+    code = main(
+        ["record", "--provider", "openai", "--model", "m", "--prompt", "hi"]
+        + ["--base-url", base + "/v1", "--n", "1", "--out", str(tmp_path / "captures")]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    needles = (SLASHED, SLASHED[-16:], *ESCAPED_FORMS.values())
+    assert not any(n in out + err for n in needles), (out, err)
+    [ex] = lab.capture.open(tmp_path / "captures").exchanges()
+    assert ex.meta["lab.redacted"] == {"response_body": 3}
+    assert _files_contain(tmp_path / "captures", needles) == []
+    [result] = replay(tmp_path / "captures")
+    assert result.text == "".join(f"key: {marker(len(form))} " for form in ESCAPED_FORMS.values())
+    assert not any(n in json.dumps(result.to_dict()) for n in needles)
+    export_fixture(tmp_path / "captures", result.stream_id, dest=tmp_path / "fixtures")
+    assert _files_contain(tmp_path / "fixtures", needles) == []
+
+
+@pytest.mark.parametrize("cut", range(0, 60, 3))
+def test_an_escaped_key_split_at_any_read_boundary_is_replaced_boundaries_kept(cut):
+    body = ('{"error":"bad key ' + ESCAPED_FORMS["every character as \\uXXXX"] + '"}').encode()
+    cut = 18 + cut * 4  # inside the escaped key
+    s = ResponseScrubber([SLASHED])
+    reads = s.feed(body[:cut]) + s.feed(body[cut:]) + s.flush()
+    assert [len(r) for r in reads] == [cut, len(body) - cut]
+    assert json.loads(b"".join(reads))["error"] == "bad key " + marker(len(body) - 20)
+    assert s.count == 1

@@ -130,6 +130,16 @@ def secret_name(name: str) -> bool:
     return squashed.endswith(SECRET_NAME_SUFFIXES)
 
 
+def _session_name(name: str) -> bool:
+    """A header name with a part in :data:`IMPORTED_HEADER_PARTS` (split as
+    :func:`secret_name` splits)."""
+    return any(
+        part.lower() in IMPORTED_HEADER_PARTS
+        for chunk in _NAME_SPLIT.split(name)
+        for part in _CAMEL.split(chunk)
+    )
+
+
 def _secret_header(name: str, value: str) -> bool:
     return secret_name(name) or bool(_CREDENTIAL_VALUE.match(value))
 
@@ -157,11 +167,24 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _COLON = re.compile(rb"\s*:\s*")
 
 
-class Redactor:
-    """Redacts one exchange's request and remembers the secrets it removed."""
+IMPORTED_QUERY_PARAMS = frozenset({"code", "session", "session_id", "sessionid", "sid"})
+"""Query parameters also redacted in traffic imported from a browser or proxy file (a HAR
+holds OAuth redirects, ``?code=``, and session ids that a call to an API never sends)."""
+IMPORTED_HEADER_PARTS = frozenset({"session", "sessionid", "csrf", "xsrf"})
+"""Header name parts also redacted in imported traffic (``x-session-id``, ``x-csrf-token``)."""
 
-    def __init__(self) -> None:
+
+class Redactor:
+    """Redacts one exchange's request and remembers the secrets it removed.
+
+    **imported**: the exchange comes from a HAR or a cassette, so the broader import policy
+    applies as well: :data:`IMPORTED_QUERY_PARAMS`, headers named with a part in
+    :data:`IMPORTED_HEADER_PARTS`, and a URL's user-info user without a password
+    (``https://TOKEN@host``)."""
+
+    def __init__(self, *, imported: bool = False) -> None:
         self.secrets: set[str] = set()
+        self.imported = imported
 
     def _remember(self, value: str) -> None:
         value = value.strip()
@@ -179,7 +202,7 @@ class Redactor:
                 name = name.decode("latin-1")
             if isinstance(value, bytes):
                 value = value.decode("latin-1")
-            if _secret_header(name, value):
+            if _secret_header(name, value) or (self.imported and _session_name(name)):
                 self._remember(value)
                 value = REDACTED
             elif self.secrets:
@@ -201,7 +224,10 @@ class Redactor:
         params = []
         for param in query.split("&"):
             name, eq, value = param.partition("=")
-            if eq and secret_name(unquote(name.replace("+", " "))):
+            plain = unquote(name.replace("+", " "))
+            if eq and (
+                secret_name(plain) or (self.imported and plain.lower() in IMPORTED_QUERY_PARAMS)
+            ):
                 self._remember(unquote(value))
                 self._remember(value)
                 param = f"{name}={REDACTED}"
@@ -218,7 +244,11 @@ class Redactor:
         userinfo, _, host = authority.rpartition("@")
         user, colon, password = userinfo.partition(":")
         if not colon:
-            return base
+            if not self.imported:
+                return base
+            self._remember(unquote(user))  # https://TOKEN@host: the user is the credential
+            self._remember(user)
+            return f"{scheme}://{REDACTED}@{host}{slash}{path}"
         self._remember(unquote(password))
         self._remember(password)
         return f"{scheme}://{user}:{REDACTED}@{host}{slash}{path}"
@@ -365,42 +395,74 @@ class ResponseScrubber:
     original length (boundaries kept): a read whose end could be the start of a secret is
     held until the next read (or ``flush()``) settles it, so a held read reaches the client
     one read late. ``count`` says how many occurrences were replaced. Each secret is looked
-    for as sent, JSON-escaped and percent-encoded.
+    for as sent, percent-encoded, and JSON-escaped in any mix: every character as itself or
+    as ``\\uXXXX`` (hex digits of either case), ``/`` also as ``\\/`` (a JSON writer may
+    escape any character; a JSON reader then gives the key back whole).
     """
 
-    __slots__ = ("_forms", "_markers", "_pattern", "_tail", "_window", "_held", "count")
+    __slots__ = (
+        "_literal",
+        "_literal_tail",
+        "_gate",
+        "_pattern",
+        "_tail",
+        "_window",
+        "_literal_window",
+        "_held",
+        "count",
+    )
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms: set[bytes] = set()
+        wanted: set[str] = set()
         for secret in secrets:
-            for text in (secret, json.dumps(secret)[1:-1], quote(secret, safe="")):
+            for text in (secret, quote(secret, safe="")):
                 if len(text) >= SECRET_MIN_CHARS:
-                    forms.add(text.encode("utf-8"))
-        self._forms = sorted(forms, key=len, reverse=True)
-        self._markers = {f: marker(len(f)).encode("ascii") for f in self._forms}
-        self._pattern = re.compile(b"|".join(re.escape(f) for f in self._forms))
-        # a buffer's end that is the start of some form: held back
-        self._tail = re.compile(
-            b"(?:" + b"|".join(_prefix_pattern(f) for f in self._forms) + b")\\Z"
+                    wanted.add(text)
+        ordered = sorted(wanted, key=len, reverse=True)
+        literal = [t.encode("utf-8") for t in ordered]
+        # the fast pair for a buffer holding no backslash (no escape can be in it), and the
+        # one that takes every JSON escape (~1 us a byte) for a buffer that holds one
+        self._literal = re.compile(b"|".join(re.escape(f) for f in literal))
+        self._literal_tail = re.compile(
+            b"(?:" + b"|".join(_prefix_pattern(f) for f in literal) + b")\\Z"
         )
-        self._window = max(map(len, self._forms)) - 1
+        # the escapes that can stand for a character of a secret, in every case of their
+        # hex digits: a read holding none of them (``\n`` or ``\u00fc`` in model text)
+        # takes the fast pair
+        gates = sorted({g[1:] for ch in set("".join(ordered)) for g in _escapes_of(ch)})
+        self._gate = re.compile(b"\\\\(?:" + b"|".join(map(re.escape, gates)) + b")")
+        self._pattern = re.compile(b"|".join(_escaped_pattern(t) for t in ordered))
+        self._tail = re.compile(b"(?:" + b"|".join(_escaped_prefix(t) for t in ordered) + b")\\Z")
+        self._window = max(len(_escaped_longest(t)) for t in ordered) - 1
+        self._literal_window = max(map(len, literal)) - 1
         self._held: list[bytes] = []
         self.count = 0
 
+    def _escaped(self, buf: bytes) -> bool:
+        """Whether ``buf`` may hold an escaped character of a secret (or end in the start
+        of one)."""
+        return b"\\" in buf[-5:] or self._gate.search(buf) is not None
+
     def _replace(self, m: re.Match) -> bytes:
         self.count += 1
-        return self._markers[m.group()]
+        return marker(len(m.group())).encode("ascii")
 
     def feed(self, data: bytes) -> list[bytes]:
         """One read in; the reads that are final now out (possibly none, possibly several)."""
         held = self._held
-        if not held and self._pattern.search(data) is None:
-            if self._tail.search(data, max(0, len(data) - self._window)) is None:
+        if not held and not self._escaped(data):
+            if self._literal.search(data) is None and (
+                self._literal_tail.search(data, max(0, len(data) - self._literal_window)) is None
+            ):
                 return [data]  # the common case: nothing to replace, nothing to hold
         held.append(data)
         buf = b"".join(held)
-        buf = self._pattern.sub(self._replace, buf)
-        m = self._tail.search(buf, max(0, len(buf) - self._window))
+        escapes = self._escaped(buf)
+        buf = (self._pattern if escapes else self._literal).sub(self._replace, buf)
+        tail, window = (
+            (self._tail, self._window) if escapes else (self._literal_tail, self._literal_window)
+        )
+        m = tail.search(buf, max(0, len(buf) - window))
         safe = len(buf) if m is None else m.start()
         out: list[bytes] = []
         pos = 0
@@ -428,6 +490,77 @@ def _prefix_pattern(form: bytes) -> bytes:
     for byte in reversed(form[:-1]):
         pattern = re.escape(bytes([byte])) + (b"(?:" + pattern + b")?" if pattern else b"")
     return pattern
+
+
+def _escapes_of(ch: str) -> set[bytes]:
+    """Every escape that stands for ``ch`` in a JSON string (each case of the hex digits;
+    the high surrogate alone for a character past the BMP)."""
+    code = ord(ch)
+    if code >= 0x10000:
+        code = 0xD800 + ((code - 0x10000) >> 10)
+    forms = {b"\\u"}
+    for d in f"{code:04x}".encode():
+        forms = {f + bytes([d]) for f in forms} | (
+            {f + bytes([d ^ 0x20]) for f in forms} if d in b"abcdef" else set()
+        )
+    if ch in '/"\\':
+        forms.add(b"\\" + ch.encode())
+    return forms
+
+
+def _hex(n: int) -> bytes:
+    """``\\uXXXX`` for code unit ``n`` as a pattern, hex digits of either case."""
+    return b"\\\\u" + b"".join(
+        bytes([d]) if d in b"0123456789" else b"[" + bytes([d, d ^ 0x20]) + b"]"
+        for d in f"{n:04x}".encode()
+    )
+
+
+def _units(ch: str) -> list[bytes]:
+    """The whole forms of one character in a JSON string, as patterns."""
+    forms = [re.escape(ch.encode("utf-8"))]
+    code = ord(ch)
+    if code < 0x10000:
+        forms.append(_hex(code))
+    else:  # a surrogate pair
+        code -= 0x10000
+        forms.append(_hex(0xD800 + (code >> 10)) + _hex(0xDC00 + (code & 0x3FF)))
+    if ch == "/":
+        forms.append(b"\\\\/")
+    if ch in '"\\':
+        forms.append(b"\\\\" + re.escape(ch.encode()))
+    return forms
+
+
+def _unit(ch: str) -> bytes:
+    return b"(?:" + b"|".join(_units(ch)) + b")"
+
+
+def _partials(ch: str) -> bytes:
+    """Any non-empty proper prefix of one of the character's forms, as a pattern."""
+    own = ch.encode("utf-8")
+    alts = [re.escape(own[:i]) for i in range(1, len(own))]
+    alts.append(b"\\\\(?:u(?:[0-9a-fA-F]{1,3})?)?")  # \  \u  \u0  \u00  \u00X
+    if ord(ch) >= 0x10000:
+        alts.append(_hex(0xD800 + ((ord(ch) - 0x10000) >> 10)) + b"(?:\\\\(?:u[0-9a-fA-F]{0,3})?)?")
+    return b"(?:" + b"|".join(alts) + b")"
+
+
+def _escaped_pattern(text: str) -> bytes:
+    """``text`` with each character in any of its JSON forms."""
+    return b"".join(_unit(ch) for ch in text)
+
+
+def _escaped_prefix(text: str) -> bytes:
+    """Any non-empty proper prefix of a match of :func:`_escaped_pattern`."""
+    pattern = _partials(text[-1])
+    for ch in reversed(text[:-1]):
+        pattern = b"(?:" + _partials(ch) + b"|" + _unit(ch) + b"(?:" + pattern + b")?)"
+    return pattern
+
+
+def _escaped_longest(text: str) -> str:
+    return "".join("\\ud800\\udc00" if ord(ch) >= 0x10000 else "\\u0000" for ch in text)
 
 
 def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
