@@ -452,3 +452,64 @@ def test_an_escaped_key_split_at_any_read_boundary_is_replaced_boundaries_kept(c
     assert [len(r) for r in reads] == [cut, len(body) - cut]
     assert json.loads(b"".join(reads))["error"] == "bad key " + marker(len(body) - 20)
     assert s.count == 1
+
+
+@pytest.fixture
+def gzip_echo_server():
+    """A server on 127.0.0.1 that gzips its stream whatever ``Accept-Encoding`` says, and
+    echoes the request's bearer key in the stream's text."""
+    import gzip
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the stdlib's name
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            key = self.headers.get("authorization", "").removeprefix("Bearer ")
+            text = json.dumps({"choices": [{"index": 0, "delta": {"content": f"k={key}"}}]})
+            body = f"data: {text}\n\n".encode() + (
+                b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+                b"data: [DONE]\n\n"
+            )
+            data = gzip.compress(body)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-encoding", "gzip")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_key_echoed_in_a_gzipped_body_reaches_no_output(
+    tmp_path, gzip_echo_server, monkeypatch, capsys
+):
+    from lab.cli import main
+    from lab.fixtures import export_fixture
+    from lab.replay import replay
+
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    code = main(
+        ["record", "--provider", "openai", "--model", "m", "--prompt", "hi"]
+        + ["--base-url", gzip_echo_server + "/v1", "--n", "1", "--out", str(tmp_path / "c")]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert not any(n in out + err for n in NEEDLES), (out, err)
+    [ex] = lab.capture.open(tmp_path / "c").exchanges()
+    assert ex.meta["lab.redacted"] == {"response_body": 1}
+    assert ex.meta["lab.decoded"] == "gzip"
+    assert "content-encoding" not in {k.lower() for k in ex.response_headers}
+    assert _files_contain(tmp_path / "c") == []
+    [result] = replay(tmp_path / "c")
+    assert result.text == f"k={MARKED}"
+    export_fixture(tmp_path / "c", result.stream_id, dest=tmp_path / "fixtures")
+    assert _files_contain(tmp_path / "fixtures") == []

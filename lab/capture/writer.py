@@ -91,6 +91,8 @@ class _Finished:
 _monotonic_ns = time.monotonic_ns
 
 REDACTED_META = "lab.redacted"
+DECODED_META = "lab.decoded"
+"""The ``Content-Encoding`` of a response recorded decoded (the request sent a secret)."""
 """The ``meta`` key under which an exchange says how many echoed secrets were replaced in its
 response (:attr:`ExchangeRecorder.redacted`); absent when none was."""
 
@@ -118,6 +120,7 @@ class ExchangeRecorder:
         "_scrubber",
         "_held_ts",
         "_header_scrubs",
+        "_decoded",
         "exchange",
     )
 
@@ -135,6 +138,7 @@ class ExchangeRecorder:
         self._scrubber = redactor.response_scrubber()
         self._held_ts: deque[int] = deque()  # arrival times of the reads it holds back
         self._header_scrubs = 0
+        self._decoded: str | None = None
         journal = writer._journal
         self._append = journal.append
         self._sync_reads = journal.sync if not journal.interval else None
@@ -510,9 +514,12 @@ class ExchangeRecorder:
             "n_bytes": n_bytes,
         }
         redacted = self.redacted
-        if redacted:  # say that the response was changed, and where
+        if redacted or self._decoded:  # say that the response was changed, and where
             meta = json.loads(row["meta"])
-            meta[REDACTED_META] = redacted
+            if redacted:
+                meta[REDACTED_META] = redacted
+            if self._decoded:
+                meta[DECODED_META] = self._decoded
             row["meta"] = end["meta"] = json.dumps(meta, ensure_ascii=False, sort_keys=True)
         record = json_record(b"E", self.exchange, end)
         try:  # the remaining reads, then this: the exchange is whole on disk from here on
@@ -528,6 +535,17 @@ class ExchangeRecorder:
         row["n_bytes"] = n_bytes
         item = _Finished(row, reads, ts, time.monotonic(), in_journal_only=bool(dropped))
         self._writer._finished(self, item)
+
+    @property
+    def scrubs(self) -> bool:
+        """Whether the request sent a secret this exchange's response is scrubbed of."""
+        return self._scrubber is not None
+
+    def note_decoded(self, content_encoding: str) -> None:
+        """The response is recorded decoded (its ``Content-Encoding`` was this): a
+        compressed echo of a secret would be out of the scrubber's sight
+        (``meta["lab.decoded"]``)."""
+        self._decoded = content_encoding
 
     @property
     def redacted(self) -> dict[str, int]:

@@ -160,6 +160,56 @@ async def _one_per_batch(
             yield [data if type(data) is bytes else bytes(data)], [time.monotonic_ns()]
 
 
+def _decode_for_secrets(
+    recorder: ExchangeRecorder, headers: httpx.Headers
+) -> tuple[httpx.Headers, Any]:
+    """(headers, decoder): when the request sent a secret and the body is compressed, the
+    byte scrubber cannot see an echo inside it, so the exchange is recorded (and handed on)
+    decoded: the headers lose ``Content-Encoding`` and ``Content-Length``, and the decoder
+    undoes the encoding read by read. Otherwise the headers as they came and None."""
+    from lab.http.decoding import decoder_for
+
+    encoding = headers.get("content-encoding")
+    if not recorder.scrubs or not encoding:
+        return headers, None
+    decoder = decoder_for(encoding)
+    if decoder is None:
+        return headers, None
+    recorder.note_decoded(encoding)
+    kept = [
+        (k, v)
+        for k, v in headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length")
+    ]
+    return httpx.Headers(kept), decoder
+
+
+class _Decoded(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A compressed body decoded read by read (:func:`_decode_for_secrets`)."""
+
+    def __init__(self, inner: Any, decoder: Any) -> None:
+        self._inner = inner
+        self._decoder = decoder
+
+    def __iter__(self) -> Iterator[bytes]:
+        for data in self._inner:
+            yield from self._decoder.feed(data)
+        yield from self._decoder.flush()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for data in self._inner:
+            for piece in self._decoder.feed(data):
+                yield piece
+        for piece in self._decoder.flush():
+            yield piece
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class RecordingTransport(httpx.BaseTransport):
     """Record every exchange through ``inner`` into ``writer`` (see module docstring).
 
@@ -191,12 +241,14 @@ class RecordingTransport(httpx.BaseTransport):
         except BaseException as exc:
             _failed(recorder, exc)
             raise
-        recorder.on_response(response.status_code, response.headers, _http_version(response))
+        headers, decoder = _decode_for_secrets(recorder, response.headers)
+        recorder.on_response(response.status_code, headers, _http_version(response))
         assert isinstance(response.stream, httpx.SyncByteStream)
+        stream = response.stream if decoder is None else _Decoded(response.stream, decoder)
         return httpx.Response(
             response.status_code,
-            headers=recorder.client_headers(response.headers),
-            stream=_RecordingStream(response.stream, recorder),
+            headers=recorder.client_headers(headers),
+            stream=_RecordingStream(stream, recorder),
             extensions={**response.extensions, "lab.exchange": recorder},
             request=request,
         )
@@ -228,12 +280,14 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         except BaseException as exc:
             _failed(recorder, exc)
             raise
-        recorder.on_response(response.status_code, response.headers, _http_version(response))
+        headers, decoder = _decode_for_secrets(recorder, response.headers)
+        recorder.on_response(response.status_code, headers, _http_version(response))
         assert isinstance(response.stream, httpx.AsyncByteStream)
+        stream = response.stream if decoder is None else _Decoded(response.stream, decoder)
         return httpx.Response(
             response.status_code,
-            headers=recorder.client_headers(response.headers),
-            stream=_AsyncRecordingStream(response.stream, recorder),
+            headers=recorder.client_headers(headers),
+            stream=_AsyncRecordingStream(stream, recorder),
             extensions={**response.extensions, "lab.exchange": recorder},
             request=request,
         )
