@@ -84,13 +84,16 @@ cuts the first column (the row's id): it leaves columns out from the right inste
 GAP = "  "
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 controls but tab and newline, DEL, and C1 controls (``\\x9b`` is a one-byte CSI)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls but tab and newline, DEL, C1 controls (``\\x9b`` is a one-byte CSI), and the
+bidirectional controls (marks, embeddings, overrides, isolates: text that reorders what is
+printed after it, CVE-2021-42574)."""
 
 
 def displayable(text: str) -> str:
     """``text`` safe to print on a terminal: each control character (C0 but ``\\n`` and
-    ``\\t``, DEL, C1) replaced by its visible escape ``\\xNN``.
+    ``\\t``, DEL, C1) replaced by its visible escape ``\\xNN``, each bidirectional control
+    (U+202E, U+2066, ...) by ``\\uNNNN``.
 
     ESC is one of them, so no escape sequence (colours, cursor moves, window titles, OSC 52
     clipboard writes) reaches the terminal; the rest of the sequence stays as plain text, so
@@ -99,7 +102,12 @@ def displayable(text: str) -> str:
     >>> displayable("ok\\x1b[2Jbye\\r\\n")
     'ok\\\\x1b[2Jbye\\\\x0d\\n'
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def _missing(value: Any) -> bool:

@@ -12,6 +12,8 @@
     lab compare A B [--correction holm|bh] [--alpha A]   what changed between two runs
     lab replay PATH [--config FILE] [--compare FILE] [--workers N] [--format F] [--provider P] [--out DIR]
                     [--engine local|dask] [--scheduler ADDR]
+    lab show PATH [STREAM_ID] [--raw] [--config FILE] [--color auto|always|never]
+                                       one stream: request, answer beside reasoning, timing
     lab proxy --provider P [--upstream URL] [--port N] [--host H] [--out DIR] [--label L]
     lab import har FILE [--out DIR];  lab import vcr CASSETTE... [--out DIR]
     lab report PATH [--out DIR] [--config FILE] [--workers N]
@@ -56,6 +58,7 @@ from lab.cli import (
     record,
     replay,
     report,
+    show,
     sql,
     sweep,
 )
@@ -83,6 +86,7 @@ COMMANDS = (
     sweep,
     compare,
     replay,
+    show,
     proxy,
     import_,
     report,
