@@ -122,7 +122,7 @@ def test_report_at_1280_px_never_overflows_the_page(report, tmp_path):
 
 def test_report_has_a_table_of_contents_linking_every_section(report):
     page = report.read_text(encoding="utf-8")
-    links = re.findall(r"<li><a href='#([a-z]+)'>", page)
+    links = re.findall(r"<li><a href='#([a-z-]+)'>", page)
     assert links == [
         "scorecard",
         "plots",
@@ -132,10 +132,12 @@ def test_report_has_a_table_of_contents_linking_every_section(report):
         "leaks",
         "classifiers",
         "attempts",
+        "stream-sections",
     ]
     for sid in links:
         assert f"<h2 id='{sid}'>" in page
-    assert page.count("<div class='scroll'>") == 7
+    tables = page[: page.index("<h2 id='stream-sections'>")]
+    assert tables.count("<div class='scroll'>") == 7
 
 
 def test_report_latency_section_shows_each_quantile_with_its_bootstrap_interval(report):
@@ -165,10 +167,13 @@ def test_report_rounds_numbers_and_shows_missing_one_way(report):
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert cells and not {"None", "nan", "NaN", "<NA>", "&lt;NA&gt;"} & set(cells)
     assert "<td class='missing'>—</td>" in page
-    # a rate, with its Wilson interval in brackets where the table has one: "33.3 % (6–79 %)"
-    rates = [c.split(" (")[0] for c in cells if c.endswith((" %", " %)"))]
-    assert "33.3 %" in rates and all(re.fullmatch(r"\d+\.\d %", c) for c in rates)
-    assert "33.3 % (6–79 %)" in cells
+    # a rate, with its Wilson interval in brackets where the table has one, one format for
+    # both: "33.3 % (6.1–79.2 %)"
+    rates = [c for c in cells if c.endswith((" %", " %)"))]
+    assert rates and all(re.fullmatch(r"\d+\.\d %( \(\d+\.\d–\d+\.\d %\))?", c) for c in rates)
+    assert "33.3 % (6.1–79.2 %)" in cells
+    # no interval left as a raw fraction beside its percentage
+    assert not re.search(r"<th>[a-z_]*_ci_(low|high)</th>", page)
     times = re.findall(r"<td class='num'>(\d+\.\d+)</td>", page)
     assert times and all(len(t.split(".")[1]) == 1 for t in times)
 
@@ -201,3 +206,113 @@ def test_cost_cell_format():
         "—",
         "—",
     ]
+
+
+# -- stream sections -----------------------------------------------------------------------
+
+
+def _section_ids(page: str) -> list[str]:
+    return re.findall(r"<details class='stream' id='(stream-[A-Za-z0-9_.:-]+)'>", page)
+
+
+def test_report_has_a_collapsible_section_per_stream_the_tables_name_capped_at_50(report):
+    page = report.read_text(encoding="utf-8")
+    ids = _section_ids(page)
+    # the bundled sample: 80 streams leaked, errored, degraded or had a guard act; the
+    # flagged backend's (openai direct, errors) come first
+    assert len(ids) == 50 == len(set(ids))
+    assert "<p class='note'>30 more streams left out (at most 50 sections); " in page
+    first = page[page.index("<details class='stream'") :]
+    assert first.startswith(
+        "<details class='stream' id='stream-s18ec9d7ddcb473de9210d7'><summary>"
+        "<code>s18ec9d7ddcb473de9210d7</code> · openai (direct) · fake/think-leak · leaked (think_stripper)</summary>"
+    )
+
+
+def test_report_links_every_named_stream_id_to_its_section(report):
+    page = report.read_text(encoding="utf-8")
+    ids = set(_section_ids(page))
+    links = re.findall(r"<td[^>]*><a href='#(stream-[^']*)'>([^<]*)</a>", page)
+    assert links and {target for target, _ in links} == ids  # every section is linked
+    for target, text in links:
+        assert target == f"stream-{text}"
+    # the leak table's streams all have a section (leaks come before the rest)
+    leaks = page[page.index("<h2 id='leaks'>") : page.index("<h2 id='classifiers'>")]
+    cells = re.findall(r"<tr><td[^>]*>(.*?)</td>", leaks)
+    assert cells and all(c.startswith("<a href='#stream-") for c in cells)
+
+
+def test_report_stream_section_shows_moved_text_marked_tool_arguments_as_json_and_parts_apart(
+    report,
+):
+    page = report.read_text(encoding="utf-8")
+    start = page.index("<details class='stream' id='stream-s18ec9d7c919ad13206eb17'>")
+    section = page[start : page.index("</details>", start)]
+    assert (
+        "<div class='pair'><pre><mark class='shown' title='shown before its closing tag'>"
+        "The user is asking about the café. Keep it</mark>Hello! The café on the corner "
+        "opens at 8:00 — their crème brûlée is worth the trip ☕.</pre>"
+        "<pre><mark class='moved' title='moved here by a guard'> short.</mark></pre></div>"
+    ) in section
+    start = page.index("<details class='stream' id='stream-s18ec9d7cdbd19356d71b0a'>")
+    section = page[start : page.index("</details>", start)]
+    assert "<pre class='json'>{\n  &quot;city&quot;: &quot;Paris&quot;\n}</pre>" in section
+    assert "{'city'" not in page
+    # every part under its own heading: "(none)" never runs into the next part's title
+    assert "<h3>Guard events (1)</h3><div class='scroll'>" in section
+    assert re.search(r"<h3>Guard events \(0\)</h3><p class='note'>\(none\)</p><h3>Attempts", page)
+
+
+def test_report_shows_model_text_as_text_never_markup():
+    from lab.model import FunctionCall, GuardEvent
+    from lab.report import build_html
+    from lab.result import AttemptInfo, StreamResult
+
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    r = StreamResult(
+        stream_id="s<b>1",
+        provider="openrouter",
+        model="m<i>",
+        text=hostile,
+        reasoning="<think>" + hostile,
+        serving_provider="Evil<script>",
+        guard_events=[GuardEvent(guard="think_stripper", moved=hostile, detail={"rule": "x"})],
+        function_calls=[FunctionCall(name="f<b>", args={"q": hostile})],
+        attempts=[AttemptInfo(attempt=0, label="default", status=200)],
+        finish_reason="stop",
+    )
+    page = build_html([r])
+    body = page[page.index("<body") :]
+    assert "<script>alert" not in body and "<img src=x" not in body
+    assert "s<b>1" not in body and "f<b>" not in body and "m<i>" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    # an id that is not plain never reaches an attribute as is
+    assert "id='stream-h" in body and "id='stream-s<b>1'" not in body
+    assert "&quot;q&quot;: &quot;&lt;script&gt;" in body  # the arguments as JSON, escaped
+
+
+def test_report_images_carry_their_natural_size(report):
+    page = report.read_text(encoding="utf-8")
+    import base64
+
+    imgs = re.findall(
+        r"<img [^>]*width='(\d+)' height='(\d+)' src='data:image/png;base64,([^']+)'", page
+    )
+    assert len(imgs) == 6
+    for width, height, data in imgs:
+        png = base64.b64decode(data)
+        assert struct.unpack(">II", png[16:24]) == (int(width), int(height))
+
+
+def test_report_in_chromium_keeps_every_plot_at_its_natural_aspect_and_links_resolve(
+    report, tmp_path
+):
+    """Measured by the page's own script in the browser: each image's rendered width/height
+    against its natural pixel size (within 2 %), and every in-page link's target."""
+    attrs = _body_attrs(_browser_or_skip(), report, tmp_path / "profile", 1280)
+    assert attrs["data-stretched"] == "0"
+    assert float(attrs["data-aspect-error"]) < 0.02
+    assert attrs["data-broken-links"] == "0"
+    assert int(attrs["data-links"]) > 50
+    assert attrs["data-details"] == "50"
+    assert attrs["data-overflow"] == "0"  # measured with every section open

@@ -44,7 +44,7 @@ MARK_OPEN, MARK_CLOSE = "[[", "]]"
 
 _SGR = {
     "bold": "\x1b[1m",
-    "mark": "\x1b[30;43m",
+    "moved": "\x1b[30;43m",
     "shown": "\x1b[4m",
     "dim": "\x1b[2m",
 }
@@ -204,12 +204,6 @@ class Page:
             self.text(f"(left out to fit {self.width} columns: {', '.join(left_out)})")
 
 
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1] + f"… ({len(text):,} chars)"
-
-
 def _ms(value: float | None) -> str:
     from lab.console import MISSING
 
@@ -219,79 +213,9 @@ def _ms(value: float | None) -> str:
 # -- the request ---------------------------------------------------------------------------
 
 
-def _content_text(content: Any) -> str:
-    """The text of a message's content in any family's shape (a string, OpenAI content
-    parts, Anthropic blocks, Gemini parts); other parts named by their type."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        if "parts" in content:
-            return _content_text(content["parts"])
-        if isinstance(content.get("text"), str):
-            return content["text"]
-        if "content" in content:
-            return _content_text(content["content"])
-        kind = content.get("type") or next(iter(content), "part")
-        return f"[{kind}]"
-    if isinstance(content, list):
-        return "\n".join(t for t in (_content_text(p) for p in content) if t)
-    return json.dumps(content, ensure_ascii=False)
-
-
-def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(role, text)`` for each turn of the request, the system prompt first."""
-    turns: list[tuple[str, str]] = []
-    for key in ("system", "instructions", "systemInstruction", "system_instruction"):
-        if body.get(key):
-            turns.append(("system", _content_text(body[key])))
-    raw = body.get("messages", body.get("contents", body.get("input")))
-    if isinstance(raw, str):
-        return [*turns, ("user", raw)]
-    for m in raw if isinstance(raw, list) else []:
-        if not isinstance(m, dict):
-            turns.append(("?", _content_text(m)))
-            continue
-        role = str(m.get("role") or m.get("type") or "?")
-        text = _content_text(m.get("content", m.get("parts", m.get("output"))))
-        calls = m.get("tool_calls")
-        if isinstance(calls, list) and calls:
-            names = [str((c.get("function") or {}).get("name", "?")) for c in calls]
-            text = (text + "\n" if text else "") + "[tool calls: " + ", ".join(names) + "]"
-        turns.append((role, text))
-    return turns
-
-
-def _tool_names(body: dict[str, Any]) -> list[str]:
-    names: list[str] = []
-    for tool in body.get("tools") or []:
-        if not isinstance(tool, dict):
-            continue
-        if isinstance(tool.get("function"), dict):  # OpenAI chat
-            names.append(str(tool["function"].get("name", "?")))
-        elif "functionDeclarations" in tool or "function_declarations" in tool:  # Gemini
-            decls = tool.get("functionDeclarations") or tool.get("function_declarations") or []
-            names.extend(str(d.get("name", "?")) for d in decls if isinstance(d, dict))
-        else:  # Anthropic, the Responses API, built-in tools
-            names.append(str(tool.get("name") or tool.get("type") or "?"))
-    return names
-
-
-_TURN_KEYS = {
-    "model",
-    "messages",
-    "contents",
-    "input",
-    "tools",
-    "system",
-    "instructions",
-    "systemInstruction",
-    "system_instruction",
-}
-
-
 def _request(page: Page, body_bytes: bytes | None, model: str | None) -> None:
+    from lab.reading import clip, request_params, request_turns, tool_names
+
     page.heading("request")
     if not body_bytes:
         page.text("(a raw response body: no request was recorded)")
@@ -302,10 +226,10 @@ def _request(page: Page, body_bytes: bytes | None, model: str | None) -> None:
         page.text(f"(not JSON: {len(body_bytes):,} bytes)")
         return
     if not isinstance(body, dict):
-        page.text(safe(_clip(json.dumps(body, ensure_ascii=False), MESSAGE_CHARS)))
+        page.text(safe(clip(json.dumps(body, ensure_ascii=False), MESSAGE_CHARS)))
         return
     page.text(f"model: {safe(str(body.get('model') or model or '—'))}")
-    turns = _messages(body)
+    turns = request_turns(body)
     page.text(f"messages ({len(turns)}):")
     shown: list[tuple[str, str] | None] = list(turns)
     if len(turns) > MESSAGES_SHOWN:
@@ -316,15 +240,11 @@ def _request(page: Page, body_bytes: bytes | None, model: str | None) -> None:
             page.text(f"… {left} more message{'' if left == 1 else 's'} …", indent=2)
             continue
         role, text = turn
-        page.text(f"{safe(role)}: {safe(_clip(text, MESSAGE_CHARS))}", indent=2)
-    names = _tool_names(body)
+        page.text(f"{safe(role)}: {safe(clip(text, MESSAGE_CHARS))}", indent=2)
+    names = tool_names(body)
     if names:
         page.text(f"tools ({len(names)}): {safe(', '.join(names))}")
-    params = [
-        f"{k}={_clip(json.dumps(v, ensure_ascii=False), 60)}"
-        for k, v in body.items()
-        if k not in _TURN_KEYS
-    ]
+    params = request_params(body)
     if params:
         page.text("parameters: " + safe(" ".join(params)), indent=0)
 
@@ -332,35 +252,15 @@ def _request(page: Page, body_bytes: bytes | None, model: str | None) -> None:
 # -- the stream ----------------------------------------------------------------------------
 
 
-def _marked(text: str, pieces: list[str], style: str) -> list[tuple[str, str]]:
-    """``text`` split so that each of ``pieces`` (found in order) carries ``style``."""
-    out: list[tuple[str, str]] = []
-    pos = 0
-    for piece in pieces:
-        at = text.find(piece, pos) if piece else -1
-        if at < 0:
-            continue
-        if at == pos and out and out[-1][1] == style:  # adjacent: one mark
-            out[-1] = (out[-1][0] + piece, style)
-        else:
-            out += [(text[pos:at], ""), (piece, style)]
-        pos = at + len(piece)
-    out.append((text[pos:], ""))
-    return [(t, s) for t, s in out if t]
-
-
 def _answer(page: Page, r: Any) -> None:
     from lab.anomalies import shown_before_close
-    from lab.tables import LEAK_GUARDS
+    from lab.reading import answer_pieces, reasoning_pieces
 
     partial = shown_before_close(r)
-    lead = partial[0][0] if partial else ""
-    if lead and r.text.startswith(lead):
-        answer = [(lead, "shown"), (r.text[len(lead) :], "")]
-    else:
-        answer = [(r.text, "")]
-    moved = [e.moved for e in r.guard_events if e.guard in LEAK_GUARDS and e.moved]
-    reasoning = _marked(r.reasoning, moved, "mark")
+    answer = answer_pieces(r)
+    reasoning = reasoning_pieces(r)
+    lead = any(m for _, m in answer)
+    moved = any(m for _, m in reasoning)
     mark = "highlighted" if page.colour else f"{MARK_OPEN} {MARK_CLOSE}"
     a_title = f"answer ({len(r.text):,} chars)"
     if lead:
@@ -390,6 +290,8 @@ def _answer(page: Page, r: Any) -> None:
 
 
 def _tool_calls(page: Page, r: Any) -> None:
+    from lab.reading import clip
+
     if not r.function_calls:
         return
     page.heading(f"tool calls ({len(r.function_calls)})")
@@ -402,7 +304,7 @@ def _tool_calls(page: Page, r: Any) -> None:
         page.text(safe(args), indent=2)
         raw = (f.provider_fields or {}).get("raw_arguments")
         if isinstance(raw, str) and raw:
-            page.text("raw arguments (did not parse): " + safe(_clip(raw, 500)), indent=2)
+            page.text("raw arguments (did not parse): " + safe(clip(raw, 500)), indent=2)
 
 
 def _events(page: Page, r: Any) -> None:
@@ -430,6 +332,8 @@ def _events(page: Page, r: Any) -> None:
 def _attempts(page: Page, r: Any, request: Any) -> None:
     import pandas as pd
 
+    from lab.reading import body_change
+
     page.heading(f"attempts ({len(r.attempts)})")
     if not r.attempts:
         page.text("none")
@@ -452,31 +356,8 @@ def _attempts(page: Page, r: Any, request: Any) -> None:
             page.text(f"attempt {a.attempt} error: {safe(a.error)}")
     exchanges = request.exchanges if request is not None else []
     for ex in exchanges[1:]:
-        change = _body_change(exchanges[0].request_body, ex.request_body)
+        change = body_change(exchanges[0].request_body, ex.request_body)
         page.text(f"attempt {ex.attempt} ({safe(ex.attempt_label)}) sent {safe(change)}")
-
-
-def _body_change(first: bytes, later: bytes) -> str:
-    """What a degraded attempt's body changed against the first one, by top-level key."""
-    try:
-        a, b = json.loads(first), json.loads(later)
-    except ValueError:
-        return "a body that is not JSON"
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return "another body" if a != b else "the same body"
-    dropped = [k for k in a if k not in b]
-    added = [k for k in b if k not in a]
-    changed = [
-        f"{k}={_clip(json.dumps(b[k], ensure_ascii=False), 40)}"
-        for k in a
-        if k in b and a[k] != b[k]
-    ]
-    parts = [
-        f"{what}: {', '.join(keys)}"
-        for what, keys in (("without", dropped), ("with", added), ("changed", changed))
-        if keys
-    ]
-    return "; ".join(parts) if parts else "the same body"
 
 
 def _usage(page: Page, r: Any) -> None:
