@@ -8,6 +8,8 @@ sections): pure, no I/O, no markup.
   ``"shown"`` where reasoning was shown as the answer before its closing tag arrived
   (:func:`lab.anomalies.shown_before_close`);
 - :func:`body_change` – what a degraded attempt's body changed against the first one;
+- :func:`stream_flags` – what is worth a look in one stream (leak, error, degradation,
+  another guard, anomalies), one short phrase each;
 - :func:`notable_streams` – the streams a reader of the tables wants to open: those the
   leak, error and degradation tables name, the flagged backends' first.
 """
@@ -18,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from lab.anomalies import shown_before_close
+from lab.anomalies import detect, shown_before_close
 from lab.result import StreamResult
 from lab.tables import LEAK_GUARDS
 
@@ -31,6 +33,7 @@ __all__ = [
     "reasoning_pieces",
     "request_params",
     "request_turns",
+    "stream_flags",
     "tool_names",
 ]
 
@@ -199,6 +202,27 @@ def body_change(first: bytes, later: bytes) -> str:
     return "; ".join(parts) if parts else "the same body"
 
 
+def stream_flags(result: StreamResult, *, anomalies: bool = True) -> list[str]:
+    """What is worth a look in ``result``: ``leaked (think_stripper)``, ``error
+    provider_overloaded``, ``degraded default>targeted_drop_min_p``, ``guard json_repair``
+    (another guard acted) and, with ``anomalies``, ``anomaly NAME`` for each detector that
+    fired (:func:`lab.anomalies.detect`). Empty for a clean stream."""
+    why: list[str] = []
+    leak = sorted({e.guard for e in result.guard_events if e.guard in LEAK_GUARDS})
+    if leak:
+        why.append(f"leaked ({', '.join(leak)})")
+    if result.error is not None:
+        why.append(f"error {result.error.type}")
+    if len(result.attempts) > 1:
+        why.append(f"degraded {result.degradation_path}")
+    others = sorted({e.guard for e in result.guard_events if e.guard not in LEAK_GUARDS})
+    if others:
+        why.append(f"guard {', '.join(others)}")
+    if anomalies:
+        why += [f"anomaly {name}" for name in detect(result)]
+    return why
+
+
 def notable_streams(
     results: Sequence[StreamResult], flagged: Sequence[str] = ()
 ) -> list[tuple[StreamResult, list[str]]]:
@@ -209,17 +233,7 @@ def notable_streams(
     degraded, each in result order."""
     out: list[tuple[int, int, StreamResult, list[str]]] = []
     for i, r in enumerate(results):
-        why: list[str] = []
-        leak = sorted({e.guard for e in r.guard_events if e.guard in LEAK_GUARDS})
-        if leak:
-            why.append(f"leaked ({', '.join(leak)})")
-        if r.error is not None:
-            why.append(f"error {r.error.type}")
-        if len(r.attempts) > 1:
-            why.append(f"degraded {r.degradation_path}")
-        others = sorted({e.guard for e in r.guard_events if e.guard not in LEAK_GUARDS})
-        if others:
-            why.append(f"guard {', '.join(others)}")
+        why = stream_flags(r, anomalies=False)
         if why:
             backend = r.serving_provider or f"{r.provider} (direct)"
             if backend in flagged:

@@ -99,12 +99,17 @@ def run(args: argparse.Namespace) -> int:
             f"--out {args.out}: cannot create a recording directory: {exc.strerror or exc}"
         ) from None
     restore = stop_on_sigterm()
+    width = table_view(args).width
     try:
         with rec:
-            for _ in progress(list(range(args.n)), "record", disable=args.n == 1):
+            bar = progress(list(range(args.n)), "record", disable=args.n == 1)
+            for i in bar:
                 r = rec.record(args.provider, body, base_url=args.base_url, api_key=key, path=path)
-                if args.n == 1:
+                if args.n == 1:  # one answer: all of it, then what it is
                     print(displayable(r.text))
+                    print(answer_line(r, width, None))
+                else:  # one line each, above the progress bar
+                    bar.write(answer_line(r, width, (i + 1, args.n)), file=sys.stdout)
                 if r.error is not None:
                     message = displayable(r.error.message)
                     print(f"stream error ({r.error.type}): {message}", file=sys.stderr)
@@ -148,6 +153,46 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def answer_line(r: Any, width: int, count: tuple[int, int] | None) -> str:
+    """One recorded answer as one line of at most ``width`` cells: ``[i/n]``, its backend and
+    how it ended, the answer's first line (cut with ``…``), then its flags
+    (:func:`lab.reading.stream_flags`: leak, error, degradation, anomalies) or ``no flags``.
+    Model and provider text shows terminal-safe."""
+    from lab.cli.show import cells
+    from lab.reading import stream_flags
+
+    backend = r.serving_provider or f"{r.provider} (direct)"
+    status = "error" if r.error is not None else (r.finish_reason or "—")
+    first = next((line.strip() for line in r.text.splitlines() if line.strip()), "")
+    if not first:
+        calls = ", ".join(f.name for f in r.function_calls)
+        first = f"(tool calls: {calls})" if calls else "(no answer)"
+    flags = stream_flags(r)
+    tail = " · " + ("flags: " + "; ".join(flags) if flags else "no flags")
+    head = (f"[{count[0]}/{count[1]}] " if count else "") + f"{backend} · {status}: "
+    head, tail = displayable(head), displayable(tail).replace("\n", " ")
+    text = displayable(first.replace("\t", " "))
+    room = width - cells(head) - cells(tail)
+    if room < 12:  # too narrow for the answer beside its flags: the flags on their own line
+        return _cut(head + text, width) + "\n  " + _cut(tail[3:], width - 2)
+    return head + _cut(text, room) + tail
+
+
+def _cut(text: str, width: int) -> str:
+    from lab.cli.show import cells
+
+    if cells(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = cells(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
 def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
     """Add ``lab record`` to ``sub`` (``tv``: the table options parent parser)."""
     r = sub.add_parser(
@@ -158,7 +203,9 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         "byte (every read, its timing, every degradation attempt) into a new recording "
         "directory under --out. The API key comes from the provider's environment variable: "
         + key_help()
-        + ". It is sent, never written to the capture.",
+        + ". It is sent, never written to the capture. Prints each answer's first line "
+        "with its flags (leak, error, degradation, anomalies); with --n 1 the whole answer "
+        "first.",
         epilog=_RECORD_EPILOG,
     )
     r.add_argument("--provider", required=True, help="one of: " + ", ".join(providers()))
