@@ -313,3 +313,51 @@ def test_show_in_tmux_colours_with_attributes_only(tmp_path):
     assert "[[" not in joined  # on a terminal the moved text is highlighted, not bracketed
     assert re.findall(r"\x1b\[[0-9;]*[^0-9;m]", attributed) == []  # SGR only
     assert "\x1b[" in attributed
+
+
+def test_request_turns_and_tools_read_every_familys_shape():
+    from lab.reading import request_turns, tool_names
+
+    anthropic = {
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+        "tools": [{"name": "get_weather", "input_schema": {}}],
+    }
+    gemini = {
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "contents": [{"role": "user", "parts": [{"text": "Hi"}, {"inlineData": {}}]}],
+        "tools": [{"functionDeclarations": [{"name": "a"}, {"name": "b"}]}],
+    }
+    responses = {"instructions": "Be brief.", "input": "Hi", "tools": [{"type": "web_search"}]}
+    chat = {
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+    }
+    assert request_turns(anthropic) == [("system", "Be brief."), ("user", "Hi")]
+    assert request_turns(gemini) == [("system", "Be brief."), ("user", "Hi\n[inlineData]")]
+    assert request_turns(responses) == [("system", "Be brief."), ("user", "Hi")]
+    assert request_turns(chat) == [("user", "Hi"), ("assistant", "[tool calls: f]")]
+    assert [tool_names(b) for b in (anthropic, gemini, responses, chat)] == [
+        ["get_weather"],
+        ["a", "b"],
+        ["web_search"],
+        ["f"],
+    ]
+
+
+def test_a_long_conversation_shows_its_first_and_last_turns_each_cut():
+    from lab.cli.show import MESSAGE_CHARS, Page, _request
+
+    turns = [{"role": "user", "content": f"turn {i} " + "x" * 400} for i in range(10)]
+    page = Page(width=100, colour=False)
+    _request(page, json.dumps({"model": "m", "messages": turns}).encode(), None)
+    text = "\n".join(page.lines)
+    assert "messages (10):" in text
+    assert "  … 4 more messages …" in text
+    shown = re.findall(r"^  user: turn (\d+)", text, re.M)
+    assert shown == ["0", "5", "6", "7", "8", "9"]
+    assert text.count("x…") == 6 and text.count("(407 chars)") == 6  # each cut to 300
+    assert MESSAGE_CHARS == 300 and "x" * 301 not in text.replace("\n  ", "")

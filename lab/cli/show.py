@@ -35,6 +35,9 @@ from typing import Any
 
 from lab.cli.common import CONFIG_HELP, UsageError, open_loaded, providers, table_view
 
+# pandas, the analysis modules (lab.reading, lab.anomalies, lab.latency) and replay are
+# imported inside the functions that use them: `lab --help` builds this parser too.
+
 MESSAGE_CHARS = 300
 """A request message longer than this is cut (``…``) and its length said."""
 MESSAGES_SHOWN = 6
