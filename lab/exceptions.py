@@ -25,8 +25,8 @@ Internal signals derive from it too, so none can escape as a bare ``Exception``:
 own answers and cuts (``lab.proxy._UpstreamCut``, ``_Refused``, ``_ClientGone``, ``_AtLimit``)
 and the delta-debugging budget of ``lab.fixtures``.
 
-Not in the tree, on purpose: ``lab.capture.errors.CaptureWarning`` is a warning category
-(``warnings.warn``), and ``lab.cli.common.Terminated`` is a ``KeyboardInterrupt`` (SIGTERM taken the
+Not in the tree, on purpose: ``lab.capture.errors.CaptureWarning`` and
+``lab.replay.files.IncompleteResults`` are warning categories (``warnings.warn``), and ``lab.cli.common.Terminated`` is a ``KeyboardInterrupt`` (SIGTERM taken the
 way Ctrl-C is), which ``except Exception`` must not swallow.
 
 This module imports nothing from ``lab``: every layer can import it.

@@ -23,6 +23,7 @@ LAB = Path(lab.__file__).parent
 # Exceptions that are deliberately not errors of the lab (lab.exceptions says why).
 OUTSIDE_THE_TREE = {
     "lab.capture.errors.CaptureWarning",  # a warning category
+    "lab.replay.files.IncompleteResults",  # a warning category
     "lab.cli.common.Terminated",  # a KeyboardInterrupt: SIGTERM taken the way Ctrl-C is
 }
 
