@@ -338,3 +338,12 @@ def test_replay_compare_complete_shows_the_calls_recovered_from_leaked_markup(tm
         '"functions.get_weather:0", "thought_signature": null, "arguments_truncated": false, '
         '"provider_fields": {"recovered_from": "kimi_tool_section"}}]',
     ]
+
+
+def test_lab_sweep_help_names_the_scorecard_and_prints_percent_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "print the backend scorecard" in text
+    assert "with its Wilson 95 % interval" in text and "%%" not in text
+    assert "--preset NAME" in text and "--reference TARGET" in text

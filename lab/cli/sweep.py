@@ -200,7 +200,7 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         "allow_fallbacks false; --backends auto asks the endpoints API), record everything "
         "under --out, and print the backend scorecard: every verdict per backend (leaks, "
         "markup, errors, stalls, tool-call validity, trigger agreement) with its Wilson 95 "
-        "%% interval, the median and p90 time to first token with bootstrap intervals, and "
+        "% interval, the median and p90 time to first token with bootstrap intervals, and "
         "whether each backend serves the same model as --reference (MMD test); flags from "
         "one-sided Fisher exact tests, Holm-adjusted. A rerun into the same --out sends only "
         "what is missing. Ctrl-C lets the requests in flight finish.",
