@@ -20,8 +20,17 @@
 Each event records ``first_seq`` (the read where its first byte arrived) and ``last_seq``
 (the read that completed it). ``index`` numbers events, comments included, from 0.
 
-The hot path is linear: one ``in`` scan and one ``split`` per read, one ``decode`` per read
-that completes lines, no per-byte Python loop and no rescanning of a growing buffer.
+The hot path frames whole reads with ``bytes`` methods: one memchr for ``\r`` and one for
+``\n`` per read, one ``split`` on ``\n`` per read that completes lines (the incomplete tail is
+kept, as it came, for the next read), and the field values decoded from bytes one by one.
+When the lines of a read have the common shapes (one ``data:`` or comment line and a blank
+line per event, or ``event:``, ``data:``, blank), a slice of the line list shows it and each
+event is built in one step; any other line goes through the general line machine, so every
+rule above holds everywhere. A read longer than 64 KiB (a whole recorded body) is framed in
+windows that end at line ends. The work is linear in the input, even for one event arriving
+a byte per read: nothing is rescanned or joined again as the partial line grows.
+``tests/sse_reference.py`` keeps the per-line framer this replaced, as the oracle of the
+property tests (``tests/test_sse_reference.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +43,12 @@ __all__ = ["MAX_RETRY_DIGITS", "SSEDecoder", "SSEEvent", "iter_sse"]
 MAX_RETRY_DIGITS = 18
 """A ``retry:`` value with more digits is ignored like a malformed one: it is no reconnection
 time anyone means, and past 4,300 digits ``int()`` raises ``ValueError``."""
+
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, stripped from the first line of a stream
+_decode = bytes.decode
+_WINDOW = 1 << 16
+"""A read longer than this is framed in windows of about this size, each ending at a line
+end: a whole recorded body handed over as one read stays in the CPU cache while framed."""
 
 
 @dataclass(slots=True)
@@ -107,39 +122,51 @@ class SSEDecoder:
             return []
         if self._cr_pending:
             self._cr_pending = False
-            if chunk[:1] == b"\n":  # second half of a CRLF split across reads
+            if chunk[0] == 10:  # "\n": second half of a CRLF split across reads
                 chunk = chunk[1:]
                 if not chunk:
                     return []
         self._last_seq = seq
-        if b"\r" in chunk:
-            self._cr_pending = chunk[-1:] == b"\r"
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        nl = chunk.rfind(b"\n")
+        # (an int operand makes ``in`` one memchr; a bytes operand first fails as an int)
+        if 13 in chunk:  # "\r": every line end becomes "\n"
+            self._cr_pending = chunk[-1] == 13
+            chunk = chunk.replace(b"\r\n", b"\n")
+            if 13 in chunk:
+                chunk = chunk.replace(b"\r", b"\n")
         parts = self._parts
-        if nl < 0:  # no line completed: just remember the bytes
+        if 10 not in chunk:  # no line completed: just remember the bytes
             if not parts:
                 self._parts_seq = seq
             parts.append(chunk)
             return []
-        if parts:
-            parts.append(chunk[:nl])
-            region = b"".join(parts)
-            first_line_seq = self._parts_seq
+        if parts:  # the first line began in an earlier read: joined once, now it is complete
+            parts.append(chunk)
+            buf = b"".join(parts)
+            line_seq = self._parts_seq
             parts.clear()
         else:
-            region = chunk[:nl]
-            first_line_seq = seq
-        if nl + 1 < len(chunk):
-            parts.append(chunk[nl + 1 :])
-            self._parts_seq = seq
-        lines = region.decode("utf-8", "replace").split("\n")
+            buf = chunk
+            line_seq = seq
         if self._at_start:
             self._at_start = False
-            if lines[0][:1] == "\ufeff":
-                lines[0] = lines[0][1:]
+            if buf[:3] == _BOM:
+                buf = buf[3:]
         out: list[SSEEvent] = []
-        self._process_lines(lines, first_line_seq, seq, out)
+        if len(buf) <= _WINDOW:
+            tail = self._frame(buf, line_seq, seq, out)
+        else:  # framed a window at a time, each ending at a line end, to stay in the cache
+            start = 0
+            while True:
+                end = buf.find(b"\n", start + _WINDOW) + 1
+                if not end:
+                    tail = self._frame(buf[start:], line_seq, seq, out)
+                    break
+                self._frame(buf[start:end], line_seq, seq, out)
+                line_seq = seq
+                start = end
+        if tail:  # after the last line end: incomplete, it waits for the next read
+            parts.append(tail)
+            self._parts_seq = seq
         return out
 
     def flush(self) -> list[SSEEvent]:
@@ -147,24 +174,16 @@ class SSEDecoder:
         out: list[SSEEvent] = []
         seq = self._last_seq
         if self._parts:
-            line = b"".join(self._parts).decode("utf-8", "replace")
+            line = b"".join(self._parts)
             self._parts.clear()
             if self._at_start:
                 self._at_start = False
-                if line[:1] == "\ufeff":
-                    line = line[1:]
+                if line[:3] == _BOM:
+                    line = line[3:]
             if line:
-                if line[0] == ":":
-                    comment = line[1:]
-                    if comment[:1] == " ":
-                        comment = comment[1:]
-                    start = self._parts_seq
-                    out.append(
-                        SSEEvent(self._index, None, None, None, None, comment, start, seq, True)
-                    )
-                    self._index += 1
-                else:
-                    self._process_lines([line], self._parts_seq, seq, out)
+                self._lines([line], self._parts_seq, seq, out)
+                for ev in out:  # a comment line cut at EOF
+                    ev.unterminated = True
         if self._active:
             out.append(
                 SSEEvent(
@@ -186,11 +205,131 @@ class SSEDecoder:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _process_lines(
-        self, lines: list[str], first_line_seq: int, seq: int, out: list[SSEEvent]
-    ) -> None:
+    def _frame(self, buf: bytes, line_seq: int, seq: int, out: list[SSEEvent]) -> bytes:
+        """Frame the complete lines of ``buf`` (line ends all ``\n``) into ``out`` and return
+        what follows the last line end, the incomplete tail. ``line_seq``: the read where
+        the first line began (every other line began in read ``seq``)."""
+        lines = buf.split(b"\n")
+        tail = lines.pop()
+        if line_seq != seq or self._active:
+            # the general machine up to the first blank line: the first line began in an
+            # earlier read, or an event from one is pending
+            if b"" not in lines:
+                self._lines(lines, line_seq, seq, out)
+                return tail
+            head = lines.index(b"") + 1
+            if head == len(lines):
+                self._lines(lines, line_seq, seq, out)
+                return tail
+            self._lines(lines[:head], line_seq, seq, out)
+            lines = lines[head:]
+        # No event is pending and every line began in this read. The common shapes: each
+        # event one data line then a blank line ("data: {...}", comments alike), or an
+        # "event:" line, a "data:" line, a blank line (Anthropic, the Responses API). One
+        # slice of the list tells, framed a whole event per step; any other shape, and any
+        # event that is not a plain data / event + data one, takes the general machine.
+        if b"" not in lines:
+            self._lines(lines, seq, seq, out)
+            return tail
+        period = lines.index(b"") + 1
+        if period == 1:  # blank lines first: nothing pending, they dispatch nothing
+            while lines and not lines[0]:
+                del lines[0]  # (a run of blank lines is short; real bodies have none)
+            return tail if not lines else self._frame_rest(lines, seq, out, tail)
+        return self._frame_rest(lines, seq, out, tail, period)
+
+    def _frame_rest(
+        self, lines: list[bytes], seq: int, out: list[SSEEvent], tail: bytes, period: int = 0
+    ) -> bytes:
+        """``lines`` start an event, none pending; ``period``: lines per event with its blank."""
+        if not period:
+            if b"" not in lines:
+                self._lines(lines, seq, seq, out)
+                return tail
+            period = lines.index(b"") + 1
+        index = self._index
+        append = out.append
+        rest = len(lines) % period  # an event whose blank line is not here yet: general
+        if period == 2 and not any(lines[1::2]):
+            singles = lines[::2]
+            final = singles.pop() if rest else None
+            for line in singles:
+                if line[:6] == b"data: ":  # a whole event: its data line and the blank line
+                    append(
+                        SSEEvent(
+                            index,
+                            _decode(line[6:], "utf-8", "replace"),
+                            None,
+                            None,
+                            None,
+                            None,
+                            seq,
+                            seq,
+                        )
+                    )
+                    index += 1
+                elif line[:1] == b":":  # a comment; the blank line after it dispatches none
+                    comment = line[2:] if line[1:2] == b" " else line[1:]
+                    append(
+                        SSEEvent(
+                            index,
+                            None,
+                            None,
+                            None,
+                            None,
+                            _decode(comment, "utf-8", "replace"),
+                            seq,
+                            seq,
+                        )
+                    )
+                    index += 1
+                elif line:  # any other line and its blank line: the general machine
+                    self._index = index
+                    self._lines([line, b""], seq, seq, out)
+                    index = self._index
+            self._index = index
+            if final:
+                self._lines([final], seq, seq, out)
+            return tail
+        if period == 3 and not any(lines[2::3]):
+            names = lines[::3]
+            datas = lines[1::3]
+            if rest:
+                final_lines = lines[-rest:]
+                del names[-1]
+                if rest == 2:
+                    del datas[-1]
+            for name, data in zip(names, datas, strict=True):
+                if name[:7] == b"event: " and data[:6] == b"data: ":
+                    append(
+                        SSEEvent(
+                            index,
+                            _decode(data[6:], "utf-8", "replace"),
+                            _decode(name[7:], "utf-8", "replace"),
+                            None,
+                            None,
+                            None,
+                            seq,
+                            seq,
+                        )
+                    )
+                    index += 1
+                else:
+                    self._index = index
+                    self._lines([name, data, b""], seq, seq, out)
+                    index = self._index
+            self._index = index
+            if rest:
+                self._lines(final_lines, seq, seq, out)
+            return tail
+        self._lines(lines, seq, seq, out)
+        return tail
+
+    def _lines(self, lines: list[bytes], line_seq: int, seq: int, out: list[SSEEvent]) -> None:
+        """The general line machine over ``lines`` (complete, without their line ends);
+        ``line_seq``: the read where the first line began."""
         # The pending event's fields live in locals for the loop and go back to the
-        # decoder at its end (one attribute read and write per read, not per line).
+        # decoder at its end (one attribute read and write per call, not per line).
         active = self._active
         data = self._data
         event = self._event
@@ -199,7 +338,6 @@ class SSEDecoder:
         first_seq = self._first_seq
         index = self._index
         append = out.append
-        line_seq = first_line_seq  # only the first line may have started in an earlier read
         for line in lines:
             if not line:  # blank line: dispatch
                 if active:
@@ -221,36 +359,46 @@ class SSEDecoder:
                     first_seq = 0
                 line_seq = seq
                 continue
-            if line[0] == ":":
-                comment = line[1:]
-                if comment[:1] == " ":
-                    comment = comment[1:]
-                append(SSEEvent(index, None, None, None, None, comment, line_seq, seq))
+            if line[0] == 58:  # ":": a comment, its own event at once
+                comment = line[2:] if line[1:2] == b" " else line[1:]
+                append(
+                    SSEEvent(
+                        index,
+                        None,
+                        None,
+                        None,
+                        None,
+                        _decode(comment, "utf-8", "replace"),
+                        line_seq,
+                        seq,
+                    )
+                )
                 index += 1
                 line_seq = seq
                 continue
-            if line.startswith("data: "):  # the common line: one slice, no partition
-                name = "data"
+            if line[:6] == b"data: ":  # the common line: one slice, no partition
+                name = b"data"
                 value = line[6:]
-            else:
-                name, _, value = line.partition(":")
-                if value[:1] == " ":
+            else:  # a field without a colon has the whole line as its name, value ""
+                name, _, value = line.partition(b":")
+                if value[:1] == b" ":  # one leading space removed, once
                     value = value[1:]
-            if name == "data":
+            if name == b"data":
                 if data is None:
-                    data = [value]
+                    data = [_decode(value, "utf-8", "replace")]
                 else:
-                    data.append(value)
-            elif name == "event":
-                event = value
-            elif name == "id":
-                if "\x00" in value:
+                    data.append(_decode(value, "utf-8", "replace"))
+            elif name == b"event":
+                event = _decode(value, "utf-8", "replace")
+            elif name == b"id":
+                if 0 in value:  # NUL: the spec ignores the field
                     line_seq = seq
                     continue
-                id_ = value
-            elif name == "retry":
-                # past MAX_RETRY_DIGITS int() would raise (Python's 4,300-digit limit)
-                if len(value) > MAX_RETRY_DIGITS or not (value.isascii() and value.isdigit()):
+                id_ = _decode(value, "utf-8", "replace")
+            elif name == b"retry":
+                # bytes.isdigit() is ASCII digits only; past MAX_RETRY_DIGITS int() would
+                # raise (Python's 4,300-digit limit)
+                if len(value) > MAX_RETRY_DIGITS or not value.isdigit():
                     line_seq = seq
                     continue
                 retry = int(value)
