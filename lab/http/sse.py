@@ -211,45 +211,40 @@ class SSEDecoder:
         the first line began (every other line began in read ``seq``)."""
         lines = buf.split(b"\n")
         tail = lines.pop()
-        if line_seq != seq or self._active:
-            # the general machine up to the first blank line: the first line began in an
-            # earlier read, or an event from one is pending
-            if b"" not in lines:
+        if not lines:  # (the last window of a long read may hold only the tail)
+            return tail
+        if self._active:  # an event from an earlier read is pending: the general machine
+            if b"" not in lines:  # up to the first blank line, which dispatches it
                 self._lines(lines, line_seq, seq, out)
                 return tail
             head = lines.index(b"") + 1
-            if head == len(lines):
-                self._lines(lines, line_seq, seq, out)
-                return tail
             self._lines(lines[:head], line_seq, seq, out)
+            if head == len(lines):
+                return tail
             lines = lines[head:]
-        # No event is pending and every line began in this read. The common shapes: each
-        # event one data line then a blank line ("data: {...}", comments alike), or an
-        # "event:" line, a "data:" line, a blank line (Anthropic, the Responses API). One
-        # slice of the list tells, framed a whole event per step; any other shape, and any
-        # event that is not a plain data / event + data one, takes the general machine.
+            line_seq = seq
+        elif not lines[0]:  # blank lines with nothing pending dispatch nothing
+            head = 1
+            while head < len(lines) and not lines[head]:
+                head += 1
+            if head == len(lines):
+                return tail
+            lines = lines[head:]
+            line_seq = seq
+        # No event is pending and ``lines`` opens with a field or comment line. The common
+        # shapes: each event one data line then a blank line ("data: {...}", comments
+        # alike), or an "event:" line, a "data:" line, a blank line (Anthropic, the
+        # Responses API). One slice of the list tells, then each event is framed in one
+        # step; any other shape, and any event that is not a plain data / event + data one,
+        # takes the general machine.
         if b"" not in lines:
-            self._lines(lines, seq, seq, out)
+            self._lines(lines, line_seq, seq, out)
             return tail
         period = lines.index(b"") + 1
-        if period == 1:  # blank lines first: nothing pending, they dispatch nothing
-            while lines and not lines[0]:
-                del lines[0]  # (a run of blank lines is short; real bodies have none)
-            return tail if not lines else self._frame_rest(lines, seq, out, tail)
-        return self._frame_rest(lines, seq, out, tail, period)
-
-    def _frame_rest(
-        self, lines: list[bytes], seq: int, out: list[SSEEvent], tail: bytes, period: int = 0
-    ) -> bytes:
-        """``lines`` start an event, none pending; ``period``: lines per event with its blank."""
-        if not period:
-            if b"" not in lines:
-                self._lines(lines, seq, seq, out)
-                return tail
-            period = lines.index(b"") + 1
+        rest = len(lines) % period  # lines of an event whose blank line is still to come
+        first = line_seq  # the read where the next event's first line began
         index = self._index
         append = out.append
-        rest = len(lines) % period  # an event whose blank line is not here yet: general
         if period == 2 and not any(lines[1::2]):
             singles = lines[::2]
             final = singles.pop() if rest else None
@@ -263,7 +258,7 @@ class SSEDecoder:
                             None,
                             None,
                             None,
-                            seq,
+                            first,
                             seq,
                         )
                     )
@@ -278,24 +273,25 @@ class SSEDecoder:
                             None,
                             None,
                             _decode(comment, "utf-8", "replace"),
-                            seq,
+                            first,
                             seq,
                         )
                     )
                     index += 1
-                elif line:  # any other line and its blank line: the general machine
+                else:  # any other line and its blank line: the general machine
                     self._index = index
-                    self._lines([line, b""], seq, seq, out)
+                    self._lines([line, b""], first, seq, out)
                     index = self._index
+                first = seq
             self._index = index
-            if final:
-                self._lines([final], seq, seq, out)
+            if final is not None:
+                self._lines([final], first, seq, out)
             return tail
         if period == 3 and not any(lines[2::3]):
             names = lines[::3]
             datas = lines[1::3]
+            final_lines = lines[len(lines) - rest :]
             if rest:
-                final_lines = lines[-rest:]
                 del names[-1]
                 if rest == 2:
                     del datas[-1]
@@ -309,20 +305,21 @@ class SSEDecoder:
                             None,
                             None,
                             None,
-                            seq,
+                            first,
                             seq,
                         )
                     )
                     index += 1
                 else:
                     self._index = index
-                    self._lines([name, data, b""], seq, seq, out)
+                    self._lines([name, data, b""], first, seq, out)
                     index = self._index
+                first = seq
             self._index = index
             if rest:
-                self._lines(final_lines, seq, seq, out)
+                self._lines(final_lines, first, seq, out)
             return tail
-        self._lines(lines, seq, seq, out)
+        self._lines(lines, line_seq, seq, out)
         return tail
 
     def _lines(self, lines: list[bytes], line_seq: int, seq: int, out: list[SSEEvent]) -> None:
