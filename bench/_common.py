@@ -18,7 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "FAMILY_BODIES",
     "Table",
+    "family_body",
     "machine_notes",
     "median_time",
     "openrouter_body",
@@ -134,6 +136,190 @@ def openrouter_body(n: int, *, seed: int = 0, keepalive_every: int = 50) -> byte
         parts.append(b"\n\n")
     parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
+
+
+def _sse(payload: dict, event: str | None = None) -> bytes:
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data}\n\n".encode()
+
+
+def chat_tool_call_body(n: int, *, seed: int = 0) -> bytes:
+    """An OpenAI chat-completions body: one tool call whose arguments come in ``n - 3``
+    deltas (header chunk, argument deltas, finish chunk, usage chunk), as gpt-4o streams."""
+    rng = random.Random(seed)
+    env = {
+        "id": "chatcmpl-BdWq1hG8r6lPp9aWkOhm3sNCyXl0Q",
+        "object": "chat.completion.chunk",
+        "created": 1748870000,
+        "model": "gpt-4o-mini-2024-07-18",
+        "service_tier": "default",
+        "system_fingerprint": "fp_34a54ae93c",
+    }
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {**env, "choices": [choice], "usage": None}
+
+    head = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_lD3yZ0b1bV7nq4fW8eXK2aUt",
+                "type": "function",
+                "function": {"name": "write_notes", "arguments": ""},
+            }
+        ],
+        "refusal": None,
+    }
+    parts = [_sse(chunk(head))]
+    words = _words(rng, max(2, n - 5))
+    pieces = ['{"text": "', *(w.replace('"', "'") for w in words), '"}']
+    for piece in pieces:
+        parts.append(_sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})))
+    parts.append(_sse(chunk({}, "tool_calls")))
+    usage = {"prompt_tokens": 80, "completion_tokens": n, "total_tokens": 80 + n}
+    parts.append(_sse({**env, "choices": [], "usage": usage}))
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
+
+
+def responses_text_body(n: int, *, seed: int = 0) -> bytes:
+    """An OpenAI Responses API body of ``n`` output_text deltas between its created,
+    item-added, item-done and completed events (the shape gpt-4.1 streams)."""
+    rng = random.Random(seed)
+    where = {"item_id": "msg_68a1b2c3d4e5f6", "output_index": 0, "content_index": 0}
+    resp = {"id": "resp_68a1b2c3", "object": "response", "model": "gpt-4.1-nano-2025-04-14"}
+    parts = [
+        _sse({"type": "response.created", "sequence_number": 0,
+              "response": {**resp, "status": "in_progress"}}, "response.created"),
+        _sse({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+              "item": {"type": "message", "id": where["item_id"], "status": "in_progress",
+                       "role": "assistant", "content": []}}, "response.output_item.added"),
+    ]  # fmt: skip
+    seq = 2
+    for w in _words(rng, max(1, n)):
+        parts.append(
+            _sse({"type": "response.output_text.delta", "sequence_number": seq, **where,
+                  "delta": w, "logprobs": [], "obfuscation": "kQ2xYb"},
+                 "response.output_text.delta")
+        )  # fmt: skip
+        seq += 1
+    usage = {"input_tokens": 12, "output_tokens": n, "total_tokens": n + 12,
+             "input_tokens_details": {"cached_tokens": 0},
+             "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+    parts.append(
+        _sse({"type": "response.completed", "sequence_number": seq,
+              "response": {**resp, "status": "completed", "usage": usage}},
+             "response.completed")
+    )  # fmt: skip
+    return b"".join(parts)
+
+
+def anthropic_thinking_body(n: int, *, seed: int = 0, thinking_share: float = 0.3) -> bytes:
+    """An Anthropic Messages body: a thinking block (``thinking_delta`` events, then its
+    signature) and a text block, ``n`` deltas in all, a ping, message_delta and stop."""
+    rng = random.Random(seed)
+    words = _words(rng, max(2, n))
+    n_think = int(len(words) * thinking_share)
+    message = {
+        "model": "claude-sonnet-4-5-20250929", "id": "msg_01Y6V41gqPaKWEw7iPouH7iW",
+        "type": "message", "role": "assistant", "content": [], "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 69, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 2,
+                  "service_tier": "standard"},
+    }  # fmt: skip
+    parts = [
+        _sse({"type": "message_start", "message": message}, "message_start"),
+        _sse({"type": "content_block_start", "index": 0,
+              "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+             "content_block_start"),
+        _sse({"type": "ping"}, "ping"),
+    ]  # fmt: skip
+    for w in words[:n_think]:
+        parts.append(
+            _sse({"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "thinking_delta", "thinking": w}}, "content_block_delta")
+        )  # fmt: skip
+    parts.append(
+        _sse({"type": "content_block_delta", "index": 0,
+              "delta": {"type": "signature_delta", "signature": "EvQBCkYICxgCKkAxhD4NUKFz"}},
+             "content_block_delta")
+    )  # fmt: skip
+    parts.append(_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+    parts.append(
+        _sse({"type": "content_block_start", "index": 1,
+              "content_block": {"type": "text", "text": ""}}, "content_block_start")
+    )  # fmt: skip
+    for i, w in enumerate(words[n_think:]):
+        text = w.lstrip() if i == 0 else w
+        parts.append(
+            _sse({"type": "content_block_delta", "index": 1,
+                  "delta": {"type": "text_delta", "text": text}}, "content_block_delta")
+        )  # fmt: skip
+    parts.append(_sse({"type": "content_block_stop", "index": 1}, "content_block_stop"))
+    parts.append(
+        _sse({"type": "message_delta",
+              "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+              "usage": {"output_tokens": n}}, "message_delta")
+    )  # fmt: skip
+    parts.append(_sse({"type": "message_stop"}, "message_stop"))
+    return b"".join(parts)
+
+
+def gemini_thoughts_body(n: int, *, seed: int = 0, thought_share: float = 0.3) -> bytes:
+    """A Gemini ``streamGenerateContent?alt=sse`` body of ``n`` chunks: thought parts
+    (``thought: true``) then text parts, usageMetadata on every chunk (as the API sends
+    it), a thoughtSignature on the first answer part, ``STOP`` on the last chunk."""
+    rng = random.Random(seed)
+    words = _words(rng, max(2, n))
+    n_thought = int(len(words) * thought_share)
+    thoughts = answer = 0
+    parts = []
+    for i, w in enumerate(words):
+        part: dict[str, Any] = {"text": w}
+        if i < n_thought:
+            part["thought"] = True
+            thoughts += 1
+        else:
+            answer += 1
+            if i == n_thought:
+                part = {"text": w.lstrip(), "thoughtSignature": "CikB0e2Kb8Y3mWq1LpZx"}
+        cand: dict[str, Any] = {"content": {"parts": [part], "role": "model"}}
+        if i == len(words) - 1:
+            cand["finishReason"] = "STOP"
+        cand["index"] = 0
+        usage = {
+            "promptTokenCount": 9,
+            "candidatesTokenCount": answer,
+            "totalTokenCount": 9 + answer + thoughts,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 9}],
+            "thoughtsTokenCount": thoughts,
+        }
+        parts.append(
+            _sse({"candidates": [cand], "usageMetadata": usage,
+                  "modelVersion": "gemini-2.5-flash", "responseId": "dX6LadKVC7SZ28oPr9yJoQs"})
+        )  # fmt: skip
+    return b"".join(parts)
+
+
+FAMILY_BODIES: dict[str, tuple[str, str | None, Callable[[int], bytes]]] = {
+    "OpenRouter reasoning + text": ("openrouter", None, openrouter_body),
+    "one tool call, 20k argument deltas": ("openai", None, chat_tool_call_body),
+    "Responses API": ("openai", "/responses", responses_text_body),
+    "Anthropic thinking + text": ("anthropic", None, anthropic_thinking_body),
+    "Gemini thoughts + text": ("google", None, gemini_thoughts_body),
+}
+"""The per-family bodies (issue 34): name -> (provider, request path, body of n chunks)."""
+
+
+def family_body(name: str, n: int) -> tuple[str, str | None, bytes]:
+    """(provider, path, body) of the family body **name** at about **n** data events."""
+    provider, path, build = FAMILY_BODIES[name]
+    return provider, path, build(n)
 
 
 def median_time(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1) -> float:

@@ -1,15 +1,26 @@
-"""Instructions per OpenRouter chunk of ``replay_sse``, counted by callgrind (no target).
+"""Instructions per chunk of ``replay_sse``, per wire family, counted by callgrind.
 
 Wall-clock ratios move with the host's load; instruction counts do not, so each step of a
-speed change is compared here (docs/PERFORMANCE.md, "The cost-per-chunk stop"). The script
-runs itself under ``valgrind --tool=callgrind`` (``PYTHONHASHSEED=0``, this interpreter's
-real binary) twice: imports and body plus one replay, then plus three; the difference over
-the 2 x 5,000 chunks of the two extra replays is the cost per chunk (the first replay's
-lazy imports fall out). About a minute.
+speed change is compared here (docs/PERFORMANCE.md, "The cost-per-chunk stop"). For each
+body of ``bench/_common.py``'s ``FAMILY_BODIES`` (OpenRouter reasoning + text, one tool
+call streamed as argument deltas, the Responses API, Anthropic thinking + text, Gemini
+thoughts + text) the script runs itself under ``valgrind --tool=callgrind``
+(``PYTHONHASHSEED=0``, this interpreter's real binary) twice: imports and body plus one
+replay, then plus three; the difference over the 2 x ``--chunks`` chunks of the two extra
+replays is the cost per chunk (the first replay's lazy imports fall out).
 
-    python bench/callgrind_replay.py [--chunks 5000]
+``--detectors`` (issue 34, item 4) measures what the markup-leak and tool-validity work
+costs a body without markup: each replay is followed by ``lab.anomalies.detect`` (the
+``markup_leak`` anomaly among the others) and the tool-call validity check of the tables
+(``lab.tables._tool_checks``: lab.toolcheck against the request's tools), and the count
+is taken twice, as shipped and with that work switched off in the child (the chat
+families' markup guard and its end-of-stream flush no-ops, ``markup_leak`` false, the
+validity check empty). Target: <= 3 % more instructions per chunk.
 
-``LAB_JSON_PARSER=orjson`` (or ``json``) measures the install without msgspec.
+    python bench/callgrind_replay.py [--chunks 5000] [--only gemini ...] [--detectors]
+
+``LAB_JSON_PARSER=orjson`` (or ``json``) measures the install without msgspec. A family
+takes about a minute.
 """
 
 from __future__ import annotations
@@ -24,18 +35,56 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+DETECTOR_TARGET = 0.03
+"""The markup guard and tool validity: at most 3 % more instructions per chunk."""
+DETECTOR_BODIES = ("OpenRouter reasoning + text", "one tool call, 20k argument deltas")
+"""The chat-family bodies (the families the markup guard runs in), without markup."""
 
-def _child(chunks: int, replays: int) -> None:
-    from _common import openrouter_body
+
+def _detectors_off() -> None:
+    """Switch off the markup-leak and tool-validity work (the child's baseline)."""
+    from lab import anomalies, tables
+    from lab.providers.chat import OpenAICompatibleAdapter
+
+    def no_markup(self, delta):  # type: ignore[no-untyped-def]
+        return None
+
+    def no_release(self, out):  # type: ignore[no-untyped-def]
+        return None
+
+    OpenAICompatibleAdapter.guard_markup = no_markup  # type: ignore[method-assign]
+    OpenAICompatibleAdapter._release_markup = no_release  # type: ignore[method-assign]
+    anomalies.DETECTORS["markup_leak"] = lambda result, cfg: False
+    tables._tool_checks = lambda r, tools=None: []
+
+
+def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
+    from _common import family_body
 
     from lab.replay import replay_sse
 
-    body = openrouter_body(chunks)
+    provider, path, body = family_body(name, chunks)
+    if detectors == "floor":  # the json.loads floor of the same body
+        from bench_families import floor
+
+        for _ in range(replays):
+            floor(body)
+        return
+    if detectors == "off":
+        _detectors_off()
+    if detectors == "none":
+        for _ in range(replays):
+            replay_sse(provider, body, path=path)
+        return
+    from lab import anomalies, tables
+
     for _ in range(replays):
-        replay_sse("openrouter", body)
+        result = replay_sse(provider, body, path=path)
+        anomalies.detect(result)
+        tables._tool_checks(result)
 
 
-def _instructions(chunks: int, replays: int) -> int:
+def _instructions(name: str, chunks: int, replays: int, detectors: str = "none") -> int:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     proc = subprocess.run(
         [
@@ -48,38 +97,84 @@ def _instructions(chunks: int, replays: int) -> int:
             str(replays),
             "--chunks",
             str(chunks),
+            "--body",
+            name,
+            "--detector-mode",
+            detectors,
         ],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
     )
     found = re.search(r"Collected : (\d+)", proc.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count in callgrind's output: {proc.stderr[-300:]}")
+    if proc.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind run failed ({proc.returncode}): {proc.stderr[-600:]}")
     return int(found.group(1))
+
+
+def per_chunk(name: str, chunks: int, detectors: str = "none") -> float:
+    """Instructions per chunk of the body **name**: (3 replays - 1 replay) / 2 / chunks."""
+    one = _instructions(name, chunks, 1, detectors)
+    three = _instructions(name, chunks, 3, detectors)
+    return (three - one) / (2 * chunks)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, default=5000)
+    ap.add_argument("--only", nargs="*", help="body names (substring match)")
+    ap.add_argument("--detectors", action="store_true", help="item 4: detectors on vs off")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--body", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--detector-mode", default="none", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        _child(args.chunks, args.child)
+        _child(args.body, args.chunks, args.child, args.detector_mode)
         return 0
     if shutil.which("valgrind") is None:
         print("SKIP: callgrind_replay: valgrind is not installed")
         return 0
+    from _common import FAMILY_BODIES, Table, verdict
+
     from lab import _json
 
-    one = _instructions(args.chunks, 1)
-    three = _instructions(args.chunks, 3)
-    per_chunk = (three - one) / (2 * args.chunks)
+    names = [
+        n
+        for n in (DETECTOR_BODIES if args.detectors else FAMILY_BODIES)
+        if not args.only or any(o.lower() in n.lower() for o in args.only)
+    ]
     print(f"# replay_sse under callgrind  (parser {_json.PARSER}, {sys.version.split()[0]})")
-    print(f"instructions: 1 replay {one:,}, 3 replays {three:,}")
-    print(f"replay_sse per OpenRouter chunk: {per_chunk / 1000:.1f}k instructions")
-    return 0
+    if not args.detectors:
+        table = Table("body", "chunks", "floor k/chunk", "lab k/chunk", "lab/floor")
+        for name in names:
+            fl = per_chunk(name, args.chunks, "floor")
+            lab = per_chunk(name, args.chunks)
+            table.add(
+                name, args.chunks, f"{fl / 1000:.1f}", f"{lab / 1000:.1f}", f"{lab / fl:.2f}x"
+            )
+        table.print()
+        return 0
+    table = Table("body", "detectors off (k/chunk)", "as shipped (k/chunk)", "added")
+    ok = True
+    rows = []
+    for name in names:
+        off = per_chunk(name, args.chunks, "off")
+        on = per_chunk(name, args.chunks, "on")
+        added = on / off - 1
+        table.add(name, f"{off / 1000:.2f}", f"{on / 1000:.2f}", f"{added * 100:+.2f} %")
+        rows.append((name, added))
+    table.print()
+    for name, added in rows:
+        ok = (
+            verdict(
+                f"detectors cost, {name}",
+                added <= DETECTOR_TARGET,
+                f"markup guard + tool validity add {added * 100:+.2f} % instructions per chunk "
+                f"(target <= {DETECTOR_TARGET * 100:.0f} %)",
+            )
+            and ok
+        )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

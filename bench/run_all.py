@@ -20,6 +20,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     # (script, default args, --quick args)
     ("bench_replay_floor.py", [], ["--chunks", "20000"]),
     ("bench_sse_framing.py", [], ["--chunks", "5000"]),
+    ("bench_families.py", [], ["--chunks", "5000", "--repeat", "3"]),
     ("bench_litellm.py", [], ["--chunks", "2000"]),
     ("bench_linearity.py", [], ["--big", "40000", "--small", "4000", "--big-chars", "200000"]),
     ("bench_recorder.py", [], ["--chunks", "5000", "--repeat", "5"]),

@@ -375,3 +375,9 @@ new_text_chunk = _shaped(ProcessedChunk, "content", "thoughts", "metadata", type
 new_raw_thought = _shaped(ThoughtLogEntry, "content", kind="raw")
 """``new_raw_thought(content)``: ``ThoughtLogEntry(kind="raw", content=content)`` without
 validation (see :func:`_shaped`)."""
+new_token_usage = _shaped(
+    Usage, "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "total_tokens"
+)
+"""``new_token_usage(input, output, reasoning, cache_read, total)``: the :class:`Usage` of
+a family that reports no cost and no cache writes (Gemini's ``usageMetadata``) without
+validation, for counts already read with ``wire_int`` (see :func:`_shaped`)."""

@@ -1,10 +1,13 @@
-"""A replay gives the same result with every installed JSON parser (``lab._json``).
+"""A replay gives the same result with every installed JSON parser (``lab._json``), and
+the same as the general way of every family.
 
 msgspec is an optional speedup (the ``[speed]`` extra); without it the lab parses with
 orjson, and without that with the standard library. The real-world corpus, a hostile
-stream and the benchmark's body are replayed with each parser in turn (msgspec with
-OpenRouter's typed fast path, ``decode_typed_chunk``; the others without it): every field
-of the results, every chunk and every fact must be identical.
+stream and the benchmark bodies are replayed with each parser in turn (msgspec with the
+families' typed decoders: OpenRouter's ``decode_typed_chunk``, Gemini's ``decode_lean``;
+the others with the lean dict checks) and once more the general way (the standard parser,
+every fast path off): every field of the results, every chunk and every fact must be
+identical.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import pytest
 
 from lab import _json
 from lab.config import LabConfig
-from lab.providers import openrouter
+from lab.providers import google, openrouter
+from lab.providers.google import GoogleAdapter
 from lab.providers.openrouter import OpenRouterAdapter
 from lab.replay import replay_sse
 
@@ -58,17 +62,26 @@ def _everything(result) -> tuple:
     )
 
 
+TYPED = {"openrouter": openrouter.decode_typed_chunk, "google": google.decode_lean}
+"""Each family's typed decoder (None when msgspec is not the lab's parser)."""
+
+
 def _replay_with(parser: str, monkeypatch, *args, **kwargs):
-    monkeypatch.setattr(_json, "loads", _json.PARSERS[parser])
-    typed = openrouter.decode_typed_chunk if parser == "msgspec" else None
+    """A replay with **parser**: its typed decoders with msgspec, the lean dict checks
+    otherwise; ``general`` is the standard parser with every fast path off."""
+    msgspec = parser == "msgspec"
+    monkeypatch.setattr(_json, "loads", _json.PARSERS["json" if parser == "general" else parser])
+    typed = TYPED["openrouter"] if msgspec else None
     monkeypatch.setattr(OpenRouterAdapter, "_decode_typed", staticmethod(typed) if typed else None)
+    monkeypatch.setattr(google, "decode_lean", TYPED["google"] if msgspec else None)
+    monkeypatch.setattr(GoogleAdapter, "lean", parser != "general")
     return _everything(replay_sse(*args, **kwargs))
 
 
 def _same_with_every_parser(monkeypatch, *args, **kwargs) -> None:
-    got = {p: _replay_with(p, monkeypatch, *args, **kwargs) for p in PARSERS}
+    want = _replay_with("general", monkeypatch, *args, **kwargs)
     for p in PARSERS:
-        assert got[p] == got["json"], p
+        assert _replay_with(p, monkeypatch, *args, **kwargs) == want, p
 
 
 @pytest.mark.parametrize("complete", [False, True], ids=["reference", "complete"])
@@ -93,5 +106,9 @@ def test_a_hostile_stream_replays_the_same_with_every_parser(monkeypatch, family
     _same_with_every_parser(monkeypatch, family, HOSTILE)
 
 
-def test_the_benchmark_body_replays_the_same_with_every_parser(monkeypatch):
-    _same_with_every_parser(monkeypatch, "openrouter", bench_common.openrouter_body(2000))
+@pytest.mark.parametrize("name", list(bench_common.FAMILY_BODIES))
+def test_the_benchmark_bodies_replay_the_same_with_every_parser(monkeypatch, name):
+    provider, path, body = bench_common.family_body(name, 600)
+    _same_with_every_parser(monkeypatch, provider, body, path=path)
+    complete = LabConfig.complete()
+    _same_with_every_parser(monkeypatch, provider, body, path=path, config=complete)

@@ -33,8 +33,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from lab import _json
 from lab.errors import (
@@ -56,7 +57,10 @@ from lab.model import (
     ThoughtLogEntry,
     Usage,
     new_chunk,
+    new_raw_thought,
+    new_text_chunk,
     new_thought,
+    new_token_usage,
 )
 from lab.providers.base import (
     RetryAttempt,
@@ -67,6 +71,7 @@ from lab.providers.base import (
     note_unknown_keys,
     wire_int,
 )
+from lab.providers.wire import MAX_WIRE_INT
 from lab.request import (
     DATA_URL_RE,
     function_tools,
@@ -414,12 +419,19 @@ def google_usage(meta: Any, bad: list[str] | None = None) -> Usage | None:
     total = n("totalTokenCount")
     if all(v is None for v in (prompt, candidates, thoughts, cached, total)):
         return None
-    return Usage(
-        input_tokens=prompt or 0,
-        output_tokens=(candidates or 0) + (thoughts or 0),
-        reasoning_tokens=thoughts or 0,
-        cache_read_tokens=cached or 0,
-        total_tokens=total,
+    return _usage_of(prompt, candidates, thoughts, cached, total)
+
+
+def _usage_of(
+    prompt: int | None,
+    candidates: int | None,
+    thoughts: int | None,
+    cached: int | None,
+    total: int | None,
+) -> Usage:
+    """The :class:`Usage` of the five checked counts (what :func:`google_usage` builds)."""
+    return new_token_usage(
+        prompt or 0, (candidates or 0) + (thoughts or 0), thoughts or 0, cached or 0, total
     )
 
 
@@ -834,6 +846,275 @@ def _is_fragment(fc: dict) -> bool:
     return bool(fc.get("partialArgs") or fc.get("willContinue") or not fc.get("name"))
 
 
+# -- the lean path: a response of the common shape, straight to its chunk ----------------
+#
+# Nearly every Gemini event is one candidate whose parts are text (thought or answer, a
+# thoughtSignature on one of them), with usageMetadata, modelVersion and responseId, and a
+# finishReason name on the last. Such an event is read into _Lean (the few values the
+# pipeline uses) and built by GoogleAdapter._on_lean without the general way's dicts:
+# no normalized chunk, no shape walk (every key is known), usage built unvalidated from
+# counts already checked. Any other event (a function call, a block, an error, a second
+# candidate, an unknown key, a value of another type, a hostile count ...) goes the general
+# way (_on_raw), which decides as before and counts what it does not read. With msgspec the
+# event is decoded straight into typed structs whose fields are exactly the known keys
+# (the structs below); otherwise lean_fields checks the parsed dict against the same rules.
+# tests/test_google_lean.py checks both against the general way on generated events.
+
+LEAN_RESPONSE_KEYS = frozenset(
+    {"candidates", "usageMetadata", "modelVersion", "responseId", "createTime"}
+)
+"""The response keys an event of the common shape may have (the others are read only by
+the general way: calls, blocks, errors, top-level text and signatures)."""
+LEAN_PART_KEYS = frozenset({"text", "thought", "thoughtSignature"})
+_tuple_new = tuple.__new__  # a NamedTuple without its Python __new__ (per event)
+_PLAIN_CANDIDATE_KEYS = CANDIDATE_KEYS - set(CANDIDATE_METADATA_KEYS)
+USAGE_COUNT_KEYS = (
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "thoughtsTokenCount",
+    "cachedContentTokenCount",
+    "totalTokenCount",
+)
+"""The five counts :func:`google_usage` reads, in its order."""
+
+
+class _Lean(NamedTuple):
+    """What the pipeline reads of an event of the common shape."""
+
+    answer: str
+    """The answer text: every non-thought part's text, joined."""
+    thoughts: list[str]
+    """Each thought part's text (non-empty ones), in order."""
+    signature: str | None
+    """The first non-empty ``thoughtSignature`` of a part."""
+    native: str | None
+    """The candidate's ``finishReason`` name (None when absent or empty)."""
+    cand_meta: list[tuple[str, Any]]
+    """The candidate's :data:`CANDIDATE_METADATA_KEYS` that are not null, in that order."""
+    has_candidate: bool
+    usage: tuple[int | None, ...] | None
+    """The five counts of ``usageMetadata`` (:data:`USAGE_COUNT_KEYS`), None without it."""
+    model_version: str | None
+    response_id: str | None
+
+
+def _is_count(v: Any) -> bool:
+    """A count :func:`wire_int` takes as it is, with nothing to name (None included)."""
+    return v is None or (type(v) is int and 0 <= v <= MAX_WIRE_INT)
+
+
+def lean_fields(raw: Any) -> _Lean | None:
+    """The :class:`_Lean` view of a parsed event of the common shape, None for any other."""
+    if type(raw) is not dict or not raw.keys() <= LEAN_RESPONSE_KEYS:
+        return None
+    cands = raw.get("candidates")
+    cand = None
+    if cands is not None:
+        if type(cands) is not list or len(cands) != 1:
+            return None
+        cand = cands[0]
+        if type(cand) is not dict or not cand.keys() <= CANDIDATE_KEYS:
+            return None
+    model_version = raw.get("modelVersion")
+    response_id = raw.get("responseId")
+    if not (model_version is None or type(model_version) is str) or not (
+        response_id is None or type(response_id) is str
+    ):
+        return None
+    meta = raw.get("usageMetadata")
+    usage = None
+    if meta is not None:
+        if type(meta) is not dict or not meta.keys() <= USAGE_KEYS:
+            return None
+        usage = tuple(map(meta.get, USAGE_COUNT_KEYS))
+        if not all(map(_is_count, usage)):
+            return None
+    answer = ""
+    thoughts: list[str] = []
+    signature = None
+    native = None
+    cand_meta: list[tuple[str, Any]] = []
+    if cand is not None:
+        content = cand.get("content")
+        if content is not None:
+            if type(content) is not dict or not content.keys() <= CONTENT_KEYS:
+                return None
+            parts = content.get("parts")
+            if parts is not None:
+                if type(parts) is not list:
+                    return None
+                texts = []
+                for p in parts:
+                    if type(p) is not dict or not p.keys() <= LEAN_PART_KEYS:
+                        return None
+                    t = p.get("text")
+                    if t is not None and type(t) is not str:
+                        return None
+                    if p.get("thought") is True:
+                        if t:
+                            thoughts.append(t)
+                    elif t is not None:
+                        texts.append(t)
+                    if signature is None:
+                        sig = p.get("thoughtSignature")
+                        if type(sig) is str and sig:
+                            signature = sig
+                answer = "".join(texts)
+        finish = cand.get("finishReason")
+        if finish is not None and type(finish) is not str:
+            return None
+        native = finish or None
+        if not cand.keys() <= _PLAIN_CANDIDATE_KEYS:  # the common case has no metadata
+            for key in CANDIDATE_METADATA_KEYS:
+                value = cand.get(key)
+                if value is not None:
+                    cand_meta.append((key, value))
+    return _tuple_new(
+        _Lean,
+        (
+            answer,
+            thoughts,
+            signature,
+            native,
+            cand_meta,
+            cand is not None,
+            usage,
+            model_version,
+            response_id,
+        ),
+    )
+
+
+decode_lean: Callable[[str], _Lean | None] | None = None
+"""``decode_lean(line)``: the :class:`_Lean` view of a data line of the common shape decoded
+straight into typed structs, or None for any other line. None itself when msgspec is not
+the lab's parser (then the line is parsed and :func:`lean_fields` checks the dict)."""
+
+if _json.PARSER == "msgspec":
+    import msgspec
+    from msgspec import Meta, Struct
+
+    _Count = Annotated[int, Meta(ge=0, le=MAX_WIRE_INT)]
+
+    class _TypedUsage(Struct, forbid_unknown_fields=True, gc=False):
+        promptTokenCount: _Count | None = None  # noqa: N815 - the wire's camelCase keys
+        candidatesTokenCount: _Count | None = None  # noqa: N815
+        thoughtsTokenCount: _Count | None = None  # noqa: N815
+        cachedContentTokenCount: _Count | None = None  # noqa: N815
+        totalTokenCount: _Count | None = None  # noqa: N815
+        promptTokensDetails: Any = None  # noqa: N815 - known, not read
+        candidatesTokensDetails: Any = None  # noqa: N815
+        cacheTokensDetails: Any = None  # noqa: N815
+        toolUsePromptTokenCount: Any = None  # noqa: N815
+        toolUsePromptTokensDetails: Any = None  # noqa: N815
+        trafficType: Any = None  # noqa: N815
+        serviceTier: Any = None  # noqa: N815
+
+    class _TypedPart(Struct, forbid_unknown_fields=True, gc=False):
+        text: str | None = None
+        thought: Any = None
+        thoughtSignature: Any = None  # noqa: N815
+
+    class _TypedContent(Struct, forbid_unknown_fields=True, gc=False):
+        parts: list[_TypedPart] | None = None
+        role: Any = None
+
+    class _TypedCandidate(Struct, forbid_unknown_fields=True, gc=False):
+        content: _TypedContent | None = None
+        finishReason: str | None = None  # noqa: N815
+        index: Any = None
+        finishMessage: Any = None  # noqa: N815
+        safetyRatings: Any = None  # noqa: N815
+        citationMetadata: Any = None  # noqa: N815
+        groundingMetadata: Any = None  # noqa: N815
+        urlContextMetadata: Any = None  # noqa: N815
+        avgLogprobs: Any = None  # noqa: N815
+        logprobsResult: Any = None  # noqa: N815
+
+    class _TypedResponse(Struct, forbid_unknown_fields=True, gc=False):
+        candidates: list[_TypedCandidate] | None = None
+        usageMetadata: _TypedUsage | None = None  # noqa: N815
+        modelVersion: str | None = None  # noqa: N815
+        responseId: str | None = None  # noqa: N815
+        createTime: Any = None  # noqa: N815
+
+    _typed_fields = {
+        _TypedResponse: LEAN_RESPONSE_KEYS,
+        _TypedCandidate: CANDIDATE_KEYS,
+        _TypedContent: CONTENT_KEYS,
+        _TypedPart: LEAN_PART_KEYS,
+        _TypedUsage: USAGE_KEYS,
+    }
+    for _cls, _known in _typed_fields.items():  # the structs know what the shape check knows
+        assert set(_cls.__struct_fields__) == _known, (_cls, _known)
+
+    _decode_response = msgspec.json.Decoder(_TypedResponse).decode
+
+    _counts_of = attrgetter(*USAGE_COUNT_KEYS)
+    _cand_meta_of = attrgetter(*CANDIDATE_METADATA_KEYS)
+    _NO_META = (None,) * len(CANDIDATE_METADATA_KEYS)
+
+    def _decode_lean(line: str) -> _Lean | None:
+        if len(line) > _json.FAST_MAX_CHARS:
+            return None
+        try:
+            r = _decode_response(line)
+        except (ValueError, RecursionError):  # another shape or type: the general way
+            return None
+        cands = r.candidates
+        u = r.usageMetadata
+        usage = None if u is None else _counts_of(u)
+        if cands is None:
+            return _tuple_new(
+                _Lean, ("", [], None, None, [], False, usage, r.modelVersion, r.responseId)
+            )
+        if len(cands) != 1:
+            return None
+        cand = cands[0]
+        answer = ""
+        thoughts: list[str] = []
+        signature = None
+        content = cand.content
+        if content is not None and content.parts is not None:
+            texts = []
+            for p in content.parts:
+                t = p.text
+                if p.thought is True:
+                    if t:
+                        thoughts.append(t)
+                elif t is not None:
+                    texts.append(t)
+                if signature is None:
+                    sig = p.thoughtSignature
+                    if type(sig) is str and sig:
+                        signature = sig
+            answer = texts[0] if len(texts) == 1 else "".join(texts)
+        meta = _cand_meta_of(cand)
+        cand_meta = (
+            []
+            if meta == _NO_META
+            else [
+                (k, v) for k, v in zip(CANDIDATE_METADATA_KEYS, meta, strict=True) if v is not None
+            ]
+        )
+        return _tuple_new(
+            _Lean,
+            (
+                answer,
+                thoughts,
+                signature,
+                cand.finishReason or None,
+                cand_meta,
+                True,
+                usage,
+                r.modelVersion,
+                r.responseId,
+            ),
+        )
+
+    decode_lean = _decode_lean
+
+
 class GoogleAdapter(StreamAdapter):
     """Gemini API (``generativelanguage.googleapis.com``), reproduced per the reference
     (docs/reference.md, "5. The Gemini adapter")."""
@@ -914,14 +1195,21 @@ class GoogleAdapter(StreamAdapter):
     def reset(self) -> None:
         self._make_guards(think=False)  # Gemini text runs dedup and the speaker guard
         self.pending_usage: Usage | None = None
-        self.raw_usage: dict | None = None
         self.usage_final = False
         """A chunk with a finish reason (or a prompt block) came: the usage is the final one."""
         self.assembler = FunctionCallAssembler() if self.config.assemble_function_calls else None
         self.calls_made = False
         self.ended = False
+        self._usage_counts: tuple[int | None, ...] | None = None
+        """The counts ``pending_usage`` was built from on the lean path (None: built by the
+        general way): the same counts again keep the same Usage."""
 
     # -- stage 02 -----------------------------------------------------------------------
+
+    lean: ClassVar[bool] = True
+    """Does an event of the common shape take the lean path (:func:`decode_lean` with
+    msgspec, else :func:`lean_fields`)? Off, every event goes the general way (the tests
+    compare the two)."""
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One response object (SSE), or an array of them (``alt=json`` framing); invalid
@@ -930,6 +1218,12 @@ class GoogleAdapter(StreamAdapter):
         if text == "[DONE]":
             self.facts["done_seen"] = True
             return
+        lean = self.lean
+        if lean and decode_lean is not None:
+            fields = decode_lean(text)
+            if fields is not None and self._on_lean(fields, out):
+                return
+            lean = False  # the typed structs declined it: the dict check would too
         try:
             raw = _json.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -943,11 +1237,94 @@ class GoogleAdapter(StreamAdapter):
             return
         if isinstance(raw, list):  # alt=json framing: one array of responses
             for item in raw:
-                self._on_raw(item, out)
+                if not (lean and (f := lean_fields(item)) is not None and self._on_lean(f, out)):
+                    self._on_raw(item, out)
                 if self.stopped:
                     break
-        else:
+        elif not (lean and (f := lean_fields(raw)) is not None and self._on_lean(f, out)):
             self._on_raw(raw, out)
+
+    def _on_lean(self, f: _Lean, out: list[ProcessedChunk]) -> bool:
+        """An event of the common shape (:class:`_Lean`) through the same steps as
+        :meth:`_on_raw`, :meth:`_pipeline` and :meth:`process_chunk` take it, built
+        directly. False (nothing done) for what only the general way builds: a blocking
+        finish reason, or calls still open in the assembler."""
+        native = f.native
+        if native in GOOGLE_BLOCKING_FINISH_REASONS or (
+            self.assembler is not None and self.assembler.open
+        ):
+            return False
+        facts = self.facts
+        counts = f.usage
+        if counts is not None and counts != self._usage_counts:
+            prompt, answer_n, thoughts_n, cached, total = counts
+            if not (
+                prompt is None
+                and answer_n is None
+                and thoughts_n is None
+                and cached is None
+                and total is None
+            ):
+                self.pending_usage = _usage_of(prompt, answer_n, thoughts_n, cached, total)
+                self._usage_counts = counts
+        if f.model_version is not None:
+            facts["served_model"] = f.model_version
+            facts["response_model"] = f.model_version
+        if f.response_id is not None:
+            facts["response_id"] = f.response_id
+        if native:
+            self.usage_final = True
+        # _pipeline: dedup and the speaker guard on the text, the commit point, the tail
+        text = f.answer
+        fired = False
+        if text:
+            text = self.dedup.filter(text)
+            if self.dedup.notes:
+                self._drain(self.dedup)
+            speaker = self.speaker
+            if speaker is not None and text:
+                text = speaker.feed(text)
+                if speaker.notes:
+                    self._drain(speaker)
+                fired = speaker.fired
+        if not self.committed and (text or f.has_candidate or self.pending_usage is not None):
+            self.committed = True
+        if self.speaker is not None and not text and native:
+            tail = self.speaker.flush()
+            if tail:
+                out.append(self.process_chunk({"text": tail}))
+        # process_chunk
+        finish = None
+        if native:
+            finish = (
+                "tool_calls"
+                if self.calls_made and native == "STOP"
+                else FINISH_REASON_MAP.get(native, native.lower())
+            )
+            self._record_finish(finish)
+        metadata: dict[str, Any] = {}
+        if self.pending_usage is not None and (
+            self.usage_final or not self.config.final_usage_only
+        ):
+            metadata["usage"] = self.pending_usage
+        if f.signature:
+            metadata["thoughtSignature"] = f.signature
+        if finish:
+            metadata["finish_reason"] = finish
+        if native:
+            metadata["native_finish_reason"] = native
+        for key, value in f.cand_meta:
+            metadata[key] = value
+        thoughts = [new_raw_thought(t) for t in f.thoughts] if f.thoughts else []
+        if text:
+            out.append(new_text_chunk(text, thoughts, metadata))
+        elif native == "STOP":
+            out.append(new_chunk(type="done", thoughts=thoughts, metadata=metadata))
+        else:
+            out.append(new_text_chunk("", thoughts, metadata))
+        if fired:
+            self.stopped = True
+        return True
 
     def _note_shapes(self, raw: dict) -> None:
         """Count what this adapter does not read, one known-key set per object level."""
@@ -999,7 +1376,7 @@ class GoogleAdapter(StreamAdapter):
                     self.facts.setdefault("hostile_values", []).extend(bad)
                 if usage is not None:
                     self.pending_usage = usage
-                    self.raw_usage = raw["usageMetadata"]
+                    self._usage_counts = None
             if isinstance(raw.get("modelVersion"), str):
                 self.facts["served_model"] = raw["modelVersion"]
                 self.facts["response_model"] = raw["modelVersion"]
