@@ -41,6 +41,7 @@ __all__ = [
     "results_html",
     "results_text",
     "StreamPicker",
+    "TableView",
     "show_table",
     "shown_before_close",
     "stream_html",
@@ -281,49 +282,177 @@ def results_html(results: Sequence[StreamResult], limit: int = SUMMARY_ROWS) -> 
 
 
 TABLE_ROWS = 2000
-_itables_ready = False
-"""Rows :func:`show_table` puts in its plain-HTML fallback before it says how many more."""
+"""Rows :func:`show_table` puts in its plain-HTML table (no ipywidgets) before it says how
+many more there are."""
+
+TABLE_PAGE_ROWS = 25
+"""Rows one page of a :class:`TableView` shows."""
+
+TABLE_PREVIEW_ROWS = 20
+"""Rows of the static, escaped copy that travels beside a :class:`TableView`, for a viewer
+that cannot run widgets (a notebook exported to HTML, a repository browser)."""
+
+
+def _missing_marked(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the one missing marker (:data:`MISSING`) instead of NaN / None / <NA>."""
+    shown = df.copy()
+    for col in shown.columns:
+        if shown[col].isna().any():
+            shown[col] = shown[col].astype(object).where(shown[col].notna(), MISSING)
+    return shown
+
+
+def _plain_table(df: pd.DataFrame, caption: str | None, limit: int, more_note: str) -> str:
+    """The first ``limit`` rows of ``df`` as escaped HTML in a box that scrolls."""
+    more = len(df) - limit
+    table = df.head(limit).to_html(
+        index=False, na_rep=MISSING, escape=True, border=0, classes="lab-table"
+    )
+    head = f"<p><b>{_esc(caption)}</b></p>" if caption else ""
+    tail = f"<p style='color: #666'>{more:,} more rows {more_note}</p>" if more > 0 else ""
+    return f"{head}<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"
+
+
+class TableView:
+    """A table that searches, sorts and pages in the kernel, made of ipywidgets only.
+
+    The page is escaped HTML built here (``DataFrame.to_html(escape=True)``); the browser
+    runs no code of ours. Its state lives in the kernel's widget models, which every page
+    showing the notebook fetches for itself: it works after a page reload, in a second tab,
+    in JupyterLab, Notebook 7 and VS Code alike, and the saved notebook holds only a
+    reference to it plus a static copy of the first :data:`TABLE_PREVIEW_ROWS` rows for
+    viewers without widgets. (itables' HTML mode, used before, loaded its JavaScript once per
+    kernel into one page: a reloaded page showed "Loading ITables..." for ever and the saved
+    notebook carried a megabyte of script; its widget carries that megabyte in the widget
+    state, which breaks a notebook exported to HTML.)
+
+    ``view.search`` (text, any column, case-insensitive), ``view.sort`` (a column or
+    ``None``), ``view.descending`` and the page buttons drive it; :meth:`rows` is what they
+    select, :meth:`page_frame` the page shown.
+    """
+
+    def __init__(
+        self, df: pd.DataFrame, *, caption: str | None = None, page_rows: int = TABLE_PAGE_ROWS
+    ) -> None:
+        import ipywidgets as w
+
+        self.frame = df.reset_index(drop=True)
+        self.shown = _missing_marked(self.frame)
+        self.caption = caption
+        self.per_page = max(1, page_rows)
+        self._haystack = (
+            self.shown.astype(str).agg(" ".join, axis=1).str.lower()
+            if len(self.shown.columns)
+            else self.shown.index.to_series().astype(str)
+        )
+        self.search = w.Text(
+            placeholder="search every column", description="search", continuous_update=True
+        )
+        self.sort = w.Dropdown(
+            options=[("(as given)", None)] + [(str(c), c) for c in self.frame.columns],
+            value=None,
+            description="sort by",
+        )
+        self.descending = w.Checkbox(value=False, description="descending", indent=False)
+        self.previous = w.Button(description="◀ previous", layout=w.Layout(width="8em"))
+        self.next = w.Button(description="next ▶", layout=w.Layout(width="8em"))
+        self.status = w.HTML()
+        self.body = w.HTML()
+        self.page = 0
+        for control in (self.search, self.sort, self.descending):
+            control.observe(self._restart, names="value")
+        self.previous.on_click(lambda _b: self._turn(-1))
+        self.next.on_click(lambda _b: self._turn(1))
+        head = [w.HTML(f"<b>{_esc(caption)}</b>")] if caption else []
+        self.widget = w.VBox(
+            [
+                *head,
+                w.HBox([self.search, self.sort, self.descending]),
+                self.body,
+                w.HBox([self.previous, self.next, self.status]),
+            ]
+        )
+        self._draw()
+
+    def rows(self) -> pd.DataFrame:
+        """The rows the search keeps, in the chosen order (missing values marked)."""
+        keep = self._haystack.str.contains(self.search.value.strip().lower(), regex=False)
+        picked = self.frame[keep.to_numpy()]
+        if self.sort.value is not None:
+            picked = picked.sort_values(
+                self.sort.value,
+                ascending=not self.descending.value,
+                kind="mergesort",  # stable: ties keep the order given
+                na_position="last",
+                key=_sort_key,
+            )
+        return self.shown.loc[picked.index]
+
+    def page_frame(self) -> pd.DataFrame:
+        """The rows of the page shown."""
+        start = self.page * self.per_page
+        return self.rows().iloc[start : start + self.per_page]
+
+    def _pages(self, n: int) -> int:
+        return max(1, -(-n // self.per_page))
+
+    def _restart(self, _change: object = None) -> None:
+        self.page = 0
+        self._draw()
+
+    def _turn(self, step: int) -> None:
+        self.page = min(max(0, self.page + step), self._pages(len(self.rows())) - 1)
+        self._draw()
+
+    def _draw(self) -> None:
+        rows = self.rows()
+        pages = self._pages(len(rows))
+        self.page = min(self.page, pages - 1)
+        start = self.page * self.per_page
+        shown = rows.iloc[start : start + self.per_page]
+        self.body.value = (
+            "<div style='max-height: 32em; overflow: auto'>"
+            + shown.to_html(index=False, na_rep=MISSING, escape=True, border=0, classes="lab-table")
+            + "</div>"
+        )
+        kept = len(rows) != len(self.frame)
+        of = f" (of {len(self.frame):,}; search: {_esc(self.search.value)})" if kept else ""
+        self.status.value = (
+            f"rows {start + 1 if len(rows) else 0:,}–{start + len(shown):,} of "
+            f"{len(rows):,}{of} · page {self.page + 1} of {pages}"
+        )
+        self.previous.disabled = self.page == 0
+        self.next.disabled = self.page >= pages - 1
+
+    def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any]:
+        bundle = self.widget._repr_mimebundle_()
+        data = dict(bundle[0] if isinstance(bundle, tuple) else bundle or {})
+        note = "in the interactive table (run the notebook)."
+        data["text/html"] = _plain_table(self.shown, self.caption, TABLE_PREVIEW_ROWS, note)
+        return data
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    """Text columns (object: strings, lists, mixed) sort by their text; others as they are;
+    missing values last either way."""
+    if col.dtype == object:
+        return col.map(lambda v: str(v), na_action="ignore")
+    return col
 
 
 def show_table(df: pd.DataFrame, *, caption: str | None = None) -> None:
-    """Display ``df`` in a notebook as an interactive table (sort, search, pages) when the
-    optional ``itables`` package is installed (``pip install 'stream-lab[notebook]'``),
-    otherwise as plain escaped HTML in a box that scrolls (the first :data:`TABLE_ROWS`
-    rows). Cells are text either way: ``itables`` runs with ``allow_html=False``."""
+    """Display ``df`` in a notebook as a :class:`TableView` (search, sort, pages; ipywidgets),
+    or as plain escaped HTML in a box that scrolls (the first :data:`TABLE_ROWS` rows) where
+    ipywidgets cannot be imported. Cells are text either way, never markup."""
     from IPython.display import HTML, display
 
     try:
-        import itables
+        import ipywidgets  # noqa: F401 - the interactive table is made of its widgets
     except ImportError:
-        more = len(df) - TABLE_ROWS
-        table = df.head(TABLE_ROWS).to_html(index=False, na_rep=MISSING, escape=True, border=0)
-        head = f"<p><b>{_esc(caption)}</b></p>" if caption else ""
-        tail = (
-            f"<p style='color: #666'>{more:,} more rows not shown; install itables "
-            "(<code>pip install 'stream-lab[notebook]'</code>) for an interactive table "
-            "of every row.</p>"
-            if more > 0
-            else ""
-        )
-        display(HTML(f"{head}<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"))
+        note = "not shown; install ipywidgets for a table that searches, sorts and pages."
+        display(HTML(_plain_table(_missing_marked(df), caption, TABLE_ROWS, note)))
         return
-    global _itables_ready
-    if not _itables_ready:  # the DataTables bundle goes into the notebook: works offline
-        itables.init_notebook_mode(all_interactive=False, connected=False)
-        _itables_ready = True
-    shown = df.copy()
-    for col in shown.columns:  # the one missing marker, not NaN / None / <NA>
-        if shown[col].isna().any():
-            shown[col] = shown[col].astype(object).where(shown[col].notna(), MISSING)
-    itables.show(
-        shown,
-        caption=caption,
-        allow_html=False,
-        showIndex=False,
-        maxBytes=0,  # every row: the table pages and searches them in the browser
-        classes="display compact nowrap",
-        scrollX=True,
-    )
+    display(TableView(df, caption=caption))
 
 
 def _pick_label(r: StreamResult) -> tuple[int, str]:
@@ -357,6 +486,7 @@ class StreamPicker:
             description="stream",
             layout=w.Layout(width="64em"),
         )
+        self.dropdown.add_class("lab-stream-picker")  # a name for a page (and a test) to find
         self.output = w.Output()
         self.dropdown.observe(lambda _change: self._draw(), names="value")
         self.widget = w.VBox([self.dropdown, self.output])

@@ -174,13 +174,13 @@ def test_tables_that_take_a_streams_table_refuse_another_frame():
         tables.by_backend(pd.DataFrame({"x": [1]}))
 
 
-def test_show_table_without_itables_is_escaped_html_with_one_missing_marker(monkeypatch):
+def test_show_table_without_ipywidgets_is_escaped_html_with_one_missing_marker(monkeypatch):
     import sys
 
     import IPython.display
 
     shown: list = []
-    monkeypatch.setitem(sys.modules, "itables", None)  # import itables -> ImportError
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets -> ImportError
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
     from lab.view import show_table
 
@@ -188,6 +188,57 @@ def test_show_table_without_itables_is_escaped_html_with_one_missing_marker(monk
     (page,) = [obj.data for obj in shown]
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
     assert page.count(f"<td>{MISSING}</td>") == 2 and "NaN" not in page
+
+
+def _table_view(page_rows: int = 2):
+    pytest.importorskip("ipywidgets")
+    from lab.view import TableView
+
+    df = pd.DataFrame({"text": ["<b>x</b>", None, "c", "d"], "n": [3, 1, float("nan"), 2]})
+    return TableView(df, caption="<i>t</i>", page_rows=page_rows)
+
+
+def test_table_view_pages_and_says_which_rows_it_shows():
+    view = _table_view()
+    assert view.status.value == "rows 1–2 of 4 · page 1 of 2"
+    assert view.previous.disabled and not view.next.disabled
+    view.next.click()
+    assert view.status.value == "rows 3–4 of 4 · page 2 of 2"
+    assert view.page_frame()["text"].tolist() == ["c", "d"]
+    assert view.next.disabled and not view.previous.disabled
+    view.next.click()  # past the last page: stays there
+    assert view.page == 1
+
+
+def test_table_view_sorts_missing_values_last_both_ways():
+    view = _table_view(page_rows=10)
+    view.sort.value = "n"
+    assert view.rows()["n"].tolist() == [1.0, 2.0, 3.0, MISSING]
+    view.descending.value = True
+    assert view.rows()["n"].tolist() == [3.0, 2.0, 1.0, MISSING]
+    view.sort.value = "text"
+    assert view.rows()["text"].tolist() == ["d", "c", "<b>x</b>", MISSING]
+
+
+def test_table_view_search_keeps_matching_rows_and_starts_at_page_one():
+    view = _table_view()
+    view.next.click()
+    view.search.value = "<B>"
+    assert view.page == 0
+    assert view.rows()["text"].tolist() == ["<b>x</b>"]
+    assert view.status.value == "rows 1–1 of 1 (of 4; search: &lt;B&gt;) · page 1 of 1"
+    view.search.value = "zzz"
+    assert view.status.value == "rows 0–0 of 0 (of 4; search: zzz) · page 1 of 1"
+
+
+def test_table_view_shows_markup_as_text_in_the_page_and_the_static_copy():
+    view = _table_view(page_rows=10)
+    bundle = view._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "application/vnd.jupyter.widget-view+json", "text/html"}
+    for page in (view.body.value, bundle["text/html"]):
+        assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+        assert page.count(f"<td>{MISSING}</td>") == 2 and "NaN" not in page
+    assert "&lt;i&gt;t&lt;/i&gt;" in bundle["text/html"] and "<i>t</i>" not in bundle["text/html"]
 
 
 def test_stream_picker_lists_leaked_streams_first_and_follows_the_menu(sample):
