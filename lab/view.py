@@ -11,6 +11,9 @@ and no script.
   text the guards moved highlighted, the guard events, the attempts (label, status, how it
   ended), usage and cost, the anomalies and what each means, replay divergence.
 - :func:`results_html` / :func:`results_text` – the summary table of many streams.
+- :func:`overview` – the dashboard's head: the summary line, the backend scorecard, the
+  rates per backend with their intervals, and what needs attention.
+- :class:`TableView` / :func:`show_table` – a table that searches, sorts and pages.
 - :func:`~lab.anomalies.shown_before_close` (re-exported here) – the text a guard could no
   longer take back (a closing reasoning tag that arrived after the text before it was
   already shown as the answer); the anomaly detectors own it, this view renders it.
@@ -36,8 +39,11 @@ __all__ = [
     "DECIMALS",
     "KEY_COLUMNS",
     "MISSING",
+    "Overview",
     "SUMMARY_COLUMNS",
     "format_cost",
+    "format_rate",
+    "overview",
     "results_html",
     "results_text",
     "StreamPicker",
@@ -279,6 +285,177 @@ def results_html(results: Sequence[StreamResult], limit: int = SUMMARY_ROWS) -> 
         f"<p><b>{_esc(line)}</b></p>"
         f"<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"
     )
+
+
+def format_rate(rate: Any, low: Any = None, high: Any = None) -> str:
+    """A rate and its interval as every notebook view prints them: ``14% [3%–51%]``; a
+    missing rate is :data:`MISSING`, a missing interval is left out."""
+    if rate is None or rate != rate:
+        return MISSING
+    if low is None or high is None or low != low or high != high:
+        return f"{rate:.0%}"
+    return f"{rate:.0%} [{low:.0%}–{high:.0%}]"
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table of cells that are already HTML (escaped by the caller), in a box that scrolls."""
+    head = "".join(f"<th style='{_CELL}; background: #f3f3f3'>{h}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='{_CELL}'>{v}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return (
+        f"<div style='max-height: 28em; overflow: auto'><table style='{_TABLE}'>"
+        f"<tr>{head}</tr>{body}</table></div>"
+    )
+
+
+def _scorecard_html(card: pd.DataFrame) -> str:
+    verdicts = list(card.attrs.get("verdicts", []))
+    header = ["backend", "streams", *[html.escape(v) for v in verdicts], "flags"]
+    rows = []
+    for _, row in card.iterrows():
+        cells = [_esc(row["serving_provider"]), f"{int(row['streams']):,}"]
+        for v in verdicts:
+            text = format_rate(row[f"{v}_rate"], row[f"{v}_ci_low"], row[f"{v}_ci_high"])
+            flagged = bool(row.get(f"{v}_worse", False))
+            cells.append(f"<b style='color: #b0262c'>{text} worse</b>" if flagged else text)
+        cells.append(_esc(row.get("flags") or ""))
+        rows.append(cells)
+    sentences = list(card.attrs.get("sentences", []))
+    worse = [s for s in sentences if "worse with confidence on" in s and " not worse" not in s]
+    rest = [s for s in sentences if s not in worse]
+    said = "".join(f"<div style='{_WARN}'>{_esc(s)}</div>" for s in worse) or (
+        "<p>No backend is worse than the rest with confidence on any verdict.</p>"
+    )
+    more = (
+        f"<details><summary>the other sentences ({len(rest)})</summary><ul>"
+        + "".join(f"<li>{_esc(s)}</li>" for s in rest)
+        + "</ul></details>"
+        if rest
+        else ""
+    )
+    return _html_table(header, rows) + said + more
+
+
+def _rates_html(backends: pd.DataFrame) -> str:
+    header = ["backend", "streams", "leaked", "leak rate", "errors", "error rate", "median TTFT"]
+    rows = []
+    for _, b in backends.iterrows():
+        ttft = b.get("median_ttft_ms")
+        rows.append(
+            [
+                _esc(b["serving_provider"]),
+                f"{int(b['streams']):,}",
+                f"{int(b['leaked']):,}",
+                format_rate(b["leak_rate"], b.get("leak_rate_ci_low"), b.get("leak_rate_ci_high")),
+                f"{int(b['errors']):,}",
+                format_rate(
+                    b["error_rate"], b.get("error_rate_ci_low"), b.get("error_rate_ci_high")
+                ),
+                MISSING if ttft is None or ttft != ttft else f"{ttft:,.1f} ms",
+            ]
+        )
+    said = "".join(f"<li>{_esc(s)}</li>" for s in tables.backend_verdicts(backends))
+    return _html_table(header, rows) + f"<ul>{said}</ul>"
+
+
+def _attention_html(results: Sequence[StreamResult], labels: Sequence[str]) -> str:
+    by_anomaly: dict[str, dict[str, int]] = {}
+    flagged: set[str] = set()
+    for r, label in zip(results, labels, strict=True):
+        for name in detect(r):
+            flagged.add(r.stream_id)
+            per = by_anomaly.setdefault(name, {})
+            per[label] = per.get(label, 0) + 1
+    parts = []
+    if not by_anomaly:
+        parts.append("<p>No anomaly in any stream: the guards left every stream clean.</p>")
+    else:
+        parts.append(
+            f"<p><b>{len(flagged)} of {len(results)} streams need attention</b> "
+            "(what is still wrong after the guards ran):</p>"
+        )
+        ranked = sorted(by_anomaly.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+        rows = [
+            [
+                _esc(name),
+                f"{sum(per.values()):,}",
+                ", ".join(
+                    f"{_esc(b)} ({n})"
+                    for b, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+                ),
+                _esc(explain(name)),
+            ]
+            for name, per in ranked
+        ]
+        parts.append(_html_table(["anomaly", "streams", "backends", "what it means"], rows))
+    partial = [(r, shown_before_close(r)) for r in results]
+    partial = [(r, pairs) for r, pairs in partial if pairs]
+    if partial:
+        label_of = dict(zip([r.stream_id for r in results], labels, strict=True))
+        rows = [
+            [
+                _esc(r.stream_id),
+                _esc(label_of[r.stream_id]),
+                _chars(len(pairs[0][0])),
+                _chars(len(pairs[0][1])),
+            ]
+            for r, pairs in partial
+        ]
+        parts.append(
+            f"<p><b>{len(partial)} stream(s) cleaned only in part</b>: reasoning was shown as "
+            "the answer before its closing tag arrived; the guard could move only what "
+            "followed.</p>"
+            + _html_table(["stream", "backend", "stayed in the answer", "moved"], rows)
+        )
+    else:
+        parts.append("<p>No stream was cleaned only in part.</p>")
+    return "".join(parts)
+
+
+class Overview:
+    """The dashboard's head (:func:`overview`): shows itself as escaped HTML in a notebook;
+    ``str()`` is the same HTML."""
+
+    def __init__(self, page: str) -> None:
+        self.html = page
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return self.html
+
+
+def overview(results: Sequence[StreamResult]) -> Overview:
+    """What a capture says, in one view: the one-line summary, the backend scorecard (every
+    verdict's rate with its Wilson interval, the backends worse than the rest with
+    confidence, :func:`lab.tables.scorecard`), the leak and error rates per backend with
+    their intervals and what they let you say (:func:`lab.tables.by_backend`,
+    :func:`lab.tables.backend_verdicts`), and what needs attention: the anomalies the guards
+    did not fix, per backend, with what each means, and the streams cleaned only in part.
+    Every name and message from a stream is escaped."""
+    results = list(results)
+    line, _ = _summary(results)
+    if not results:
+        return Overview(f"<p>{_esc(line)}</p>")
+    st = tables.streams(results)
+    labels = [str(x) for x in tables.backend_labels(st)]
+    page = (
+        "<div style='font-family: system-ui, sans-serif; font-size: 0.9em'>"
+        f"<p style='font-size: 1.1em'><b>{_esc(line)}</b></p>"
+        "<h3>Backend scorecard</h3>"
+        "<p style='color: #555'>Each verdict's rate with its Wilson 95 % interval; "
+        "<b>worse</b>: a one-sided Fisher exact test against the other backends, "
+        "Holm-adjusted over the card, at 95 %.</p>"
+        + _scorecard_html(tables.scorecard(results))
+        + "<h3>Leak and error rates per backend</h3>"
+        + _rates_html(tables.by_backend(st))
+        + "<h3>What needs attention</h3>"
+        + _attention_html(results, labels)
+        + "</div>"
+    )
+    return Overview(page)
 
 
 TABLE_ROWS = 2000

@@ -166,6 +166,12 @@ def _largest_outputs(path: Path) -> list[tuple[int, str, int]]:
     return found
 
 
+def _options(select) -> list[str]:
+    """The option labels of a menu (ipywidgets shows a label's spaces as no-break spaces)."""
+    texts = select.locator("option").evaluate_all("os => os.map(o => o.textContent)")
+    return [t.replace("\xa0", " ") for t in texts]
+
+
 def _page_checks(page, *, picked: str | None) -> None:
     """The stream table rendered with rows, no error output, no widget that failed."""
     errors = page.evaluate(ERRORS)
@@ -219,14 +225,23 @@ def test_notebook_01_survives_a_reload_and_a_second_run_in_jupyterlab(lab_server
             assert abs(second_size - first_size) < 20_000  # run-all twice does not grow it
             assert _largest_outputs(saved) == []
 
-            # pick a stream: the view below the menu follows
+            # filter, then pick: every section below the menu follows, each drawn once
+            verdict = page.locator(".lab-filter-verdict select")
+            (partial,) = [o for o in _options(verdict) if o.startswith("cleaned only in part")]
+            verdict.select_option(label=partial)
             menu = page.locator(".lab-stream-picker select")
-            labels = menu.locator("option").evaluate_all("os => os.map(o => o.textContent)")
-            # ipywidgets shows a label's spaces as no-break spaces
-            (label,) = [o for o in labels if o.replace("\xa0", " ").startswith(PARTIAL + " ")]
-            menu.select_option(label=label)
+            page.wait_for_function(
+                "() => document.querySelectorAll('.lab-stream-picker select option').length == 1"
+            )
+            (label,) = _options(menu)
+            assert label.startswith(PARTIAL + " ")
             page.locator(".jp-OutputArea-output b", has_text=PARTIAL).first.wait_for()
             _page_checks(page, picked=PARTIAL)
+            assert page.locator(f".jp-OutputArea-output b:text-is('{PARTIAL}')").count() == 1
+            assert "cleaned only in part:" in page.locator(".lab-explorer").text_content()
+            # the other filters and the sections: the raw reads (capped) and the timeline
+            assert page.locator(".lab-explorer .lab-reads tr").count() >= 2
+            assert page.locator(".lab-explorer img[alt^='timeline']").count() == 1
             page.screenshot(path=str(tmp_path / "notebook-01-after-reload-and-pick.png"))
 
             # a second tab on the same kernel, nothing re-run: the views come from the kernel

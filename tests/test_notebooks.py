@@ -241,13 +241,34 @@ def test_fixtures_notebook_without_a_spill_stream_stops_with_a_clear_error(
 PARTIAL = "s18ec9d7c919ad13206eb17"  # the sample's stream the think stripper cleaned in part
 
 
+def _pages(nb) -> str:
+    """Every HTML the notebook shows: its cells' HTML outputs and its widgets' HTML values
+    (the saved widget state, as a viewer restores it)."""
+    out = [
+        o["data"]["text/html"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "text/html" in o.get("data", {})
+    ]
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    for model in state.get("state", {}).values():
+        value = model.get("state", {}).get("value")
+        if isinstance(value, str):
+            out.append(value)
+    return "".join(out)
+
+
 def test_backends_notebook_drills_into_the_stream_named_by_lab_stream(monkeypatch):
     monkeypatch.setenv("LAB_STREAM", PARTIAL)
     nb, text = _execute(NB01, monkeypatch)
     _check_outputs(NB01, nb)
     assert f"STREAM_ID is set: drilling into {PARTIAL} instead" in text
-    assert "1 stream(s) cleaned only in part" in text
-    assert f"{PARTIAL}: the user already saw 42 chars of reasoning as the answer:" in text
+    page = _pages(nb)
+    assert "<b>1 stream(s) cleaned only in part</b>" in page  # the overview
+    # the explorer, on the stream LAB_STREAM names: drawn once, with its partial clean
+    assert page.count(f"<b>{PARTIAL}</b>") == 2  # the widget's view + the static copy
+    assert "the closing reasoning tag arrived after 42 chars of reasoning" in page
     assert "loaded 1 recording(s) from ../captures: 20261129T201827-5ed78725" in text
     # latency, what changed (the capture's halves without LAB_PREVIOUS), the trend's span
     assert "LAB_PREVIOUS is not set: comparing the first 24 stream(s) of ../captures" in text
