@@ -56,7 +56,7 @@ def test_overview_says_the_capture_in_one_view(sample):
     # the scorecard: each verdict's rate with its interval, the worse backend said in red
     assert "<b style='color: #b0262c'>57% [42%–71%] worse</b>" in page
     assert "openai (direct): worse with confidence on errors, 57 % [42 %, 71 %]" in page
-    assert "<summary>the other sentences (13)</summary>" in page
+    assert "<summary>the other sentences (14)</summary>" in page  # 12 backends, 2 notes
     # the rates per backend with their intervals, and what they let you say
     assert (
         "<td style='border: 1px solid #ddd; padding: 2px 6px; text-align: left; "
