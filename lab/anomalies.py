@@ -70,6 +70,15 @@ Detectors and the real-world bug each one catches
   writer replaced bytes it could not decode with U+FFFD (``meta.source_body == "lossy"``,
   :mod:`lab.interchange`), so the text around them may differ from what the app saw.
 
+- ``secret_redacted`` – informational: the response echoed a secret the request sent (a
+  provider quoting the key in an error, a model repeating it token by token) and the
+  recorder replaced each echo by a marker (``facts["secrets_redacted"]``, from
+  ``meta["lab.redacted"]``): the text around it is as sent, the key is not.
+- ``secret_unchecked`` – the response to a request that sent a secret came in a
+  ``Content-Encoding`` the lab cannot decode (``br``/``zstd`` without their libraries, an
+  unknown one), so it was recorded as it came and an echo inside it could not be looked for
+  (``facts["secret_unchecked"]``, from ``meta["lab.undecoded"]``).
+
 Every threshold is a field of :class:`AnomalyConfig` whose default is the module constant of
 the same name in capitals; pass ``config=`` to :func:`detect` (or to a detector) to change it.
 """
@@ -559,6 +568,16 @@ def refusal(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     return bool(result.refusal)
 
 
+def secret_redacted(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The response echoed a secret the request sent; the recorder replaced it by a marker."""
+    return bool(result.facts.get("secrets_redacted"))
+
+
+def secret_unchecked(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The response came in an encoding the lab cannot decode: an echoed secret went unseen."""
+    return bool(result.facts.get("secret_unchecked"))
+
+
 def body_not_as_sent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """An imported body is not the bytes sent: the file's writer replaced undecodable bytes."""
     return bool(result.meta) and result.meta.get("source_body") == "lossy"
@@ -603,6 +622,8 @@ DETECTORS: dict[str, Detector] = {
     "usage_not_final": usage_not_final,
     "body_not_as_sent": body_not_as_sent,
     "refusal": refusal,
+    "secret_redacted": secret_redacted,
+    "secret_unchecked": secret_unchecked,
 }
 """Every detector, in the order :func:`detect` reports them."""
 

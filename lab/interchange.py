@@ -34,8 +34,9 @@ leaves where it replaced bytes it could not decode (the anomaly ``body_not_as_se
 Secrets: imported requests go through the capture's redaction like a recorded one (headers,
 URL, body), with the import policy on top (``Redactor(imported=True)``: ``?code=`` and
 session ids, session and CSRF headers, ``https://TOKEN@host``), and a secret the request
-sent that the response echoes is masked in the response bytes (:class:`~lab.capture.redact.ResponseScrubber`). A HAR stores the response
-body decoded, so its ``Content-Encoding`` (and the framing headers) are not kept.
+sent that the response echoes is masked in the response bytes, also when only the text the
+events assemble spells it (:class:`~lab.capture.redact.ResponseScrubber`). A HAR stores the
+response body decoded, so its ``Content-Encoding`` (and the framing headers) are not kept.
 """
 
 from __future__ import annotations
@@ -210,8 +211,9 @@ def _write(
         }
         if entry.body_fix is not None:
             meta["source_body"] = entry.body_fix
-        if scrubber is not None and scrubber.count:  # as the recorder says it
-            meta["lab.redacted"] = {"response_body": scrubber.count}
+        if scrubber is not None and (scrubber.count or scrubber.assembled):  # as recorded
+            counts = {"response_body": scrubber.count, "response_assembled": scrubber.assembled}
+            meta["lab.redacted"] = {k: v for k, v in counts.items() if v}
         t_read = entry.t_end_ns if entry.t_end_ns is not None else 0
         body_text, encoding = encode_body(body)
         model = _model_of(httpx.Request(entry.method, entry.url, content=entry.request_body))

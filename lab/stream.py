@@ -431,6 +431,28 @@ class _Request:
             info.committed = adapter.committed
             info.n_events = adapter.seq + 1
             response.close()
+            _note_scrubbed(adapter, response)
+
+
+def _note_scrubbed(adapter: StreamAdapter, response: httpx.Response) -> None:
+    """What the recorder did about secrets in this response, as facts of the result (the
+    same live, from the recorder, and in replay, from the exchange's ``meta``):
+    ``facts["secrets_redacted"]``, echoes of a secret the request sent that were replaced,
+    and ``facts["secret_unchecked"]``, the ``Content-Encoding`` that kept the recorder from
+    looking (the anomalies ``secret_redacted`` and ``secret_unchecked``)."""
+    recorder = response.extensions.get("lab.exchange")
+    if recorder is not None:
+        redacted, undecoded = recorder.redacted, recorder.undecoded
+    else:
+        meta = response.extensions.get("lab.recorded_meta") or {}
+        redacted, undecoded = meta.get("lab.redacted"), meta.get("lab.undecoded")
+    if isinstance(redacted, dict):
+        n = sum(v for v in redacted.values() if type(v) is int and v > 0)
+        if n:
+            facts = adapter.facts
+            facts["secrets_redacted"] = facts.get("secrets_redacted", 0) + n
+    if isinstance(undecoded, str) and undecoded:
+        adapter.facts["secret_unchecked"] = undecoded
 
 
 def _reads_of(response: httpx.Response) -> tuple[Iterable[bytes], bool]:

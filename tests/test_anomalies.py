@@ -241,6 +241,8 @@ def test_registry_lists_every_detector_in_report_order():
         "usage_not_final",
         "body_not_as_sent",
         "refusal",
+        "secret_redacted",
+        "secret_unchecked",
     ]
 
 

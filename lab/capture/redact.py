@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 __all__ = [
+    "ASSEMBLED_FIELDS",
     "REDACTED",
     "REDACTED_BODY_FIELDS",
     "REDACTED_HEADERS",
@@ -89,8 +90,28 @@ SECRET_MIN_CHARS = 4
 """A secret value shorter than this is still redacted where it was sent, but not searched
 for in free text and response bytes (where it would hit ordinary words)."""
 
+ASSEMBLED_FIELDS = frozenset(
+    {
+        "content",
+        "text",
+        "reasoning",
+        "reasoning_content",
+        "thinking",
+        "summary",
+        "refusal",
+        "arguments",
+        "partial_json",
+        "delta",
+        "message",
+        "error",
+    }
+)
+"""The JSON fields whose string values a result assembles from consecutive events (visible
+text, reasoning, tool-call arguments, refusals, error messages, in every wire family): an
+echoed secret split into model tokens across them is readable only once they are joined."""
+
 REDACTION_POLICY: dict[str, Any] = {
-    "policy_version": 3,
+    "policy_version": 4,
     "headers": sorted(REDACTED_HEADERS | _ALSO_REDACTED_HEADERS),
     "name_parts": sorted(SECRET_NAME_PARTS),
     "name_suffixes": list(SECRET_NAME_SUFFIXES),
@@ -103,6 +124,9 @@ REDACTION_POLICY: dict[str, Any] = {
     "replacement": REDACTED,
     "response_body": "recorded verbatim except each secret value sent, replaced by a "
     "same-length marker (counted in meta['lab.redacted'])",
+    "response_assembled": "a secret spelled across consecutive string values of one of "
+    "the assembled fields is overwritten where its pieces stand",
+    "assembled_fields": sorted(ASSEMBLED_FIELDS),
 }
 
 _CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S", re.IGNORECASE)
@@ -409,6 +433,7 @@ class ResponseScrubber:
         "_window",
         "_literal_window",
         "_held",
+        "_text",
         "count",
     )
 
@@ -437,6 +462,7 @@ class ResponseScrubber:
         self._literal_window = max(map(len, literal)) - 1
         self._held: list[bytes] = []
         self.count = 0
+        self._text = _AssembledScrubber(self)
 
     def _escaped(self, buf: bytes) -> bool:
         """Whether ``buf`` may hold an escaped character of a secret (or end in the start
@@ -449,6 +475,33 @@ class ResponseScrubber:
 
     def feed(self, data: bytes) -> list[bytes]:
         """One read in; the reads that are final now out (possibly none, possibly several)."""
+        pieces = self._feed_bytes(data)
+        if not pieces:
+            return pieces
+        text = self._text
+        if len(pieces) == 1:
+            return text.feed(pieces[0])
+        out: list[bytes] = []
+        for piece in pieces:
+            out.extend(text.feed(piece))
+        return out
+
+    def flush(self) -> list[bytes]:
+        """The reads still held (the stream ended: what was held is no secret)."""
+        out: list[bytes] = []
+        for piece in self._flush_bytes():
+            out.extend(self._text.feed(piece))
+        out.extend(self._text.flush())
+        return out
+
+    @property
+    def assembled(self) -> int:
+        """How many echoes were replaced that only the assembled text spelled out (a secret
+        split across the values of one field in consecutive events: model tokens)."""
+        return self._text.count
+
+    def _feed_bytes(self, data: bytes) -> list[bytes]:
+        """The byte stage: one read in, the reads it no longer holds out."""
         held = self._held
         if not held and not self._escaped(data):
             if self._literal.search(data) is None and (
@@ -478,10 +531,183 @@ class ResponseScrubber:
         self._held = rest
         return out
 
-    def flush(self) -> list[bytes]:
-        """The reads still held (the stream ended: what was held is no secret)."""
+    def _flush_bytes(self) -> list[bytes]:
         out, self._held = self._held, []
         return out
+
+
+ASSEMBLED_HOLD_BYTES = 256 * 1024
+"""The most response bytes the assembled-text stage holds back (not a heuristic: any size
+bounds memory and delay). A value still open past it is handed on unread by that stage (the
+byte stage still scrubs it), and a value's end that could start a secret is settled as no
+secret once this much follows it."""
+
+_FIELD_NAMES = b"|".join(sorted(f.encode() for f in ASSEMBLED_FIELDS))
+# the string value of an assembled field: its key, then the value (a raw line break cannot be
+# inside a JSON string). A quote inside a JSON string is escaped, so this never matches
+# inside one, wherever a scan starts.
+_FIELD_VALUE = re.compile(
+    b'"(' + _FIELD_NAMES + b')"[ \t]*:[ \t]*"((?:[^"\\\\\r\n]|\\\\[^\r\n])*)"'
+)
+# the start of one that the bytes so far end inside: a key begun (a quote and any lower-case
+# name so far; also a closing quote, which the next read settles), a key whole and its colon
+# to come, or a value opened and not closed
+_FIELD_OPEN = re.compile(
+    b'"(?:[a-z_]{0,24}|(?:'
+    + _FIELD_NAMES
+    + b')"[ \t]*(?::[ \t]*(?:"(?:[^"\\\\\r\n]|\\\\[^\r\n])*\\\\?)?)?)\\Z'
+)
+
+
+class _AssembledScrubber:
+    """The second stage of a :class:`ResponseScrubber`: an echo the assembled text spells
+    out although no read holds it whole.
+
+    A model that repeats the key writes it as tokens, one per event
+    (``"content":"sk-ab"`` ... ``"content":"cd12"``), so the bytes never hold it and the
+    result's text does. The stage finds the string values of :data:`ASSEMBLED_FIELDS` (one
+    regex pass over the bytes each read adds, SSE or a JSON-array stream alike) and matches
+    each secret, in any JSON escape mix, across consecutive values of one field. A match
+    is overwritten where its pieces stand in the held bytes by one :func:`marker` spread over
+    them (each piece keeps its length, the JSON stays valid), so the capture, the client
+    and every replay see the marker.
+
+    Linear: each value is looked at once, with a carry-over of at most the longest form of a
+    secret less one byte (the end of the previous value that could start one); no text
+    grows. Bytes are held only from the key of a value still open at the end of a read, or
+    from the start of an open carry-over (up to :data:`ASSEMBLED_HOLD_BYTES`); values of
+    another field in between settle a carry-over (tokens of one answer are consecutive),
+    values of no assembled field do not."""
+
+    __slots__ = ("_s", "_buf", "_lens", "_base", "_scan", "_carry", "count")
+
+    def __init__(self, scrubber: ResponseScrubber) -> None:
+        self._s = scrubber  # its patterns (each secret as sent, percent- and JSON-escaped)
+        self._buf = bytearray()  # the held bytes: reads not handed on yet
+        self._lens: list[int] = []  # their lengths (boundaries kept)
+        self._base = 0  # the stream offset of _buf[0]
+        self._scan = 0  # where in _buf the bytes not looked into start
+        # the open carry-over: (field, [(start, end) stream offsets]) or None
+        self._carry: tuple[bytes, list[tuple[int, int]]] | None = None
+        self.count = 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._buf
+        buf.extend(data)
+        self._lens.append(len(data))
+        scan = self._values(self._scan, len(buf))
+        # a value (or its key) the bytes end inside: held from its key on, to be looked at
+        # whole; bytes before it are handed on (a line is never held for being open)
+        # (none when the bytes end a line, as an SSE read mostly does: no key or value of
+        # one spans a line break)
+        m = None if buf.endswith((b"\n", b"\r")) else _FIELD_OPEN.search(buf, scan)
+        hold = len(buf) if m is None else m.start()
+        if len(buf) - hold > ASSEMBLED_HOLD_BYTES:
+            hold = len(buf)  # a value this long is the byte stage's alone
+        self._scan = hold
+        return self._release(self._base + hold)
+
+    def flush(self) -> list[bytes]:
+        self._carry = None
+        self._scan = len(self._buf)
+        return self._release(self._base + len(self._buf))
+
+    def _release(self, safe: int) -> list[bytes]:
+        """Hand on every held read that ends at or before ``safe`` and before the carry."""
+        carry = self._carry
+        if carry is not None:
+            start = carry[1][0][0]
+            if self._base + len(self._buf) - start > ASSEMBLED_HOLD_BYTES:
+                self._carry = None  # this far on, no token of it follows: no secret
+            else:
+                safe = min(safe, start)
+        lens, pos, n = self._lens, self._base, 0
+        while n < len(lens) and pos + lens[n] <= safe:
+            pos += lens[n]
+            n += 1
+        if not n:
+            return []
+        buf = self._buf
+        cut = pos - self._base
+        out, at = [], 0
+        for size in lens[:n]:
+            out.append(bytes(buf[at : at + size]))
+            at += size
+        del buf[:cut], lens[:n]
+        self._base = pos
+        self._scan -= cut
+        return out
+
+    def _values(self, a: int, b: int) -> int:
+        """Every string value of an assembled field in ``buf[a:b]``, in order; returns where
+        the last one ended (``a`` when there was none)."""
+        base, at = self._base, a
+        for m in _FIELD_VALUE.finditer(self._buf, a, b):
+            start, end = m.span(2)
+            if end > start:
+                self._value(m.group(1), base + start, base + end)
+            at = m.end()
+        return at
+
+    def _value(self, field: bytes, start: int, end: int) -> None:
+        """One string value of an assembled field, at stream offsets [start, end)."""
+        s, buf, base = self._s, self._buf, self._base
+        carry = self._carry
+        if carry is not None and carry[0] != field:
+            carry = None  # another field's tokens came between: settled, no secret
+        if carry is None and buf.find(b"\\", start - base, end - base) < 0:
+            # the common case: no carry, no escape; a carry can only start in this value
+            w = s._literal_window
+            found = s._literal_tail.search(buf, max(start - base, end - base - w), end - base)
+            self._carry = None if found is None else (field, [(base + found.start(), end)])
+            return
+        pieces = list(carry[1]) if carry is not None else []
+        if pieces:  # a match can only start in the carry (the byte stage took the rest)
+            head = pieces + [(start, min(end, start + s._window + 1))]
+            text = b"".join(buf[x - base : y - base] for x, y in head)
+            pattern = s._pattern if s._escaped(text) else s._literal
+            for m in pattern.finditer(text):
+                if m.start() >= len(text) - (head[-1][1] - head[-1][0]):
+                    break  # inside this value alone: the byte stage's
+                self._overwrite(_spans(head, m.start(), m.end()))
+        # the new carry: the longest end of (carry +) this value that could start a secret
+        window = s._window
+        tail_pieces = pieces + [(start, end)] if end - start < window else [(start, end)]
+        rest = sum(y - x for x, y in tail_pieces)
+        while len(tail_pieces) > 1 and rest - (tail_pieces[0][1] - tail_pieces[0][0]) >= window:
+            rest -= tail_pieces[0][1] - tail_pieces[0][0]
+            tail_pieces.pop(0)
+        text = b"".join(buf[x - base : y - base] for x, y in tail_pieces)
+        escaped = s._escaped(text)
+        tail, w = (s._tail, window) if escaped else (s._literal_tail, s._literal_window)
+        found = tail.search(text, max(0, len(text) - w))
+        if found is None:
+            self._carry = None
+        else:
+            self._carry = (field, _spans(tail_pieces, found.start(), len(text)))
+
+    def _overwrite(self, spans: list[tuple[int, int]]) -> None:
+        """One :func:`marker` over the pieces of a match, in order; its fill is ``*`` in the
+        first piece, ``#`` in the second, and so on alternately, so that no piece repeats the
+        end of the one before (the dedup guard drops a delta that does, as a resent one)."""
+        stamp = marker(sum(y - x for x, y in spans)).encode("ascii")
+        buf, base, at = self._buf, self._base, 0
+        for i, (x, y) in enumerate(spans):
+            part = stamp[at : at + y - x]
+            buf[x - base : y - base] = part.replace(b"*", b"#") if i % 2 else part
+            at += y - x
+        self.count += 1
+
+
+def _spans(pieces: list[tuple[int, int]], i: int, j: int) -> list[tuple[int, int]]:
+    """The stream offsets of bytes [i, j) of the text the pieces make, joined in order."""
+    out, pos = [], 0
+    for x, y in pieces:
+        lo, hi = max(i, pos), min(j, pos + y - x)
+        if lo < hi:
+            out.append((x + lo - pos, x + hi - pos))
+        pos += y - x
+    return out
 
 
 def _prefix_pattern(form: bytes) -> bytes:
@@ -517,16 +743,20 @@ def _hex(n: int) -> bytes:
 
 
 def _units(ch: str) -> list[bytes]:
-    """The whole forms of one character in a JSON string, as patterns."""
+    """The whole forms of one character in a JSON string, as patterns: also escaped twice
+    (``\\\\u0073``, ``\\\\/``), as a tool call's JSON arguments hold an escape inside the
+    event's JSON string."""
     forms = [re.escape(ch.encode("utf-8"))]
     code = ord(ch)
     if code < 0x10000:
         forms.append(_hex(code))
+        forms.append(b"\\\\" + _hex(code))  # the backslash itself escaped
     else:  # a surrogate pair
         code -= 0x10000
         forms.append(_hex(0xD800 + (code >> 10)) + _hex(0xDC00 + (code & 0x3FF)))
     if ch == "/":
         forms.append(b"\\\\/")
+        forms.append(b"\\\\\\\\/")
     if ch in '"\\':
         forms.append(b"\\\\" + re.escape(ch.encode()))
     return forms
@@ -540,7 +770,7 @@ def _partials(ch: str) -> bytes:
     """Any non-empty proper prefix of one of the character's forms, as a pattern."""
     own = ch.encode("utf-8")
     alts = [re.escape(own[:i]) for i in range(1, len(own))]
-    alts.append(b"\\\\(?:u(?:[0-9a-fA-F]{1,3})?)?")  # \  \u  \u0  \u00  \u00X
+    alts.append(b"\\\\(?:\\\\)?(?:u(?:[0-9a-fA-F]{1,3})?)?")  # \ \\ \u \\u0 ... \u00X
     if ord(ch) >= 0x10000:
         alts.append(_hex(0xD800 + ((ord(ch) - 0x10000) >> 10)) + b"(?:\\\\(?:u[0-9a-fA-F]{0,3})?)?")
     return b"(?:" + b"|".join(alts) + b")"
@@ -560,7 +790,7 @@ def _escaped_prefix(text: str) -> bytes:
 
 
 def _escaped_longest(text: str) -> str:
-    return "".join("\\ud800\\udc00" if ord(ch) >= 0x10000 else "\\u0000" for ch in text)
+    return "".join("\\ud800\\udc00" if ord(ch) >= 0x10000 else "\\\\u0000" for ch in text)
 
 
 def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -91,10 +91,13 @@ class _Finished:
 _monotonic_ns = time.monotonic_ns
 
 REDACTED_META = "lab.redacted"
-DECODED_META = "lab.decoded"
-"""The ``Content-Encoding`` of a response recorded decoded (the request sent a secret)."""
 """The ``meta`` key under which an exchange says how many echoed secrets were replaced in its
 response (:attr:`ExchangeRecorder.redacted`); absent when none was."""
+DECODED_META = "lab.decoded"
+"""The ``Content-Encoding`` of a response recorded decoded (the request sent a secret)."""
+UNDECODED_META = "lab.undecoded"
+"""The ``Content-Encoding`` of a response to a request that sent a secret, recorded as it
+came because the lab cannot decode it: an echo inside it could not be looked for."""
 
 ERROR_BODY_CHARS = 500
 """How much of an HTTP error body goes into the ``error`` column (all of it is in chunks)."""
@@ -121,6 +124,7 @@ class ExchangeRecorder:
         "_held_ts",
         "_header_scrubs",
         "_decoded",
+        "_undecoded",
         "exchange",
     )
 
@@ -139,6 +143,7 @@ class ExchangeRecorder:
         self._held_ts: deque[int] = deque()  # arrival times of the reads it holds back
         self._header_scrubs = 0
         self._decoded: str | None = None
+        self._undecoded: str | None = None
         journal = writer._journal
         self._append = journal.append
         self._sync_reads = journal.sync if not journal.interval else None
@@ -514,12 +519,14 @@ class ExchangeRecorder:
             "n_bytes": n_bytes,
         }
         redacted = self.redacted
-        if redacted or self._decoded:  # say that the response was changed, and where
+        if redacted or self._decoded or self._undecoded:  # say what was done, or could not be
             meta = json.loads(row["meta"])
             if redacted:
                 meta[REDACTED_META] = redacted
             if self._decoded:
                 meta[DECODED_META] = self._decoded
+            if self._undecoded:
+                meta[UNDECODED_META] = self._undecoded
             row["meta"] = end["meta"] = json.dumps(meta, ensure_ascii=False, sort_keys=True)
         record = json_record(b"E", self.exchange, end)
         try:  # the remaining reads, then this: the exchange is whole on disk from here on
@@ -547,12 +554,29 @@ class ExchangeRecorder:
         (``meta["lab.decoded"]``)."""
         self._decoded = content_encoding
 
+    def note_undecoded(self, content_encoding: str) -> None:
+        """The response came in a ``Content-Encoding`` the lab cannot decode, so it is
+        recorded as it came and an echo of a secret inside it could not be looked for
+        (``meta["lab.undecoded"]``, the anomaly ``secret_unchecked``)."""
+        self._undecoded = content_encoding
+
+    @property
+    def undecoded(self) -> str | None:
+        """The ``Content-Encoding`` that kept the scrubber from looking (None: it looked)."""
+        return self._undecoded
+
     @property
     def redacted(self) -> dict[str, int]:
         """How many occurrences of a secret this exchange sent were replaced in its
-        response: ``{"response_body": n, "response_headers": m}``, zero counts left out."""
-        body = self._scrubber.count if self._scrubber is not None else 0
-        counts = {"response_body": body, "response_headers": self._header_scrubs}
+        response: ``{"response_body": n, "response_assembled": a, "response_headers": m}``
+        (``response_assembled``: echoes only the assembled text spelled out, split into
+        tokens across events), zero counts left out."""
+        scrubber = self._scrubber
+        counts = {
+            "response_body": scrubber.count if scrubber is not None else 0,
+            "response_assembled": scrubber.assembled if scrubber is not None else 0,
+            "response_headers": self._header_scrubs,
+        }
         return {k: v for k, v in counts.items() if v}
 
     def client_headers(self, headers: Any) -> Any:

@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     from lab import tables
 
     print_table("streams", tables.streams(results), STREAM_VIEW, table_view(args))
+    _say_secrets(results)
     failed = sum(1 for r in results if r.error is not None)
     if failed:
         severity = "error" if failed == len(results) else "warning"
@@ -191,6 +192,30 @@ def _cut(text: str, width: int) -> str:
         out.append(ch)
         used += w
     return "".join(out) + "…"
+
+
+def _say_secrets(results: list) -> None:
+    """One line each: how many echoes of the key were replaced (the anomaly
+    ``secret_redacted``), and how many responses could not be looked into
+    (``secret_unchecked``: an encoding the lab cannot decode)."""
+    echoes = sum(r.facts.get("secrets_redacted", 0) for r in results)
+    if echoes:
+        print(
+            f"lab: note: the responses echoed the key sent {echoes} time(s); each echo "
+            "is replaced by a [REDACTED] marker in the capture and every output",
+            file=sys.stderr,
+        )
+    unchecked = sorted(
+        {r.facts["secret_unchecked"] for r in results if "secret_unchecked" in r.facts}
+    )
+    if unchecked:
+        n = sum(1 for r in results if "secret_unchecked" in r.facts)
+        print(
+            f"lab: warning: {n} response(s) came in a Content-Encoding the lab cannot decode "
+            f"({', '.join(unchecked)}): recorded as they came, an echo of the key in them "
+            "could not be looked for",
+            file=sys.stderr,
+        )
 
 
 def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:

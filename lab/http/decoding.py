@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["PIECE_BYTES", "BoundedDecoder", "decoder_for"]
+__all__ = ["PIECE_BYTES", "BoundedDecoder", "decoder_for", "undecodable"]
 
 PIECE_BYTES = 64 * 1024
 """The largest decoded piece handed out at once (not a heuristic: any size bounds memory)."""
@@ -159,3 +159,11 @@ def decoder_for(content_encoding: str | None) -> BoundedDecoder | None:
     names = [v.strip().lower() for v in content_encoding.split(",")]
     stages = [s for s in (_stage(n) for n in reversed(names) if n) if s is not None]
     return BoundedDecoder(stages) if stages else None
+
+
+def undecodable(content_encoding: str | None) -> list[str]:
+    """The encodings a ``Content-Encoding`` value names that the lab cannot undo here
+    (``br`` or ``zstd`` without their libraries, ``compress``, unknown names); ``identity``
+    is none. A body in one of them is bytes the lab cannot read."""
+    names = [v.strip().lower() for v in (content_encoding or "").split(",")]
+    return [n for n in names if n and n != "identity" and _stage(n) is None]

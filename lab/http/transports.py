@@ -166,11 +166,18 @@ def _decode_for_secrets(
     """(headers, decoder): when the request sent a secret and the body is compressed, the
     byte scrubber cannot see an echo inside it, so the exchange is recorded (and handed on)
     decoded: the headers lose ``Content-Encoding`` and ``Content-Length``, and the decoder
-    undoes the encoding read by read. Otherwise the headers as they came and None."""
-    from lab.http.decoding import decoder_for
+    undoes the encoding read by read. Otherwise the headers as they came and None.
+
+    A body in an encoding the lab cannot decode (:func:`~lab.http.decoding.undecodable`:
+    ``br``/``zstd`` without their libraries, unknown names) is recorded as it came, and the
+    exchange says that its response was not looked into (``meta["lab.undecoded"]``)."""
+    from lab.http.decoding import decoder_for, undecodable
 
     encoding = headers.get("content-encoding")
     if not recorder.scrubs or not encoding:
+        return headers, None
+    if undecodable(encoding):
+        recorder.note_undecoded(encoding)
         return headers, None
     decoder = decoder_for(encoding)
     if decoder is None:
@@ -489,7 +496,8 @@ class ReplayTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             ex.status,
             headers=headers,
             stream=_ReplayStream(ex, request, t0 if self.realtime else None),
-            extensions={"http_version": version},
+            # what the recorder did about secrets (read by lab.stream._note_scrubbed)
+            extensions={"http_version": version, "lab.recorded_meta": ex.meta or {}},
             request=request,
         )
         return response, delay
