@@ -193,6 +193,23 @@ def test_the_502_body_never_shows_the_userinfo_of_upstream(tmp_path):
     assert b"s3cret" not in r.content and b"lab-user" not in r.content
 
 
+@pytest.mark.parametrize("upstream_http", ["wire", "httpx"])
+def test_no_output_of_a_refused_upstream_shows_its_userinfo(tmp_path, upstream_http):
+    """Neither the 502 body nor the line the proxy prints, with either upstream client."""
+    upstream = "http://lab-user:s3cret-pass-7f2a@127.0.0.1:9/v1"
+    with _proxy(upstream, tmp_path, upstream_http=upstream_http) as p:
+        r = httpx.post(p.url + "/chat/completions", json=BODY)
+        _wait_for(lambda: len(p.exchanges) == 1)
+        line = p.exchanges[0].line()
+    assert r.status_code == 502
+    message = r.json()["error"]["message"]
+    assert message.startswith("lab proxy: upstream http://127.0.0.1:9/v1: ConnectError: ")
+    for secret in ("s3cret-pass-7f2a", "lab-user"):
+        assert secret.encode() not in r.content and secret not in line
+    # the capture keeps the URL's user, never its password (REDACTION_POLICY)
+    assert places_holding(tmp_path, "s3cret-pass-7f2a") == []
+
+
 # -- what clients send -----------------------------------------------------------------------
 
 
