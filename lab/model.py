@@ -381,3 +381,6 @@ new_token_usage = _shaped(
 """``new_token_usage(input, output, reasoning, cache_read, total)``: the :class:`Usage` of
 a family that reports no cost and no cache writes (Gemini's ``usageMetadata``) without
 validation, for counts already read with ``wire_int`` (see :func:`_shaped`)."""
+new_content_chunk = _shaped(ProcessedChunk, "content", "thoughts", type="text")
+"""``new_content_chunk(content, thoughts)``: a text chunk with no serving provider and no
+metadata (the Anthropic adapter's per-delta chunk) without validation (see :func:`_shaped`)."""

@@ -4,7 +4,8 @@ the same as the general way of every family.
 msgspec is an optional speedup (the ``[speed]`` extra); without it the lab parses with
 orjson, and without that with the standard library. The real-world corpus, a hostile
 stream and the benchmark bodies are replayed with each parser in turn (msgspec with the
-families' typed decoders: OpenRouter's ``decode_typed_chunk``, Gemini's ``decode_lean``;
+families' typed decoders: OpenRouter's ``decode_typed_chunk``, Gemini's ``decode_lean``,
+Anthropic's ``decode_delta``, the chat machine's ``decode_chat_chunk``;
 the others with the lean dict checks) and once more the general way (the standard parser,
 every fast path off): every field of the results, every chunk and every fact must be
 identical.
@@ -20,7 +21,9 @@ import pytest
 
 from lab import _json
 from lab.config import LabConfig
-from lab.providers import google, openrouter
+from lab.providers import anthropic, chat, google, openrouter
+from lab.providers.anthropic import AnthropicAdapter
+from lab.providers.chat import OpenAICompatibleAdapter
 from lab.providers.google import GoogleAdapter
 from lab.providers.openrouter import OpenRouterAdapter
 from lab.replay import replay_sse
@@ -62,7 +65,12 @@ def _everything(result) -> tuple:
     )
 
 
-TYPED = {"openrouter": openrouter.decode_typed_chunk, "google": google.decode_lean}
+TYPED = {
+    "openrouter": openrouter.decode_typed_chunk,
+    "google": google.decode_lean,
+    "anthropic": anthropic.decode_delta,
+    "chat": chat.decode_chat_chunk,
+}
 """Each family's typed decoder (None when msgspec is not the lab's parser)."""
 
 
@@ -75,6 +83,10 @@ def _replay_with(parser: str, monkeypatch, *args, **kwargs):
     monkeypatch.setattr(OpenRouterAdapter, "_decode_typed", staticmethod(typed) if typed else None)
     monkeypatch.setattr(google, "decode_lean", TYPED["google"] if msgspec else None)
     monkeypatch.setattr(GoogleAdapter, "lean", parser != "general")
+    monkeypatch.setattr(anthropic, "decode_delta", TYPED["anthropic"] if msgspec else None)
+    monkeypatch.setattr(AnthropicAdapter, "lean", parser != "general")
+    monkeypatch.setattr(chat, "decode_chat_chunk", TYPED["chat"] if msgspec else None)
+    monkeypatch.setattr(OpenAICompatibleAdapter, "lean", parser != "general")
     return _everything(replay_sse(*args, **kwargs))
 
 

@@ -37,8 +37,8 @@ cached tokens).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar
 
 from lab import _json
 from lab.errors import (
@@ -63,7 +63,8 @@ from lab.model import (
     ProviderError,
     ThoughtLogEntry,
     Usage,
-    new_chunk,
+    new_content_chunk,
+    new_raw_thought,
     new_thought,
 )
 from lab.providers.base import (
@@ -74,6 +75,7 @@ from lab.providers.base import (
     note_unknown_keys,
     wire_int,
 )
+from lab.providers.wire import MAX_WIRE_INT
 from lab.request import (
     DATA_URL_RE,
     function_tools,
@@ -356,6 +358,52 @@ DELTA_TYPES = frozenset(
 )
 
 
+# -- the lean path: text and thinking deltas straight to their chunk ----------------------
+#
+# Nearly every event of a stream is a content_block_delta carrying a text_delta or a
+# thinking_delta. With msgspec such a line is decoded straight into the typed structs below
+# (the event's type, its index as a count, the delta's type and text): no dict per event,
+# no dispatch by name. Keys the structs do not name are skipped, as the general way reads
+# only these (it counts nothing else in a delta event either). Any other line (another event
+# or delta type, an index that is not a plain count, a delta that is not an object, text
+# that is not a string ...) goes the general way, which decides as before.
+# tests/test_anthropic_lean.py checks the two against each other on generated streams.
+
+decode_delta: Callable[[str], Any] | None = None
+"""``decode_delta(line)``: the typed content_block_delta event of a data line, or None when
+the line is not one (or does not decode so). None itself when msgspec is not the lab's
+parser."""
+
+if _json.PARSER == "msgspec":
+    import msgspec
+    from msgspec import Meta, Struct
+
+    _Count = Annotated[int, Meta(ge=0, le=MAX_WIRE_INT)]
+
+    class _TypedBlockDelta(Struct, gc=False):
+        type: Any = None
+        text: Any = None
+        thinking: Any = None
+
+    class _TypedDeltaEvent(Struct, gc=False):
+        type: Any = None
+        index: _Count | None = None
+        delta: _TypedBlockDelta | None = None
+
+    _decode_event = msgspec.json.Decoder(_TypedDeltaEvent).decode
+
+    def _decode_delta(line: str) -> _TypedDeltaEvent | None:
+        if len(line) > _json.FAST_MAX_CHARS:
+            return None
+        try:
+            ev = _decode_event(line)
+        except (ValueError, RecursionError):  # another shape or type: the general way
+            return None
+        return ev if ev.type == "content_block_delta" and ev.delta is not None else None
+
+    decode_delta = _decode_delta
+
+
 class AnthropicAdapter(StreamAdapter):
     """Anthropic Messages API streaming."""
 
@@ -440,12 +488,31 @@ class AnthropicAdapter(StreamAdapter):
         self.message_id: str | None = None
         self.ended = False
 
+    lean: ClassVar[bool] = True
+    """Do text and thinking deltas take the typed path (:data:`decode_delta`, with
+    msgspec)? Off, every event goes the general way (the tests compare the two)."""
+
     # -- stage 02 + 03 ------------------------------------------------------------------
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One named event: its JSON payload to its ``_on_<type>`` handler; invalid JSON
         ends the stream as an error, unless the body was cut inside this event."""
         text = data.strip()
+        if self.lean and decode_delta is not None:
+            ev = decode_delta(text)
+            if ev is not None:
+                d = ev.delta
+                dtype = d.type
+                if dtype == "text_delta":
+                    if type(d.text) is str:
+                        self._text(d.text, out)
+                        return
+                elif dtype == "thinking_delta" and type(d.thinking) is str:
+                    index = ev.index
+                    self._thinking(
+                        None if index is None else self.blocks.get(index), d.thinking, out
+                    )
+                    return
         try:
             payload = _json.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -468,7 +535,12 @@ class AnthropicAdapter(StreamAdapter):
             self._count("unknown_events")
             note_shape(self.facts, f"event data ({type(payload).__name__})")
             return
-        kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
+        kind = payload.get("type")
+        if kind == "content_block_delta":  # the common event, without the lookup by name
+            self._on_content_block_delta(payload, out)
+            return
+        if not isinstance(kind, str):
+            kind = event.event
         if kind not in EVENT_TYPES:
             self._count("unknown_events")
             note_shape(self.facts, f"event:{kind}")
@@ -541,6 +613,8 @@ class AnthropicAdapter(StreamAdapter):
 
     def _index(self, payload: dict) -> int | None:
         index = payload.get("index")
+        if type(index) is int and 0 <= index <= MAX_WIRE_INT:  # the common case: no list
+            return index
         bad: list[str] = []
         value = wire_int(index, "index", bad)
         if bad:
@@ -681,29 +755,38 @@ class AnthropicAdapter(StreamAdapter):
             block["parts"].append(text)
         self.spill.observe_reasoning(text)
         self.committed = True
-        out.append(new_chunk(type="text", content="", thoughts=[_raw(text)]))
+        out.append(new_content_chunk("", [new_raw_thought(text)]))
 
     def _text(self, text: str, out: list[ProcessedChunk]) -> None:
+        # the guards' note drain (_ran), inlined: per delta
         reasoning = ""
-        if self.think is not None and text:
-            g = self._ran(self.think, self.think.feed(text))
+        think = self.think
+        if think is not None and text:
+            g = think.feed(text)
+            if think.notes:
+                self._drain(think)
             text = g.content
             reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if text:
-            g = self._ran(self.spill, self.spill.filter(text))
+            spill = self.spill
+            g = spill.filter(text)
+            if spill.notes:
+                self._drain(spill)
             text = g.content
             if g.reasoning:
                 reasoning += g.reasoning
         fired = False
-        if self.speaker is not None and text:
-            text = self._ran(self.speaker, self.speaker.feed(text))
-            fired = self.speaker.fired
+        speaker = self.speaker
+        if speaker is not None and text:
+            text = speaker.feed(text)
+            if speaker.notes:
+                self._drain(speaker)
+            fired = speaker.fired
         if text or reasoning:
             self.committed = True
-            thoughts = [_raw(reasoning)] if reasoning else []
-            out.append(new_chunk(type="text", content=text, thoughts=thoughts))
+            out.append(new_content_chunk(text, [new_raw_thought(reasoning)] if reasoning else []))
         if fired:
             self.stopped = True
 

@@ -169,8 +169,80 @@ READ_DELTA_KEYS = DELTA_KEYS | {"refusal"}
 """What :meth:`OpenAICompatibleAdapter.normalize_chunk` reads in a delta: also OpenAI's
 ``refusal`` (the refusal text, in place of content; the result's ``refusal``)."""
 TOOL_CALL_KEYS = frozenset({"index", "id", "type", "function", "thought_signature"})
+_ARGUMENTS_ONLY = frozenset({"index", "function"})
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
+
+# The typed path of the chat machine (msgspec): a data line of the common shape is decoded
+# straight into the structs below, whose fields are exactly the keys the shape check knows
+# (an unknown key, an error object, a content list, a choice or delta that is not an
+# object ... is declined), and OpenAICompatibleAdapter._typed_normalize builds from them the
+# chunk normalize_chunk builds, through the same steps (ids, refusal, reasoning fields,
+# tool calls, index checks). A declined line goes the general way, which decides as before
+# and counts what it does not read. tests/test_chat_typed.py checks the two ways against
+# each other on generated streams.
+decode_chat_chunk: Callable[[str], Any] | None = None
+"""``decode_chat_chunk(line)``: the typed chunk of a data line of the common shape (raises
+``ValueError`` for any other). None itself when msgspec is not the lab's parser."""
+
+if _json.PARSER == "msgspec":
+    import msgspec
+    from msgspec import UNSET, Struct
+
+    class _TypedChatDelta(Struct, forbid_unknown_fields=True, gc=False):
+        role: Any = None
+        content: str | None | msgspec.UnsetType = UNSET  # a list goes the general way
+        reasoning_content: Any = None
+        reasoning: Any = None
+        reasoning_details: Any = None
+        tool_calls: Any = None
+        channel: Any = None
+        refusal: Any = None
+
+    class _TypedChatChoice(Struct, forbid_unknown_fields=True, gc=False):
+        index: Any = None
+        delta: _TypedChatDelta | None = None
+        finish_reason: Any = None
+        logprobs: Any = None
+        native_finish_reason: Any = None
+        stop_reason: Any = None
+        matched_stop: Any = None
+        content_filter_results: Any = None
+        content_filter_offsets: Any = None
+        text: Any = None
+        seed: Any = None
+        token_id: Any = None
+
+    class _TypedChatChunk(Struct, forbid_unknown_fields=True, gc=False):
+        id: Any = None
+        object: Any = None
+        created: Any = None
+        model: Any = None
+        choices: list[_TypedChatChoice] | None = None
+        usage: Any = None
+        system_fingerprint: Any = None
+        service_tier: Any = None
+        provider: Any = None
+        x_groq: Any = None
+        obfuscation: Any = None
+        prompt_filter_results: Any = None
+        timings: Any = None
+        time_info: Any = None
+        p: Any = None
+        seed: Any = None
+
+    _chat_typed_fields = {
+        _TypedChatChunk: CHUNK_KEYS - {"error"},
+        _TypedChatChoice: CHOICE_KEYS,
+        _TypedChatDelta: READ_DELTA_KEYS,
+    }
+    for _cls, _known in _chat_typed_fields.items():  # what the shape check knows
+        assert set(_cls.__struct_fields__) == _known, (_cls, _known)
+
+    decode_chat_chunk = msgspec.json.Decoder(_TypedChatChunk).decode
+    _UNSET: Any = UNSET
+else:  # pragma: no cover - exercised without msgspec
+    _UNSET = object()
 
 
 @functools.cache
@@ -400,6 +472,22 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self.ended = False
         self._read_all = cfg.read_all_reasoning_fields
         self._choice_keys = CHOICE_KEYS | {"usage"} if cfg.usage_in_choices else CHOICE_KEYS
+        cls = type(self)
+        self._typed_chat = (
+            cls.lean
+            and decode_chat_chunk is not None
+            and cls._decode_typed is None  # a family with its own typed path (OpenRouter)
+            and cls.normalize_chunk is OpenAICompatibleAdapter.normalize_chunk
+            and not self.usage_paths
+            and not self.reads_usage_everywhere
+            and not cfg.usage_in_choices
+        )
+        """Does a data line of the common shape take :meth:`_typed_normalize`?"""
+
+    lean: ClassVar[bool] = True
+    """Does an endpoint that normalizes as this machine does take the typed path
+    (:data:`decode_chat_chunk`, with msgspec)? Off, every line goes the general way (the
+    tests compare the two)."""
 
     @property
     def _capture_thoughts(self) -> bool:
@@ -441,6 +529,13 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 chunk = typed(line, bad)
                 if chunk is not None:
                     self._on_normalized(chunk, bad, out)
+                    if self.stopped:
+                        break
+                    continue
+            elif self._typed_chat:
+                chunk = self._typed_normalize(line)
+                if chunk is not None:
+                    self._on_normalized(chunk, [], out)
                     if self.stopped:
                         break
                     continue
@@ -558,6 +653,64 @@ class OpenAICompatibleAdapter(StreamAdapter):
             usage = choice_usage(raw)
             if usage is not None:
                 out["usage"] = usage
+        return out
+
+    def _typed_normalize(self, line: str) -> dict | None:
+        """:meth:`normalize_chunk` of a data line of the common shape, from the typed
+        structs (:data:`decode_chat_chunk`); None (nothing done) for any other line."""
+        if len(line) > _json.FAST_MAX_CHARS:
+            return None
+        try:
+            raw = decode_chat_chunk(line)  # type: ignore[misc]  # not None: _typed_chat
+        except (ValueError, RecursionError):  # another shape or type: the general way
+            return None
+        if not self._ids_seen:
+            self._note_response_ids({"id": raw.id, "model": raw.model})
+        out: dict[str, Any] = {}
+        choices_raw = raw.choices
+        if choices_raw is not None:
+            choices = []
+            for pos, ch in enumerate(choices_raw):
+                d = ch.delta
+                delta: dict[str, Any] = {}
+                if d is None:
+                    delta["reasoning_content"] = None  # what _read_reasoning reads in {}
+                else:
+                    if isinstance(d.role, str):
+                        delta["role"] = d.role
+                    refusal = d.refusal
+                    if isinstance(refusal, str) and refusal:
+                        self._note_refusal(refusal)
+                    if d.content is not _UNSET:
+                        delta["content"] = d.content
+                    rc, rs, rd = d.reasoning_content, d.reasoning, d.reasoning_details
+                    delta["reasoning_content"] = (
+                        None
+                        if rc is None and rs is None and rd is None
+                        else self._read_reasoning(
+                            {"reasoning_content": rc, "reasoning": rs, "reasoning_details": rd},
+                            "",
+                            delta,
+                        )
+                    )
+                    tcs = d.tool_calls
+                    if isinstance(tcs, list):
+                        delta["tool_calls"] = [t for t in tcs if isinstance(t, dict)]
+                fr = ch.finish_reason
+                index = ch.index
+                if type(index) is not int or index < 0:
+                    index = self._int(index, "choices[].index")
+                choices.append(
+                    {
+                        "index": pos if index is None else index,
+                        "delta": delta,
+                        "finish_reason": fr if isinstance(fr, str) else None,
+                    }
+                )
+            out["choices"] = choices
+        usage = raw.usage
+        if isinstance(usage, dict):
+            out["usage"] = usage
         return out
 
     reads_usage_everywhere: ClassVar[bool] = False
@@ -1053,9 +1206,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 return mapped_finish
         if delta.get("tool_calls"):
             self._accumulate_tools(delta)
-            return new_chunk(
-                type="text", content="", thoughts=thoughts, serving_provider=sp, metadata=metadata
-            )
+            return new_piece_chunk("text", "", thoughts, sp, metadata)
         if delta.get("reasoning_details"):  # continuity data for the step's first call
             self.rd_acc.extend(delta["reasoning_details"])
         return new_piece_chunk("text", content or "", thoughts, sp, metadata)
@@ -1109,11 +1260,15 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 index = self._int(index, "choices[].delta.tool_calls[].index")
             # an empty id ("", DeepSeek v4 continuation deltas) is no id: it never
             # overwrites the call's real one
-            fields = {
-                k: v
-                for k in ("id", "type", "thought_signature")
-                if isinstance(v := tc.get(k), str) and v
-            }
+            fields = (
+                {}
+                if tc.keys() <= _ARGUMENTS_ONLY  # an argument delta: no id, type, signature
+                else {
+                    k: v
+                    for k in ("id", "type", "thought_signature")
+                    if isinstance(v := tc.get(k), str) and v
+                }
+            )
             fn = tc.get("function")
             name = args = None
             if isinstance(fn, dict):
