@@ -428,3 +428,24 @@ def test_think_text_is_discarded_on_the_error_path_too_when_thoughts_are_not_cap
     assert (kept.text, kept.reasoning) == ("Hi ", "secret</thi")
     assert (dropped.text, dropped.reasoning) == ("Hi ", "")
     assert dropped.error.type == kept.error.type == "provider_overloaded"
+
+
+def test_an_openai_model_s_refusal_through_openrouter_is_read_not_an_unhandled_shape():
+    from lab import anomalies
+    from lab.config import LabConfig
+    from lab.replay import replay_sse
+
+    body = (
+        b'data: {"id":"g","provider":"OpenAI","model":"openai/gpt-4o","choices":[{"index":0,'
+        b'"delta":{"role":"assistant","content":null,"refusal":"I cannot "},'
+        b'"finish_reason":null}]}\n\n'
+        b'data: {"id":"g","choices":[{"index":0,"delta":{"refusal":"help"},'
+        b'"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    r = replay_sse("openrouter", body)
+    assert (r.text, r.refusal, r.finish_reason) == ("", "I cannot help", "stop")
+    assert r.facts.get("unhandled_shapes") is None
+    assert anomalies.detect(r) == ["refusal"]
+    complete = replay_sse("openrouter", body, config=LabConfig.complete())
+    assert complete.finish_reason == "content_filter"

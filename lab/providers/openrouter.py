@@ -258,6 +258,10 @@ OPENROUTER_BODY_ORDER = (
 
 _OR_CHOICE_KEYS = CHOICE_KEYS | {"finishReason"}
 _OR_DELTA_KEYS = DELTA_KEYS | {"toolCalls", "reasoningDetails"}
+_OR_READ_DELTA_KEYS = _OR_DELTA_KEYS | {"refusal"}
+"""The delta keys OpenRouter's rules read: also ``refusal`` (OpenAI models' refusal text,
+in place of content), read into the result's ``refusal`` as in the chat family. A delta
+with one is not of the typed decoder's shape, so it takes the general way."""
 
 __all__ = ["OpenRouterAdapter", "normalize_openrouter_chunk", "openrouter_usage"]
 
@@ -679,9 +683,14 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 and len(choices) == 1
                 and type(ch := choices[0]) is dict
                 and ch.keys() <= _OR_CHOICE_KEYS
-                and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_DELTA_KEYS)
+                and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_READ_DELTA_KEYS)
             ):
                 self._note_shapes(raw)
+            if type(choices) is list:
+                for ch in choices:
+                    d = ch.get("delta") if type(ch) is dict else None
+                    if type(d) is dict and type(r := d.get("refusal")) is str and r:
+                        self._note_refusal(r)
         chunk = normalize_openrouter_chunk(raw, bad)
         if (
             self.config.usage_in_choices
@@ -708,7 +717,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             for ch in choices:
                 if type(ch) is dict and not (
                     ch.keys() <= _OR_CHOICE_KEYS
-                    and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_DELTA_KEYS)
+                    and (type(d := ch.get("delta")) is not dict or d.keys() <= _OR_READ_DELTA_KEYS)
                 ):
                     known = (
                         _OR_CHOICE_KEYS | {"usage"}
@@ -718,7 +727,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                     note_unknown_keys(facts, ch, known, "choices[]")
                     delta = ch.get("delta")
                     if isinstance(delta, dict):
-                        note_unknown_keys(facts, delta, _OR_DELTA_KEYS, "choices[].delta")
+                        note_unknown_keys(facts, delta, _OR_READ_DELTA_KEYS, "choices[].delta")
 
     def select_choices(self, chunk: dict, choices: list[dict]) -> list[dict] | None:
         """As the chat family; a chunk left with no choice and no usage is dropped as it is
