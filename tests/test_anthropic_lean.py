@@ -20,6 +20,7 @@ from lab.config import LabConfig
 from lab.providers import anthropic
 from lab.providers.anthropic import AnthropicAdapter
 from lab.replay import replay_sse
+from tests.result_parts import everything
 
 pytestmark = pytest.mark.skipif(
     anthropic.decode_delta is None, reason="msgspec is not the lab's JSON parser here"
@@ -93,25 +94,12 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
     return b"".join(parts)
 
 
-def _everything(result: Any) -> tuple:
-    return (
-        result.to_dict(),
-        result.chunks,
-        result.origins,
-        result.facts,
-        result.guard_events,
-        result.thoughts,
-        result.function_calls,
-        result.usage,
-    )
-
-
 def _same_both_ways(monkeypatch: pytest.MonkeyPatch, body: bytes) -> None:
     for config in CONFIGS.values():
         got = {}
         for lean in (False, True):
             monkeypatch.setattr(AnthropicAdapter, "lean", lean)
-            got[lean] = _everything(replay_sse("anthropic", body, config=config))
+            got[lean] = everything(replay_sse("anthropic", body, config=config))
         assert got[True] == got[False]
 
 

@@ -21,6 +21,7 @@ from lab.config import LabConfig
 from lab.providers import chat
 from lab.providers.chat import OpenAICompatibleAdapter
 from lab.replay import replay_sse
+from tests.result_parts import everything
 
 pytestmark = pytest.mark.skipif(
     chat.decode_chat_chunk is None, reason="msgspec is not the lab's JSON parser here"
@@ -95,26 +96,12 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
     return body + (b"data: [DONE]\n\n" if rng.random() < 0.8 else b"")
 
 
-def _everything(result: Any) -> tuple:
-    return (
-        result.to_dict(),
-        result.chunks,
-        result.origins,
-        result.facts,
-        result.guard_events,
-        result.thoughts,
-        result.function_calls,
-        result.usage,
-        result.error,
-    )
-
-
 def _same_both_ways(monkeypatch: pytest.MonkeyPatch, provider: str, body: bytes) -> None:
     for config in CONFIGS.values():
         got = {}
         for lean in (False, True):
             monkeypatch.setattr(OpenAICompatibleAdapter, "lean", lean)
-            got[lean] = _everything(replay_sse(provider, body, config=config))
+            got[lean] = everything(replay_sse(provider, body, config=config))
         assert got[True] == got[False]
 
 

@@ -23,6 +23,7 @@ from lab.config import LabConfig
 from lab.providers import google
 from lab.providers.google import GoogleAdapter, lean_fields
 from lab.replay import replay_sse
+from tests.result_parts import everything
 
 ANY = st.recursive(
     st.none()
@@ -139,23 +140,10 @@ def _body(events: list[dict]) -> bytes:
     )
 
 
-def _everything(result: Any) -> tuple:
-    return (
-        result.to_dict(),
-        result.chunks,
-        result.origins,
-        result.facts,
-        result.guard_events,
-        result.thoughts,
-        result.function_calls,
-        result.usage,
-    )
-
-
 def _replay(monkeypatch: pytest.MonkeyPatch, way: str, body: bytes, config: Any) -> tuple:
     monkeypatch.setattr(GoogleAdapter, "lean", way != "general")
     monkeypatch.setattr(google, "decode_lean", google_decode if way == "typed" else None)
-    return _everything(replay_sse("google", body, config=config))
+    return everything(replay_sse("google", body, config=config))
 
 
 google_decode = google.decode_lean

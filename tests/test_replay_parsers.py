@@ -27,6 +27,7 @@ from lab.providers.chat import OpenAICompatibleAdapter
 from lab.providers.google import GoogleAdapter
 from lab.providers.openrouter import OpenRouterAdapter
 from lab.replay import replay_sse
+from tests.result_parts import everything
 
 HERE = Path(__file__).parent / "realworld"
 SOURCES = json.loads((HERE / "sources.json").read_text(encoding="utf-8"))
@@ -53,18 +54,6 @@ HOSTILE = (
 )
 
 
-def _everything(result) -> tuple:
-    return (
-        result.to_dict(),
-        result.chunks,
-        result.origins,
-        result.facts,
-        result.guard_events,
-        result.thoughts,
-        result.function_calls,
-    )
-
-
 TYPED = {
     "openrouter": openrouter.decode_typed_chunk,
     "google": google.decode_lean,
@@ -87,7 +76,7 @@ def _replay_with(parser: str, monkeypatch, *args, **kwargs):
     monkeypatch.setattr(AnthropicAdapter, "lean", parser != "general")
     monkeypatch.setattr(chat, "decode_chat_chunk", TYPED["chat"] if msgspec else None)
     monkeypatch.setattr(OpenAICompatibleAdapter, "lean", parser != "general")
-    return _everything(replay_sse(*args, **kwargs))
+    return everything(replay_sse(*args, **kwargs))
 
 
 def _same_with_every_parser(monkeypatch, *args, **kwargs) -> None:
