@@ -156,6 +156,8 @@ def run_stream(
     model = body.get("model") if isinstance(body, dict) else None
     sid = stream_id or new_stream_id()
     adapter_cls = adapter_for(provider, path)
+    if path is None and base_url and adapter_cls.family == "google":
+        adapter_cls = adapter_for(provider, base_url)  # Gemini on Vertex AI: its enum numbers
     if tools is None and isinstance(body, dict) and isinstance(body.get("tools"), list):
         tools = body["tools"]
     adapter = adapter_cls(config=cfg, tools=tools, stream_id=sid, model=model)

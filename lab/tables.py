@@ -86,6 +86,7 @@ STREAM_COLUMNS = [
     "classifier",
     "error_type",
     "error_message",
+    "safety",
     "retryable",
     "attempts",
     "degradation_path",
@@ -121,6 +122,39 @@ STREAM_COLUMNS = [
 
 
 _NOT_IN_STREAMS = {"leaks": "guard events", "gaps": "per-read gaps"}
+
+
+SAFETY_NOTABLE_PROBABILITIES = frozenset({"MEDIUM", "HIGH"})
+"""A rating not marked ``blocked`` is still named (the ``safety`` column) at these levels."""
+
+
+def safety_text(ratings: object) -> str | None:
+    """The ratings of a blocked stream that say why, for the ``safety`` column: each rating
+    marked ``blocked`` or at a :data:`SAFETY_NOTABLE_PROBABILITIES` level, as
+    ``CATEGORY PROBABILITY (p 0.93, SEVERITY 0.41) blocked``, joined by ``"; "``."""
+    if not isinstance(ratings, list):
+        return None
+    parts = []
+    for r in ratings:
+        if not isinstance(r, dict):
+            continue
+        if not (r.get("blocked") or r.get("probability") in SAFETY_NOTABLE_PROBABILITIES):
+            continue
+        text = f"{r.get('category') or '?'} {r.get('probability') or '?'}"
+        details = []
+        if r.get("probability_score") is not None:
+            details.append(f"p {r['probability_score']:.2f}")
+        if r.get("severity"):
+            sev = r["severity"]
+            if r.get("severity_score") is not None:
+                sev += f" {r['severity_score']:.2f}"
+            details.append(sev)
+        if details:
+            text += f" ({', '.join(details)})"
+        if r.get("blocked"):
+            text += " blocked"
+        parts.append(text)
+    return "; ".join(parts) or None
 
 
 def _need_results(results: object, fn: str) -> Iterable[StreamResult]:
@@ -324,6 +358,7 @@ def streams(
                 "classifier": r.classifier,
                 "error_type": r.error.type if r.error else None,
                 "error_message": r.error.message if r.error else None,
+                "safety": safety_text(r.facts.get("safety_ratings")),
                 "retryable": r.error.retryable if r.error else None,
                 "attempts": len(r.attempts),
                 "degradation_path": r.degradation_path,

@@ -551,3 +551,161 @@ def test_streamed_function_args_scenario_records_live_and_replays_assembled(fake
     assert again.function_calls == live.function_calls
     (reference,) = replay(tmp_path)
     assert "tool_calls_dropped" in detect(reference)
+
+
+# -- integer enums: the Gemini API and Vertex AI number them differently -------------------
+
+VERTEX_PATH = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro"
+
+
+def _finish_only(finish: Any, **cand: Any) -> bytes:
+    return sse(resp([{"text": "Some text"}]), {"candidates": [{"finishReason": finish, **cand}]})
+
+
+def test_adapter_for_picks_vertex_numbering_by_the_request_path_or_host():
+    from lab.providers import adapter_for
+    from lab.providers.google import VertexAdapter
+
+    assert adapter_for("google", VERTEX_PATH + ":streamGenerateContent") is VertexAdapter
+    assert adapter_for("google", "https://us-central1-aiplatform.googleapis.com/v1") is (
+        VertexAdapter
+    )
+    assert adapter_for("google", "/v1beta/models/gemini-2.5-pro:streamGenerateContent") is (
+        GoogleAdapter
+    )
+    assert adapter_for("google", None) is GoogleAdapter
+    assert adapter_for("openai", VERTEX_PATH) is get_adapter("openai")  # only Gemini's family
+
+
+def test_finish_reason_6_is_language_on_the_gemini_api_and_blocklist_on_vertex():
+    body = _finish_only(6)
+    gemini = replay_sse("google", body)
+    assert gemini.error is None and gemini.finish_reason == "language"
+    vertex = replay_sse("google", body, path=VERTEX_PATH + ":streamGenerateContent")
+    assert vertex.finish_reason == "content_filter"
+    assert (vertex.error.type, vertex.error.code) == ("content_blocked", "BLOCKLIST")
+    assert vertex.error.message == "Response stopped/blocked. Reason: BLOCKLIST"
+
+
+def test_prompt_block_reason_5_is_image_safety_on_the_gemini_api_and_model_armor_on_vertex():
+    body = sse({"promptFeedback": {"blockReason": 5, "safetyRatings": []}})
+    assert replay_sse("google", body).error.code == "IMAGE_SAFETY"
+    vertex = replay_sse("google", body, path=VERTEX_PATH + ":streamGenerateContent")
+    assert vertex.error.message == "Prompt blocked by API. Reason: MODEL_ARMOR"
+
+
+def test_an_unknown_enum_number_keeps_its_digits():
+    r = replay_sse("google", _finish_only(99))
+    assert r.finish_reason == "99"
+
+
+def test_safety_ratings_of_the_blocking_chunk_are_read_by_name_with_scores():
+    ratings = [
+        {"category": 2, "probability": 4, "blocked": True, "probabilityScore": 0.9, "severity": 3},
+        {"category": 1, "probability": 1, "probabilityScore": 0.1, "severityScore": 0.05},
+        "not a rating",
+    ]
+    r = replay_sse(
+        "google",
+        _finish_only(3, safetyRatings=ratings),
+        path=VERTEX_PATH + ":streamGenerateContent",
+    )
+    assert r.facts["safety_ratings"] == [
+        {
+            "category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+            "probability": "HIGH",
+            "probability_score": 0.9,
+            "severity": "HARM_SEVERITY_MEDIUM",
+            "severity_score": None,
+            "blocked": True,
+        },
+        {
+            "category": "HARM_CATEGORY_HATE_SPEECH",
+            "probability": "NEGLIGIBLE",
+            "probability_score": 0.1,
+            "severity": None,
+            "severity_score": 0.05,
+            "blocked": False,
+        },
+    ]
+    from lab import tables
+
+    assert tables.streams([r])["safety"].tolist() == [
+        "HARM_CATEGORY_DANGEROUS_CONTENT HIGH (p 0.90, HARM_SEVERITY_MEDIUM) blocked"
+    ]
+    # the Gemini API numbers categories otherwise: 2 is TOXICITY there
+    gemini = replay_sse("google", _finish_only(3, safetyRatings=ratings))
+    assert gemini.facts["safety_ratings"][0]["category"] == "HARM_CATEGORY_TOXICITY"
+
+
+def test_a_prompt_block_names_its_ratings_and_an_unblocked_stream_has_no_safety():
+    body = sse(
+        {
+            "promptFeedback": {
+                "blockReason": "SAFETY",
+                "safetyRatings": [
+                    {"category": "HARM_CATEGORY_HARASSMENT", "probability": "MEDIUM"},
+                    {"category": "HARM_CATEGORY_HATE_SPEECH", "probability": "LOW"},
+                ],
+            }
+        }
+    )
+    from lab import tables
+
+    st = tables.streams([replay_sse("google", body), replay_sse("google", _finish_only("STOP"))])
+    assert st["safety"].iloc[0] == "HARM_CATEGORY_HARASSMENT MEDIUM"
+    assert st["safety"].isna().tolist() == [False, True]
+
+
+def test_hostile_safety_rating_values_never_raise():
+    from lab.providers.google import google_safety_ratings
+
+    got = google_safety_ratings(
+        [
+            {"category": True, "probability": 10**400, "probabilityScore": 10**400},
+            {"probabilityScore": float("nan"), "severityScore": "0.5", "blocked": "yes"},
+        ]
+    )
+    assert got == [
+        {
+            "category": None,
+            "probability": str(10**400),
+            "probability_score": None,
+            "severity": None,
+            "severity_score": None,
+            "blocked": False,
+        },
+        {
+            "category": None,
+            "probability": None,
+            "probability_score": None,
+            "severity": None,
+            "severity_score": None,
+            "blocked": False,
+        },
+    ]
+    assert google_safety_ratings({"not": "a list"}) == []
+
+
+def test_live_request_to_a_vertex_base_url_reads_vertex_numbering():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(
+            200, content=_finish_only(6), headers={"content-type": "text/event-stream"}
+        )
+
+    r = run_stream(
+        "google",
+        {"model": "gemini-2.5-pro", "contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        transport=httpx.MockTransport(handler),
+        base_url="https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/"
+        "us-central1/publishers/google",
+        api_key="k",
+    )
+    assert seen == [
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/"
+        "publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+    ]
+    assert r.error.code == "BLOCKLIST"

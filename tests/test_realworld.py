@@ -19,6 +19,7 @@ from lab.errors import normalize_http_error
 from lab.model import ProviderError
 from lab.replay import replay_sse
 from lab.result import StreamResult
+from lab.tables import safety_text
 
 HERE = Path(__file__).parent / "realworld"
 EXPECTED: dict[str, dict] = json.loads((HERE / "expected.json").read_text(encoding="utf-8"))
@@ -137,6 +138,10 @@ def mismatches(name: str, r: StreamResult) -> list[str]:
                     out.append(f"usage.{key}: {getattr(got, key)} vs {eu.get(key)}")
     if r.serving_provider != exp["serving_provider"]:
         out.append(f"serving_provider: {r.serving_provider!r} vs {exp['serving_provider']!r}")
+    if "safety" in exp:
+        got_safety = safety_text(r.facts.get("safety_ratings"))
+        if got_safety != exp["safety"]:
+            out.append(f"safety: {got_safety!r} vs {exp['safety']!r}")
     return out
 
 

@@ -141,8 +141,11 @@ def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
     (:mod:`lab.providers.openai_responses`): the named one of openai, openrouter and
     deepseek, and for any other OpenAI-compatible endpoint (vLLM, Ollama, custom, a
     registered one: servers that implement ``/v1/responses`` too) one built from its chat
-    adapter. Any other path gets the provider's own adapter, as :func:`get_adapter`. A
-    ``/responses`` path of a Gemini or Anthropic provider is a ValueError.
+    adapter. A Gemini request to Vertex AI (``.../publishers/google/models/...``, an
+    ``aiplatform.googleapis.com`` URL) gets :class:`~lab.providers.google.VertexAdapter`
+    (Vertex AI's integer-enum numbering). Any other path gets the provider's own adapter,
+    as :func:`get_adapter`. A ``/responses`` path of a Gemini or Anthropic provider is a
+    ValueError.
     """
     if path is not None and path.partition("?")[0].rstrip("/").endswith("/responses"):
         chat = get_adapter(provider)  # an unknown provider fails the usual way
@@ -156,7 +159,13 @@ def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
             f"provider {provider!r} has no Responses API adapter (its family is {chat.family}); "
             "OpenAI-compatible providers have one"
         )
-    return get_adapter(provider)
+    cls = get_adapter(provider)
+    if path is not None and cls.family == "google":
+        from lab.providers.google import VERTEX_PATH, GoogleAdapter, VertexAdapter
+
+        if cls is GoogleAdapter and VERTEX_PATH.search(path.partition("?")[0]):
+            return VertexAdapter
+    return cls
 
 
 _load_entry_points()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from operator import attrgetter
@@ -87,9 +88,11 @@ __all__ = [
     "GOOGLE_BLOCKING_FINISH_REASONS",
     "FunctionCallAssembler",
     "GoogleAdapter",
+    "VertexAdapter",
     "google_block_error",
     "google_body",
     "google_provider_error",
+    "google_safety_ratings",
     "google_stream_error",
     "google_usage",
     "normalize_google_chunk",
@@ -505,11 +508,40 @@ GOOGLE_FINISH_REASON_NUMBERS: dict[int, str] = {
     10: "MALFORMED_FUNCTION_CALL",
     11: "IMAGE_SAFETY",
     12: "UNEXPECTED_TOOL_CALL",
+    13: "TOO_MANY_TOOL_CALLS",
+    14: "IMAGE_PROHIBITED_CONTENT",
+    15: "IMAGE_OTHER",
+    16: "NO_IMAGE",
+    17: "IMAGE_RECITATION",
 }
-"""``Candidate.FinishReason`` by number, as a client that asks for integer enums
-(``$alt=json;enum-encoding=int``: the Vertex AI SDK, gRPC-transcoding clients) receives it
-(google.ai.generativelanguage v1beta and google.cloud.aiplatform v1 number these alike;
-0 is the unspecified value, read as no finish reason)."""
+"""The Gemini API's ``Candidate.FinishReason`` by number, as a client that asks for integer
+enums (``$alt=json;enum-encoding=int``: gRPC-transcoding clients) receives it
+(googleapis ``google/ai/generativelanguage/v1beta/generative_service.proto``; 0 is the
+unspecified value, read as no finish reason). Vertex AI numbers them differently:
+:data:`VERTEX_FINISH_REASON_NUMBERS`."""
+
+VERTEX_FINISH_REASON_NUMBERS: dict[int, str] = {
+    1: "STOP",
+    2: "MAX_TOKENS",
+    3: "SAFETY",
+    4: "RECITATION",
+    5: "OTHER",
+    6: "BLOCKLIST",
+    7: "PROHIBITED_CONTENT",
+    8: "SPII",
+    9: "MALFORMED_FUNCTION_CALL",
+    10: "MODEL_ARMOR",
+    11: "IMAGE_SAFETY",
+    12: "IMAGE_PROHIBITED_CONTENT",
+    13: "IMAGE_RECITATION",
+    14: "IMAGE_OTHER",
+    15: "UNEXPECTED_TOOL_CALL",
+    16: "NO_IMAGE",
+}
+"""Vertex AI's ``Candidate.FinishReason`` by number (googleapis
+``google/cloud/aiplatform/v1/content.proto`` up to ``MODEL_ARMOR``; 11-16 as the
+``aiplatform_v1`` generated clients number them). The Vertex AI SDK asks for integer
+enums on every REST call, so this is the table its recordings need."""
 
 GOOGLE_BLOCK_REASON_NUMBERS: dict[int, str] = {
     1: "SAFETY",
@@ -518,7 +550,52 @@ GOOGLE_BLOCK_REASON_NUMBERS: dict[int, str] = {
     4: "PROHIBITED_CONTENT",
     5: "IMAGE_SAFETY",
 }
-"""``PromptFeedback.BlockReason`` by number (integer enums, as above)."""
+"""The Gemini API's ``PromptFeedback.BlockReason`` by number (integer enums, as above)."""
+
+VERTEX_BLOCK_REASON_NUMBERS: dict[int, str] = {
+    1: "SAFETY",
+    2: "OTHER",
+    3: "BLOCKLIST",
+    4: "PROHIBITED_CONTENT",
+    5: "MODEL_ARMOR",
+    6: "JAILBREAK",
+}
+"""Vertex AI's ``PromptFeedback.BlockedReason`` by number."""
+
+GOOGLE_HARM_CATEGORY_NUMBERS: dict[int, str] = {
+    1: "HARM_CATEGORY_DEROGATORY",
+    2: "HARM_CATEGORY_TOXICITY",
+    3: "HARM_CATEGORY_VIOLENCE",
+    4: "HARM_CATEGORY_SEXUAL",
+    5: "HARM_CATEGORY_MEDICAL",
+    6: "HARM_CATEGORY_DANGEROUS",
+    7: "HARM_CATEGORY_HARASSMENT",
+    8: "HARM_CATEGORY_HATE_SPEECH",
+    9: "HARM_CATEGORY_SEXUALLY_EXPLICIT",
+    10: "HARM_CATEGORY_DANGEROUS_CONTENT",
+    11: "HARM_CATEGORY_CIVIC_INTEGRITY",
+}
+"""The Gemini API's ``HarmCategory`` by number (``.../v1beta/safety.proto``)."""
+
+VERTEX_HARM_CATEGORY_NUMBERS: dict[int, str] = {
+    1: "HARM_CATEGORY_HATE_SPEECH",
+    2: "HARM_CATEGORY_DANGEROUS_CONTENT",
+    3: "HARM_CATEGORY_HARASSMENT",
+    4: "HARM_CATEGORY_SEXUALLY_EXPLICIT",
+    5: "HARM_CATEGORY_CIVIC_INTEGRITY",
+    6: "HARM_CATEGORY_JAILBREAK",
+}
+"""Vertex AI's ``HarmCategory`` by number (``google/cloud/aiplatform/v1/content.proto``)."""
+
+HARM_PROBABILITY_NUMBERS: dict[int, str] = {1: "NEGLIGIBLE", 2: "LOW", 3: "MEDIUM", 4: "HIGH"}
+"""``SafetyRating.HarmProbability`` by number (both APIs)."""
+HARM_SEVERITY_NUMBERS: dict[int, str] = {
+    1: "HARM_SEVERITY_NEGLIGIBLE",
+    2: "HARM_SEVERITY_LOW",
+    3: "HARM_SEVERITY_MEDIUM",
+    4: "HARM_SEVERITY_HIGH",
+}
+"""``SafetyRating.HarmSeverity`` by number (Vertex AI)."""
 
 
 def _enum_name(value: Any, numbers: dict[int, str]) -> str | None:
@@ -532,17 +609,56 @@ def _enum_name(value: Any, numbers: dict[int, str]) -> str | None:
     return None
 
 
-def _block_reason(chunk: dict) -> str | None:
+def _score(value: Any) -> float | None:
+    """A rating's ``probabilityScore`` / ``severityScore``: a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        score = float(value)
+    except OverflowError:  # a 400-digit integer
+        return None
+    return score if math.isfinite(score) else None
+
+
+def google_safety_ratings(
+    ratings: Any, categories: dict[int, str] = GOOGLE_HARM_CATEGORY_NUMBERS
+) -> list[dict[str, Any]]:
+    """A ``safetyRatings`` list read into plain ratings: ``category``, ``probability`` and
+    ``severity`` by name (numbers under integer enums named with ``categories`` and the
+    shared probability and severity tables), ``probability_score`` and ``severity_score``
+    when finite, ``blocked``. Entries that are not objects are skipped."""
+    out: list[dict[str, Any]] = []
+    if not isinstance(ratings, list):
+        return out
+    for r in ratings:
+        if not isinstance(r, dict):
+            continue
+        out.append(
+            {
+                "category": _enum_name(r.get("category"), categories),
+                "probability": _enum_name(r.get("probability"), HARM_PROBABILITY_NUMBERS),
+                "probability_score": _score(r.get("probabilityScore")),
+                "severity": _enum_name(r.get("severity"), HARM_SEVERITY_NUMBERS),
+                "severity_score": _score(r.get("severityScore")),
+                "blocked": r.get("blocked") is True,
+            }
+        )
+    return out
+
+
+def _block_reason(chunk: dict, numbers: dict[int, str] = GOOGLE_BLOCK_REASON_NUMBERS) -> str | None:
     pf = chunk.get("promptFeedback")
     raw = pf.get("blockReason") if isinstance(pf, dict) else None
-    reason = _enum_name(raw, GOOGLE_BLOCK_REASON_NUMBERS)
+    reason = _enum_name(raw, numbers)
     return reason if reason and reason != GOOGLE_UNBLOCKED_REASON else None
 
 
-def _finish_reason(chunk: dict) -> str | None:
+def _finish_reason(
+    chunk: dict, numbers: dict[int, str] = GOOGLE_FINISH_REASON_NUMBERS
+) -> str | None:
     cands = chunk.get("candidates")
     if isinstance(cands, list) and cands and isinstance(cands[0], dict):
-        return _enum_name(cands[0].get("finishReason"), GOOGLE_FINISH_REASON_NUMBERS)
+        return _enum_name(cands[0].get("finishReason"), numbers)
     return None
 
 
@@ -1133,6 +1249,11 @@ class GoogleAdapter(StreamAdapter):
     request_paths = {":streamGenerateContent": "", ":generateContent": ""}
     request_header_markers = ("x-goog-api-key",)
     request_body_markers = {"contents[]": ""}
+    finish_numbers: ClassVar[dict[int, str]] = GOOGLE_FINISH_REASON_NUMBERS
+    """Integer-enum finish reasons by number: the Gemini API's (:class:`VertexAdapter`:
+    Vertex AI's)."""
+    block_numbers: ClassVar[dict[int, str]] = GOOGLE_BLOCK_REASON_NUMBERS
+    harm_category_numbers: ClassVar[dict[int, str]] = GOOGLE_HARM_CATEGORY_NUMBERS
 
     # -- request side -------------------------------------------------------------------
 
@@ -1386,11 +1507,11 @@ class GoogleAdapter(StreamAdapter):
         if chunk is None:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1
             return
-        if _any_finish(chunk) or _block_reason(chunk):
+        if _any_finish(chunk) or _block_reason(chunk, self.block_numbers):
             self.usage_final = True
         if self.assembler is not None:
             calls = self.assembler.feed(_call_parts(raw))
-            native = _finish_reason(chunk)
+            native = _finish_reason(chunk, self.finish_numbers)
             if native is not None:  # the response is over: every open call with it
                 calls.extend(self.assembler.close(truncated=native != "STOP"))
             chunk["functionCalls"] = calls or None
@@ -1444,7 +1565,7 @@ class GoogleAdapter(StreamAdapter):
             and (
                 chunk.get("error")
                 or chunk.get("functionCalls")
-                or _block_reason(chunk)
+                or _block_reason(chunk, self.block_numbers)
                 or _any_finish(chunk)
             )
         ):
@@ -1460,6 +1581,13 @@ class GoogleAdapter(StreamAdapter):
 
     # -- stage 03 -----------------------------------------------------------------------
 
+    def _note_safety(self, ratings: Any) -> None:
+        """The safety ratings of the chunk that blocked the stream, read by name
+        (``facts["safety_ratings"]``; the streams table's ``safety`` column)."""
+        read = google_safety_ratings(ratings, self.harm_category_numbers)
+        if read:
+            self.facts["safety_ratings"] = read
+
     def process_chunk(self, chunk: dict) -> ProcessedChunk:
         """The reference's ``processChunk`` (docs/reference.md, "5.2 Gemini process_chunk"), in order."""
         err = chunk.get("error")
@@ -1469,9 +1597,11 @@ class GoogleAdapter(StreamAdapter):
             return ProcessedChunk(
                 type="error", error=google_stream_error(inner), metadata={"finish_reason": "error"}
             )
-        reason = _block_reason(chunk)
+        reason = _block_reason(chunk, self.block_numbers)
         if reason is not None:
             self._record_finish("content_filter")
+            pf = chunk["promptFeedback"]
+            self._note_safety(pf.get("safetyRatings"))
             return ProcessedChunk(
                 type="error",
                 error=google_block_error(
@@ -1479,9 +1609,12 @@ class GoogleAdapter(StreamAdapter):
                 ),
                 metadata=self._metadata(chunk, finish="content_filter", native=reason),
             )
-        native = _finish_reason(chunk)
+        native = _finish_reason(chunk, self.finish_numbers)
         if native in GOOGLE_BLOCKING_FINISH_REASONS:
             self._record_finish("content_filter")
+            cands = chunk.get("candidates")
+            if isinstance(cands, list) and cands and isinstance(cands[0], dict):
+                self._note_safety(cands[0].get("safetyRatings"))
             return ProcessedChunk(
                 type="error",
                 error=google_block_error(
@@ -1618,3 +1751,18 @@ def _call(call: dict, signature: str | None = None) -> FunctionCall:
         arguments_truncated=call.get("truncated") is True,
         provider_fields=fields,
     )
+
+
+class VertexAdapter(GoogleAdapter):
+    """Gemini on Vertex AI (``*-aiplatform.googleapis.com/.../publishers/google/models/``):
+    the same wire format, with Vertex AI's numbering of integer enums (finish and block
+    reasons, harm categories), which the Vertex AI SDK asks for on every REST call.
+    :func:`lab.providers.adapter_for` picks it for a request to a Vertex AI path."""
+
+    finish_numbers = VERTEX_FINISH_REASON_NUMBERS
+    block_numbers = VERTEX_BLOCK_REASON_NUMBERS
+    harm_category_numbers = VERTEX_HARM_CATEGORY_NUMBERS
+
+
+VERTEX_PATH = re.compile(r"/publishers/google/models/|(?:^|[/.-])aiplatform\.googleapis\.com")
+"""A request path (or URL) that goes to Gemini on Vertex AI."""
