@@ -361,3 +361,14 @@ def test_a_long_conversation_shows_its_first_and_last_turns_each_cut():
     assert shown == ["0", "5", "6", "7", "8", "9"]
     assert text.count("x…") == 6 and text.count("(407 chars)") == 6  # each cut to 300
     assert MESSAGE_CHARS == 300 and "x" * 301 not in text.replace("\n  ", "")
+
+
+def test_show_a_gemini_safety_block_names_the_rating_that_blocked(capsys):
+    body = ROOT / "tests/realworld/google-vertex-safety-block-ratings.sse"
+    assert main(["show", str(body), "--provider", "google", "--columns", "100"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "content_blocked (SAFETY): Response stopped/blocked. Reason: SAFETY\n"
+        "safety: HARM_CATEGORY_DANGEROUS_CONTENT HIGH (p 0.95, HARM_SEVERITY_MEDIUM 0.43) "
+        "blocked\n"
+    ) in out

@@ -476,6 +476,11 @@ def render_stream(
                 f"{e.message}"
             )
         )
+        from lab.tables import safety_text
+
+        safety = safety_text(r.facts.get("safety_ratings"))
+        if safety:
+            page.text(safe(f"safety: {safety}"))
     _answer(page, r)
     _tool_calls(page, r)
     _events(page, r)
