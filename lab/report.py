@@ -352,7 +352,9 @@ def _sameness_section(results: list[StreamResult]) -> str | None:
         "<p class='note'>Each backend's outputs against the other backends' pooled, prompt "
         "by prompt: maximum mean discrepancy under a Hamming kernel over the first 100 "
         "characters, p-value from 1000 relabellings within each prompt (Gao et al., ICLR "
-        "2025). <i>no evidence</i> is not a proof of sameness.</p>" + _table(table)
+        "2025), adjusted with Holm's procedure over the backends tested, as the scorecard's "
+        "same-model column is; the verdict rests on the adjusted p-value. <i>no evidence</i> "
+        "is not a proof of sameness.</p>" + _table(table)
     )
 
 

@@ -29,8 +29,11 @@ outputs each side has), ``(1 + #{MMD²_perm >= MMD²}) / (1000 + 1)``: exact und
 model" whatever the outputs look like, so a clean backend is flagged at most at the stated
 level ``alpha`` (checked over 500 seeds in ``tests/test_sameness_calibration.py``).
 
-**Verdicts** (``same_model_verdict``): ``differs with confidence`` (p < alpha, 0.05),
-``no evidence`` (p >= alpha: not a proof of sameness; a small K has little power), or
+**Verdicts** (``same_model_verdict``) rest on ``same_model_p_holm``: the p-values of the
+backends tested, adjusted with Holm's step-down procedure over those backends (one family:
+testing every backend of a sweep is several comparisons; :func:`lab.stats.holm`). They are
+``differs with confidence`` (adjusted p < alpha, 0.05), ``no evidence`` (adjusted p >=
+alpha: not a proof of sameness; a small K has little power), or
 ``too few samples``: fewer than :data:`SAME_MODEL_MIN_SAMPLES` outputs on either side over
 the prompts both answered, or no prompt answered at least twice on both sides. The power
 measured on the lab's fake backends at several K is in ``docs/sameness.md``.
@@ -49,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.stats import BOOTSTRAP_SEED
+from lab.stats import BOOTSTRAP_SEED, holm
 
 __all__ = [
     "SAME_MODEL_ALPHA",
@@ -86,6 +89,7 @@ SAME_MODEL_COLUMNS = [
     "reference_samples",
     "mmd2",
     "same_model_p",
+    "same_model_p_holm",
     "same_model_verdict",
 ]
 _PAD = -1  # the padding code: equal only to itself
@@ -237,6 +241,7 @@ def same_model(
             "reference_samples": len(theirs),
             "mmd2": math.nan,
             "same_model_p": math.nan,
+            "same_model_p_holm": math.nan,
             "same_model_verdict": VERDICT_TOO_FEW,
         }
         twice = [
@@ -255,8 +260,11 @@ def same_model(
                 seed=seed,
             )
             row["mmd2"], row["same_model_p"] = stat, p
-            row["same_model_verdict"] = VERDICT_DIFFERS if p < alpha else VERDICT_NO_EVIDENCE
         rows.append(row)
+    tested = [row for row in rows if not math.isnan(row["same_model_p"])]
+    for row, q in zip(tested, holm([row["same_model_p"] for row in tested]), strict=True):
+        row["same_model_p_holm"] = q
+        row["same_model_verdict"] = VERDICT_DIFFERS if q < alpha else VERDICT_NO_EVIDENCE
     out = pd.DataFrame(rows, columns=SAME_MODEL_COLUMNS)
     for col in ("prompts", "samples", "reference_samples"):
         out[col] = out[col].astype("int64")

@@ -317,14 +317,9 @@ def _same_model_part(
     table = same_model(frame, reference=reference, alpha=alpha, length=SAME_MODEL_CHARS).set_index(
         "serving_provider"
     )
-    tested = table["same_model_p"].dropna()
-    adjusted = pd.Series(holm(tested.tolist()), index=tested.index, dtype="float64")
-    for backend, p in tested.items():
-        out.loc[backend, "same_model_p"] = p
-        out.loc[backend, "same_model_p_holm"] = adjusted[backend]
-        out.loc[backend, "same_model_verdict"] = (
-            VERDICT_DIFFERS if adjusted[backend] < alpha else VERDICT_NO_EVIDENCE
-        )
+    tested = table[table["same_model_p"].notna()]  # Holm over these: same_model() adjusts
+    for col in ("same_model_p", "same_model_p_holm", "same_model_verdict"):
+        out.loc[tested.index, col] = tested[col]
     return out
 
 

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.multitest import multipletests
 
 from lab.fakes.model_equality import sample_answer, slot_weights
 from lab.sameness import (
@@ -186,3 +187,13 @@ def test_a_sweep_over_the_fake_backends_finds_the_substituted_model(tmp_path):
     section = page[page.index("<h2 id='sameness'>") : page.index("<h2 id='latency'>")]
     assert "<td>Novita</td><td>(the other backends)</td>" in section
     assert "differs with confidence" in section
+    # its verdicts rest on Holm-adjusted p-values over the backends tested, as the scorecard's
+    pooled = same_model(results)
+    assert "<th>same_model_p_holm</th>" in section
+    assert pooled["same_model_p_holm"].tolist() == pytest.approx(
+        multipletests(pooled["same_model_p"], method="holm")[1].tolist()
+    )
+    for backend, verdict in zip(pooled["serving_provider"], pooled["same_model_verdict"]):
+        assert f"<td>{backend}</td><td>(the other backends)</td>" in section
+        row = section[section.index(f"<td>{backend}</td><td>(the other backends)</td>") :]
+        assert row[: row.index("</tr>")].endswith(f"<td>{verdict}</td>")
