@@ -28,7 +28,12 @@ Two groups of columns ride along without entering the Fisher tests:
 - **latency** (streams with per-read timing): for each of
   :data:`lab.latency.SCORECARD_METRICS` the median and the p90 over the backend's timed
   streams, each with its percentile-bootstrap interval (:func:`lab.latency.latency_columns`,
-  fixed seed): ``ttft_ms_p50``, ``ttft_ms_p50_ci_low``, ... ``ttft_ms_p90_ci_high``;
+  fixed seed): ``ttft_ms_p50``, ``ttft_ms_p50_ci_low``, ... ``ttft_ms_p90_ci_high``; and
+  for each of :data:`LATENCY_TESTED` (time to first token) a flag for a backend slower than
+  the rest: the one-sided Mann–Whitney U test of its timed streams against the other
+  backends' pooled (``ttft_ms_p``, ``ttft_ms_rest_p50``), Holm-adjusted over the backends
+  tested (``ttft_ms_p_holm``: a family of its own), ``ttft_ms_worse`` below
+  ``1 - confidence``; a slower backend gets ``ttft_ms`` in ``flags``;
 - **same model** (a sweep's streams table, with ``sweep_prompt`` and ``output_head``): the
   MMD two-sample test of :func:`lab.sameness.same_model` of each backend against the
   ``reference`` backend (or, without one, the other backends pooled): ``same_model_p``, its
@@ -69,6 +74,7 @@ from lab.stats import (
     DEFAULT_CONFIDENCE,
     fisher_greater,
     holm,
+    mann_whitney_u,
     wilson_interval,
 )
 
@@ -80,6 +86,7 @@ __all__ = [
     "quiet_verdicts",
     "scorecard",
     "scorecard_sentences",
+    "slower_than_rest",
     "trigger_agreement",
     "trigger_disagreements",
 ]
@@ -107,6 +114,13 @@ VERDICT_SHORT: dict[str, str] = {
 the sentences, not given a column each)."""
 
 _GOOD = frozenset({"tool_call_valid", "trigger_agreement"})  # a high rate is good
+
+LATENCY_TESTED: tuple[str, ...] = ("ttft_ms",)
+"""The timing figures tested for a backend slower than the rest (``{metric}_worse``): a
+one-sided Mann–Whitney U test of its timed streams against the other backends' pooled,
+Holm-adjusted over the backends tested (a family per figure, as the same-model test)."""
+LATENCY_LABELS: dict[str, str] = {"ttft_ms": "time to first token"}
+"""Each tested timing figure in words."""
 
 SAME_MODEL_REFERENCE = "reference"
 """``same_model_verdict`` of the reference backend itself (nothing to test it against)."""
@@ -275,14 +289,53 @@ def _verdict_counts(
 
 
 def _latency_part(st: pd.DataFrame, confidence: float) -> pd.DataFrame | None:
-    """The latency columns per backend (:func:`lab.latency.latency_columns`), or None when
-    no stream has per-read timing."""
+    """The latency columns per backend (:func:`lab.latency.latency_columns`) and, for each
+    of :data:`LATENCY_TESTED`, the slower-than-the-rest test (``{metric}_p``, ``_p_holm``,
+    ``_worse``, ``_rest_p50``), or None when no stream has per-read timing."""
     if "timed" not in st or not st["timed"].fillna(False).astype(bool).any():
         return None
     table = backend_latency(
         st, confidence=confidence, n_boot=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED
     )
-    return latency_columns(table)
+    out = latency_columns(table)
+    timed = st[st["timed"].fillna(False).astype(bool)]
+    for metric in LATENCY_TESTED:
+        if metric in timed:
+            slow = slower_than_rest(timed, metric, out.index, confidence=confidence)
+            out = out.join(slow.add_prefix(f"{metric}_"))
+    return out
+
+
+def slower_than_rest(
+    streams: pd.DataFrame,
+    metric: str,
+    backends: Any = None,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pd.DataFrame:
+    """Per backend (indexed by ``serving_provider``; ``backends`` sets the rows): is its
+    ``metric`` (a per-stream timing column of ``streams``) larger than the other backends'
+    pooled? ``p``: the one-sided Mann–Whitney U test (:func:`lab.stats.mann_whitney_u`,
+    ``alternative="greater"``); ``p_holm``: Holm-adjusted over the backends tested;
+    ``worse``: ``p_holm`` below ``1 - confidence``; ``rest_p50``: the others' median.
+    Streams without the figure are left out; a backend without one is not tested (NaN)."""
+    values = streams[["serving_provider", metric]].dropna()
+    index = pd.Index(
+        sorted(values["serving_provider"].unique()) if backends is None else list(backends),
+        name="serving_provider",
+    )
+    out = pd.DataFrame(index=index, columns=["p", "p_holm", "rest_p50"], dtype="float64")
+    for backend in index:
+        mine = values.loc[values["serving_provider"] == backend, metric].to_numpy(float)
+        rest = values.loc[values["serving_provider"] != backend, metric].to_numpy(float)
+        if len(rest):
+            out.loc[backend, "rest_p50"] = float(pd.Series(rest).median())
+        if len(mine) and len(rest):
+            out.loc[backend, "p"] = mann_whitney_u(mine, rest, alternative="greater")[1]
+    tested = out["p"].dropna()
+    out.loc[tested.index, "p_holm"] = holm(tested.tolist())
+    out["worse"] = (out["p_holm"] < 1.0 - confidence).astype(bool)
+    return out
 
 
 def _same_model_part(
@@ -383,9 +436,16 @@ def scorecard(
         card[name] = values
     verdicts = list(counts)
     sameness = _same_model_part(st, backends, reference, alpha) if backends else None
+    latency = _latency_part(st, confidence) if backends else None
+    slow = [  # the timing figures tested on at least one backend
+        m
+        for m in LATENCY_TESTED
+        if latency is not None and f"{m}_p" in latency and latency[f"{m}_p"].notna().any()
+    ]
     flags = []
     for i in range(len(card)):
         flagged = [v for v in verdicts if card.at[i, f"{v}_worse"]]
+        flagged += [m for m in slow if bool(latency.at[backends[i], f"{m}_worse"])]  # type: ignore[union-attr]
         if sameness is not None and sameness["same_model_verdict"].iat[i] == VERDICT_DIFFERS:
             flagged.append("same_model")
         flags.append(",".join(flagged))
@@ -393,12 +453,12 @@ def scorecard(
     for v in verdicts:
         card[f"{v}_n"] = card[f"{v}_n"].astype("int64")
         card[f"{v}_worse"] = card[f"{v}_worse"].astype(bool)
-    latency = _latency_part(st, confidence) if backends else None
     for part in (latency, sameness):
         if part is not None:
             card = card.join(part, on="serving_provider")
     card.attrs["verdicts"] = verdicts
     card.attrs["latency"] = latency is not None
+    card.attrs["latency_tested"] = slow
     card.attrs["same_model"] = sameness is not None
     card.attrs["confidence"] = confidence
     card.attrs["reference"] = reference
@@ -478,6 +538,11 @@ def compact_scorecard(card: pd.DataFrame) -> pd.DataFrame:
                 )
                 for _, row in card.iterrows()
             ]
+        if "ttft_ms_worse" in card:  # the median is what the test compares: mark it
+            view["ttft p50"] = [
+                cell + "*" if cell is not None and bool(worse) else cell
+                for cell, worse in zip(view["ttft p50"], card["ttft_ms_worse"], strict=True)
+            ]
     return view
 
 
@@ -492,11 +557,13 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
     if len(card) < 2:
         return [f"{len(card)} backend(s) served streams: nothing to compare."]
     sameness = "same_model_verdict" in card
+    slow_tested = [m for m in card.attrs.get("latency_tested", []) if f"{m}_worse" in card]
     for _, row in card.iterrows():
         flagged = [v for v in verdicts if bool(row[f"{v}_worse"])]
         name = row["serving_provider"]
         differs = sameness and row["same_model_verdict"] == VERDICT_DIFFERS
-        if not flagged and not differs:
+        slow = [m for m in slow_tested if bool(row[f"{m}_worse"])]
+        if not flagged and not differs and not slow:
             out.append(
                 f"{name}: not worse with confidence on any verdict ({row['streams']} streams)."
             )
@@ -509,6 +576,13 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
                 f"{_pct(row[f'{v}_rest'])} for the rest "
                 f"(n = {row[f'{v}_n']}; one-sided Fisher p = {row[f'{v}_p']:.2g}, "
                 f"Holm-adjusted {row[f'{v}_p_holm']:.2g})."
+            )
+        for m in slow:
+            out.append(
+                f"{name}: slower with confidence on {LATENCY_LABELS.get(m, m)}, median {row[f'{m}_p50']:.0f} ms [{row[f'{m}_p50_ci_low']:.0f}, "
+                f"{row[f'{m}_p50_ci_high']:.0f}] against {row[f'{m}_rest_p50']:.0f} ms for the "
+                f"rest (n = {row[f'{m}_n']}; one-sided Mann–Whitney p = {row[f'{m}_p']:.2g}, "
+                f"Holm-adjusted over the backends {row[f'{m}_p_holm']:.2g})."
             )
         if differs:
             out.append(
@@ -531,6 +605,13 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
         f"pooled other backends, Holm-adjusted over every test of the card, below "
         f"{1 - confidence:.2g} ({level} family-wise); intervals are Wilson {level}."
     )
+    if slow_tested:
+        figures = " and ".join(LATENCY_LABELS.get(m, m) for m in slow_tested)
+        out.append(
+            f"Slower with confidence: a one-sided Mann–Whitney U test of the backend's timed "
+            f"streams against the other backends' pooled, on {figures}, Holm-adjusted over the "
+            f"backends tested, below {1 - confidence:.2g}; medians with bootstrap intervals."
+        )
     if sameness:
         out.extend(_same_model_sentences(card, confidence))
     return out

@@ -353,16 +353,26 @@ def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mann_whitney_u(
-    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    *,
+    alternative: str = "two-sided",
 ) -> tuple[float, float]:
     """``(U, p)``: the Mann–Whitney U statistic of ``x`` (how many (x, y) pairs have x > y,
-    ties counting half) and its two-sided p-value, NaN left out (``scipy.stats.mannwhitneyu``
-    with its defaults: exact for a small sample without ties, else the normal approximation
-    with tie and continuity corrections). ``(nan, 1.0)`` when either sample is empty.
+    ties counting half) and its p-value, NaN left out (``scipy.stats.mannwhitneyu`` with its
+    defaults: exact for a small sample without ties, else the normal approximation with tie
+    and continuity corrections). ``alternative`` is ``"two-sided"`` or ``"greater"`` (the
+    one-sided test that ``x`` tends to be larger than ``y``). ``(nan, 1.0)`` when either
+    sample is empty.
 
     >>> mann_whitney_u([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
     (0.0, 0.1)
+    >>> mann_whitney_u([4.0, 5.0, 6.0], [1.0, 2.0, 3.0], alternative="greater")
+    (9.0, 0.05)
     """
+    if alternative not in ("two-sided", "greater"):
+        raise ValueError(f"alternative must be 'two-sided' or 'greater', not {alternative!r}")
+    two_sided = alternative == "two-sided"
     xs, ys = _clean(x), _clean(y)
     n1, n2 = len(xs), len(ys)
     if n1 == 0 or n2 == 0:
@@ -370,18 +380,19 @@ def mann_whitney_u(
     ranks, ties = _ranks(np.concatenate([xs, ys]))
     u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
     u2 = n1 * n2 - u1
-    big = max(u1, u2)
+    big = max(u1, u2) if two_sided else u1
+    factor = 2.0 if two_sided else 1.0
     if min(n1, n2) <= _EXACT_MWU_MAX and bool((ties == 1).all()):
-        counts = _u_counts(min(n1, n2), max(n1, n2))
+        counts = _u_counts(min(n1, n2), max(n1, n2))  # U's law is the same for (m, n), (n, m)
         tail = sum(counts[int(round(big)) :])
-        return (u1, min(1.0, 2.0 * tail / sum(counts)))
+        return (u1, min(1.0, factor * tail / sum(counts)))
     n = n1 + n2
     tie_term = float((ties**3 - ties).sum()) / (n * (n - 1))
     sd = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - tie_term))
     if sd == 0.0:
         return (u1, 1.0)  # every value equal: nothing to tell them apart
     z = (big - n1 * n2 / 2.0 - 0.5) / sd
-    return (u1, min(1.0, math.erfc(z / math.sqrt(2.0))))
+    return (u1, min(1.0, factor * 0.5 * math.erfc(z / math.sqrt(2.0))))
 
 
 # --------------------------------------------------------------------------- many tests

@@ -76,3 +76,30 @@ def test_the_same_model_test_flags_a_clean_backend_no_more_than_its_level():
     rate = flagged / SEEDS
     print(f"same model: {flagged}/{SEEDS} = {rate:.3f} clean backends flagged (alpha 0.05)")
     assert rate <= ALLOWED
+
+
+@pytest.mark.slow
+def test_the_slower_than_rest_flag_fires_no_more_than_its_level_when_backends_are_alike():
+    from lab.scorecard import slower_than_rest
+
+    flagged = 0
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        streams = pd.concat([_run(rng, b, n) for b, n in (("A", 40), ("B", 60), ("C", 25))])
+        flagged += bool(slower_than_rest(streams, "ttft_ms")["worse"].any())
+    rate = flagged / SEEDS
+    print(f"slower than rest: {flagged}/{SEEDS} = {rate:.3f} null cards flagged (Holm, 0.05)")
+    assert rate <= ALLOWED
+
+
+def test_the_slower_than_rest_flag_finds_a_backend_a_third_slower():
+    from lab.scorecard import slower_than_rest
+
+    found = 0
+    for seed in range(50):
+        rng = np.random.default_rng(seed)
+        runs = [_run(rng, b, n) for b, n in (("A", 40), ("B", 60), ("C", 25))]
+        runs[2]["ttft_ms"] *= 1.5
+        table = slower_than_rest(pd.concat(runs), "ttft_ms")
+        found += table["worse"].to_dict() == {"A": False, "B": False, "C": True}
+    assert found >= 40  # power at n = 25 against 100 others, one-sided, Holm over three

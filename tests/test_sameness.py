@@ -193,7 +193,9 @@ def test_a_sweep_over_the_fake_backends_finds_the_substituted_model(tmp_path):
     assert pooled["same_model_p_holm"].tolist() == pytest.approx(
         multipletests(pooled["same_model_p"], method="holm")[1].tolist()
     )
-    for backend, verdict in zip(pooled["serving_provider"], pooled["same_model_verdict"]):
+    for backend, verdict in zip(
+        pooled["serving_provider"], pooled["same_model_verdict"], strict=True
+    ):
         assert f"<td>{backend}</td><td>(the other backends)</td>" in section
         row = section[section.index(f"<td>{backend}</td><td>(the other backends)</td>") :]
         assert row[: row.index("</tr>")].endswith(f"<td>{verdict}</td>")

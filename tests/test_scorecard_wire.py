@@ -158,6 +158,43 @@ def test_the_scorecard_carries_ttft_median_and_p90_with_bootstrap_intervals():
     assert view.loc["A", "ttft p90"] == f"{row['ttft_ms_p90']:.0f} [{lo90:.0f}-{hi90:.0f}]"
 
 
+def test_a_backend_slower_to_first_token_is_flagged_by_mann_whitney_with_holm():
+    from scipy.stats import mannwhitneyu
+
+    st = _sweep_table()
+    st["timed"] = True
+    # B is about 300 ms slower; A, C and R draw from one law (a fixed pattern, no seed)
+    st["ttft_ms"] = [
+        (400.0 if b == "B" else 100.0) + (i * 37) % 50 for i, b in enumerate(st["serving_provider"])
+    ]
+    card = tables.scorecard(st).set_index("serving_provider")
+    backends = ["A", "B", "C", "R"]
+    want = []
+    for b in backends:
+        mine = st.loc[st["serving_provider"] == b, "ttft_ms"]
+        rest = st.loc[st["serving_provider"] != b, "ttft_ms"]
+        want.append(mannwhitneyu(mine, rest, alternative="greater").pvalue)
+        assert card.loc[b, "ttft_ms_rest_p50"] == rest.median()
+    assert card.loc[backends, "ttft_ms_p"].tolist() == pytest.approx(want, rel=1e-9)
+    assert card.loc[backends, "ttft_ms_p_holm"].tolist() == pytest.approx(
+        list(multipletests(want, method="holm")[1]), rel=1e-9
+    )
+    assert card["ttft_ms_worse"].to_dict() == {"A": False, "B": True, "C": False, "R": False}
+    assert card.loc["B", "flags"].split(",") == ["ttft_ms", "same_model"]
+    b = card.loc["B"]
+    assert (
+        f"B: slower with confidence on time to first token, median {b['ttft_ms_p50']:.0f} ms "
+        f"[{b['ttft_ms_p50_ci_low']:.0f}, {b['ttft_ms_p50_ci_high']:.0f}] against "
+        f"{b['ttft_ms_rest_p50']:.0f} ms for the rest (n = 60; one-sided Mann–Whitney p = "
+        f"{b['ttft_ms_p']:.2g}, Holm-adjusted over the backends {b['ttft_ms_p_holm']:.2g})."
+    ) in card.attrs["sentences"]
+    assert any(s.startswith("Slower with confidence: a one-sided Mann–Whitney U test") for s in
+               card.attrs["sentences"])  # fmt: skip
+    view = compact_scorecard(tables.scorecard(st)).set_index("backend")
+    assert view.loc["B", "ttft p50"].endswith("*")
+    assert not view.loc["A", "ttft p50"].endswith("*")
+
+
 # --------------------------------------------------------------------------- lab sweep
 
 

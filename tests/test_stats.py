@@ -83,15 +83,24 @@ TIED_B = [2.0, 3.0, 4.0, 4.0, 5.0, 7.0, 7.0, 9.0]
         (LATENCY_A * 5, LATENCY_B * 4),  # ties from repetition, larger samples
     ],
 )
-def test_mann_whitney_u_matches_scipy(x, y):
+@pytest.mark.parametrize("alternative", ["two-sided", "greater"])
+def test_mann_whitney_u_matches_scipy(x, y, alternative):
     from scipy.stats import mannwhitneyu
 
     from lab.stats import mann_whitney_u
 
-    expected = mannwhitneyu(x, y)
-    u, p = mann_whitney_u(x, y)
-    assert u == float(expected.statistic)
-    assert p == pytest.approx(float(expected.pvalue), rel=1e-9, abs=1e-15)
+    for a, b in ((x, y), (y, x)):  # "greater" both ways: a small and a large p-value
+        expected = mannwhitneyu(a, b, alternative=alternative)
+        u, p = mann_whitney_u(a, b, alternative=alternative)
+        assert u == float(expected.statistic)
+        assert p == pytest.approx(float(expected.pvalue), rel=1e-9, abs=1e-15)
+
+
+def test_mann_whitney_u_names_a_bad_alternative():
+    from lab.stats import mann_whitney_u
+
+    with pytest.raises(ValueError, match="alternative must be 'two-sided' or 'greater'"):
+        mann_whitney_u([1.0], [2.0], alternative="less-ish")
 
 
 def test_mann_whitney_u_of_an_empty_sample_or_all_ties_is_no_evidence():
