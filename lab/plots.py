@@ -26,6 +26,7 @@ __all__ = [
     "gap_histogram",
     "leak_rate_by_backend",
     "stream_timeline",
+    "trend",
     "ttft_by_backend",
     "ttft_ecdf",
     "write_all",
@@ -212,6 +213,43 @@ def gap_histogram(gaps: pd.DataFrame, *, stall_s: float | None = None) -> Figure
     ax.set_ylabel("share of the backend's gaps")
     ax.set_title("Inter-chunk gaps by serving backend")
     ax.legend(loc="upper right", fontsize=7)
+    return fig
+
+
+def trend(trend_table: pd.DataFrame, verdict: str = "leak_rate") -> Figure:
+    """One verdict of :func:`lab.tables.trends` over time: per backend the value of each
+    period with its interval (error bars), and a dashed line at the period where the series
+    changed level (``change_point``, with its permutation p-value in the legend)."""
+    df = trend_table[trend_table["verdict"] == verdict]
+    fig, ax = _figure(7.0, 3.6)
+    if df.empty:
+        known = ", ".join(sorted(trend_table["verdict"].unique())) or "none"
+        ax.text(0.5, 0.5, f"no {verdict} trend (verdicts: {known})", ha="center", va="center")
+        return fig
+    for backend, part in df.groupby("serving_provider", sort=True):
+        part = part.sort_values("period")
+        x = part["period"].dt.tz_convert(None).to_numpy()
+        y = part["value"].to_numpy(float)
+        low = np.clip(y - part["ci_low"].to_numpy(float), 0, None)
+        high = np.clip(part["ci_high"].to_numpy(float) - y, 0, None)
+        line = ax.errorbar(
+            x, y, yerr=[np.nan_to_num(low), np.nan_to_num(high)], marker="o", capsize=3,
+            label=_literal(backend),
+        )  # fmt: skip
+        for _, row in part[part["change_point"]].iterrows():
+            ax.axvline(
+                row["period"].tz_convert(None),
+                color=line[0].get_color(),
+                linestyle="--",
+                label=_literal(f"{backend}: changed here (p = {row['change_p']:.2g})"),
+            )
+    rate = verdict.endswith("_rate")
+    ax.set_ylabel("share of streams" if rate else verdict)
+    if rate:
+        ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"{verdict.replace('_', ' ')} per period, by backend")
+    ax.legend(loc="best", fontsize=7)
+    fig.autofmt_xdate()
     return fig
 
 

@@ -192,3 +192,24 @@ def test_trends_give_each_period_its_rate_and_mark_where_a_backend_changed():
     # 7-day periods start at multiples of 7 days since the epoch (a Thursday): 4 + 6 days
     leak = weekly[weekly["verdict"] == "leak_rate"]
     assert leak.groupby("serving_provider")["n"].apply(list).tolist() == [[160, 240]] * 2
+
+
+def test_trend_plot_draws_each_backend_and_marks_the_day_it_changed():
+    from matplotlib.collections import LineCollection
+
+    from lab import plots
+
+    st = pd.concat([_days("Worse $x$", [0.05] * 5 + [0.5] * 5), _days("Same", [0.1] * 10)])
+    fig = plots.trend(tables.trends(st, every="1D"), "leak_rate")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["Worse \\$x\\$: changed here (p = 0.001)", "Same", "Worse \\$x\\$"]
+    # one vertical line, on 2026-11-06, the day Worse's leak rate went up
+    marks = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(marks) == 1
+    assert pd.Timestamp(marks[0].get_xdata()[0]) == pd.Timestamp("2026-11-06")
+    assert sum(isinstance(c, LineCollection) for c in ax.collections) == 2  # error bars
+    empty = plots.trend(tables.trends(st, every="1D"), "nope")
+    assert empty.axes[0].texts[0].get_text() == (
+        "no nope trend (verdicts: error_rate, leak_rate, stall_rate, ttft_ms)"
+    )

@@ -284,6 +284,41 @@ def test_backends_notebook_compares_with_the_run_named_by_lab_previous(monkeypat
     assert "No change with confidence in " in text  # the same capture on both sides
 
 
+def _days_long_capture(root: Path) -> Path:
+    """A recording over four days, 12 streams a day, whose answers start leaking reasoning
+    on the third day (written through the capture writer, with per-read timing)."""
+    from datetime import timedelta
+
+    from tests.latency_captures import DONE, MS, STARTED, content, exchange_row, sse, write_capture
+
+    exchanges = []
+    for day in range(4):
+        for i in range(12):
+            text = "<think>plan the answer</think>Hello there" if day >= 2 else "Hello there"
+            reads = [content(text), sse({}), DONE]
+            row = exchange_row(
+                f"s{day}{i:02d}",
+                reads,
+                k=len(exchanges),
+                timing="monotonic",
+                started_at=STARTED + timedelta(days=day, minutes=i),
+            )
+            exchanges.append((row, reads, [100 * MS, 120 * MS, 130 * MS]))
+    return write_capture(root, exchanges)
+
+
+def test_backends_notebook_shows_the_daily_trend_of_a_capture_over_days(monkeypatch, tmp_path):
+    nb, text = _execute(NB01, monkeypatch, captures=_days_long_capture(tmp_path))
+    _check_outputs(NB01, nb)
+    assert "1 series changed level over 3 days 00:11:00" in text
+    cell = next(c for c in nb.cells if "tables.trends(subject" in c.source)
+    tables_html = [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
+    assert len(tables_html) == 1 and "leak_rate" in tables_html[0]
+    assert "2026-12-03 00:00:00+00:00" in tables_html[0]  # the day the leaks began
+    pngs = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+    assert len(pngs) == 1  # the leak rate, the one series that changed
+
+
 def test_fixtures_notebook_takes_any_stream_and_any_predicate(monkeypatch):
     monkeypatch.setenv("LAB_STREAM", PARTIAL)
     monkeypatch.setenv("LAB_PREDICATE", "guard=think_stripper")
