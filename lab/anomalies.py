@@ -210,12 +210,6 @@ def _cfg(config: AnomalyConfig | None) -> AnomalyConfig:
     return _DEFAULT if config is None else config
 
 
-def _text_deltas(result: StreamResult) -> Iterator[str]:
-    for chunk in result.chunks:
-        if chunk.content:
-            yield chunk.content
-
-
 def _reasoning_deltas(result: StreamResult) -> Iterator[str]:
     if result.chunks:
         for chunk in result.chunks:
@@ -242,12 +236,25 @@ def _first_back_to_back(deltas: Iterable[str], min_chars: int) -> str | None:
     return None
 
 
+def _first_back_to_back_text(result: StreamResult, min_chars: int) -> str | None:
+    """:func:`_first_back_to_back` over the chunks' visible text deltas, inlined (it runs
+    over every chunk of every stream a table is built from)."""
+    previous = None
+    for chunk in result.chunks:
+        delta = chunk.content
+        if delta:
+            if delta == previous and _non_trivial(delta, min_chars):
+                return delta
+            previous = delta
+    return None
+
+
 def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = None) -> str | None:
     """The first non-trivial delta repeated back to back in text or reasoning, or None."""
     cfg = _cfg(config)
-    return _first_back_to_back(
-        _text_deltas(result), cfg.duplicate_delta_min_chars
-    ) or _first_back_to_back(_reasoning_deltas(result), cfg.duplicate_delta_min_chars)
+    return _first_back_to_back_text(result, cfg.duplicate_delta_min_chars) or _first_back_to_back(
+        _reasoning_deltas(result), cfg.duplicate_delta_min_chars
+    )
 
 
 def _common_prefix_len(text: str, a: int, b: int, limit: int) -> int:
@@ -367,9 +374,10 @@ def duplicated_deltas(result: StreamResult, config: AnomalyConfig | None = None)
 
 def glued_reasoning_summaries(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Bold summary headings glued together (``**A****B**``) in reasoning or thoughts."""
-    if GLUED_SUMMARY_RE.search(result.reasoning):
+    search = GLUED_SUMMARY_RE.search  # both of its forms hold "**": a text without is clean
+    if "**" in result.reasoning and search(result.reasoning):
         return True
-    return any(GLUED_SUMMARY_RE.search(t.content) for t in result.thoughts)
+    return any("**" in t.content and search(t.content) for t in result.thoughts)
 
 
 def eof_without_terminator(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
@@ -444,13 +452,19 @@ def error_in_200_stream(result: StreamResult, config: AnomalyConfig | None = Non
 
 def error_swallowed_in_200(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The stream carried an error (finish "error", error object) but the result has no error."""
-    if result.error is not None or any(c.type == "error" for c in result.chunks):
+    if result.error is not None:
         return False
-    if result.finish_reason == "error" or "error" in result.facts.get("finish_reasons", ()):
-        return True
-    return any(
-        c.metadata.get("finish_reason") == "error" or "originalError" in c.metadata
-        for c in result.chunks
+    said = False  # a chunk's metadata says error (one pass: an error chunk clears it all)
+    for c in result.chunks:
+        if c.type == "error":
+            return False
+        meta = c.metadata
+        if meta and not said:
+            said = meta.get("finish_reason") == "error" or "originalError" in meta
+    return (
+        said
+        or result.finish_reason == "error"
+        or ("error" in result.facts.get("finish_reasons", ()))
     )
 
 

@@ -35,7 +35,9 @@ every timing figure is None, so it is left out of every quantile instead of coun
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
@@ -139,11 +141,42 @@ class _Scan:
         self.gaps: list[tuple[int, int, int, int]] = []
 
 
+_SHARED: ContextVar[dict[int, tuple[StreamResult, _Scan]] | None] = ContextVar(
+    "lab_latency_shared_scans", default=None
+)
+
+
+@contextmanager
+def shared_scans() -> Iterator[None]:
+    """Within the block, each result's chunks are scanned once however many tables read
+    its timing (:func:`stream_timing` for the streams table, :func:`content_gaps` for the
+    gaps table): the result files of a replay build both from the same results. Results
+    must not change inside the block."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def _scan(result: StreamResult) -> _Scan:
     """One pass over the chunks of ``result``: the first content and reasoning reads, the
     characters of the first content read, and every gap between consecutive content reads
     of one attempt (``(attempt, read_seq, t_ns, gap_ns)``). A chunk no read completed (an
-    error before any event) has no time and is passed over."""
+    error before any event) has no time and is passed over. Inside :func:`shared_scans`
+    the pass is made once per result."""
+    shared = _SHARED.get()
+    if shared is not None:
+        hit = shared.get(id(result))
+        if hit is not None and hit[0] is result:
+            return hit[1]
+        scan = _scan_chunks(result)
+        shared[id(result)] = (result, scan)  # the result kept alive: its id stays its own
+        return scan
+    return _scan_chunks(result)
+
+
+def _scan_chunks(result: StreamResult) -> _Scan:
     scan = _Scan()
     first_content: tuple[int, int] | None = None
     previous: tuple[int, int] | None = None

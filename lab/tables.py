@@ -36,6 +36,7 @@ from lab.latency import (
     TIMING_COLUMNS,
     backend_latency,
     content_gaps,
+    shared_scans,
     timing_row,
 )
 from lab.providers import PROVIDERS, get_adapter
@@ -58,7 +59,9 @@ __all__ = [
     "latency",
     "leak_kinds",
     "leaks",
+    "safety_text",
     "scorecard",
+    "shared_scans",
     "streams",
     "tool_calls",
     "trends",

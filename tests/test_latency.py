@@ -381,3 +381,22 @@ def test_latency_columns_give_the_scorecard_one_row_per_backend(tmp_path):
     ttfb = lt.set_index("metric").loc["ttfb_ms"]
     assert row[[f"ttfb_ms_{c}" for c in quantiles]].tolist() == [ttfb[c] for c in quantiles]
     assert row["ttfb_ms_n"] == ttfb["n"]
+
+
+def test_shared_scans_read_each_results_chunks_once_and_change_no_figure(monkeypatch, tmp_path):
+    import lab.latency as latency
+
+    results = _two_backends(tmp_path)
+    plain_streams, plain_gaps = tables.streams(results), tables.gaps(results)
+    timed = [r for r in results if latency.stream_timing(r).timed]
+    calls = []
+    real = latency._scan_chunks
+    monkeypatch.setattr(latency, "_scan_chunks", lambda r: calls.append(r) or real(r))
+    with latency.shared_scans():
+        shared_streams, shared_gaps = tables.streams(results), tables.gaps(results)
+    assert len(calls) == len(timed) > 0  # once each, not once per table
+    pd.testing.assert_frame_equal(shared_streams, plain_streams)
+    pd.testing.assert_frame_equal(shared_gaps, plain_gaps)
+    calls.clear()
+    tables.gaps(results)  # outside the block: scanned again
+    assert len(calls) == len(timed)

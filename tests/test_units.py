@@ -238,3 +238,33 @@ def test_the_writer_stops_a_part_at_its_target_size_between_whole_requests(tmp_p
     ]
     # a part takes whole requests (600 bytes each) until it reaches 1000 bytes
     assert sizes == [1200] * 5
+
+
+def test_result_columns_convert_whole_as_they_would_cell_by_cell():
+    """The whole-column conversions of the result files give the arrays the cell-by-cell
+    conversion gives, on every table of the bundled capture and the fixtures (errors, tool
+    calls, leaks, untimed imports) and on columns of odd dtypes (objects, nulls, NaN)."""
+    import pyarrow as pa
+
+    from lab.replay import files
+
+    fixtures = sorted((ROOT / "tests" / "fixtures").glob("*/capture"))
+    results = replay(ROOT / "captures") + [r for d in fixtures for r in replay(d)]
+    compared = 0
+    for name, build in files._builders(2.0).items():
+        df = build(results)
+        for col in df.columns:
+            kind = files._TYPES[name].get(col, pa.string())
+            slow = pa.array([files._cell(v, kind) for v in df[col].tolist()], type=kind)
+            assert files._column(df[col], kind).equals(slow), (name, col)
+            compared += 1
+    assert compared > 60
+    odd = {
+        files._FLOAT: pd.Series([1, None, 2.5], dtype=object),
+        files._INT: pd.Series([3.0, float("nan"), 4.0]),
+        files._BOOL: pd.Series([True, None, False], dtype=object),
+        pa.string(): pd.Series(["a", None, 7, float("nan")], dtype=object),
+    }
+    for kind, series in odd.items():
+        slow = pa.array([files._cell(v, kind) for v in series.tolist()], type=kind)
+        assert files._column(series, kind).equals(slow), kind
