@@ -13,9 +13,11 @@ replays is the cost per chunk (the first replay's lazy imports fall out).
 costs a body without markup: each replay is followed by ``lab.anomalies.detect`` (the
 ``markup_leak`` anomaly among the others) and the tool-call validity check of the tables
 (``lab.tables._tool_checks``: lab.toolcheck against the request's tools), and the count
-is taken twice, as shipped and with that work switched off in the child (the chat
-families' markup guard and its end-of-stream flush no-ops, ``markup_leak`` false, the
-validity check empty). Target: <= 3 % more instructions per chunk.
+is taken twice, as shipped and with that work switched off in the child (no markup guard
+built or run: ``LabConfig(markup=MarkupGuardConfig(classes=()))``, so the per-chunk path
+pays one ``is None`` test, as close to the code before the guard as a switch gets;
+``markup_leak`` false, the validity check empty). Target: <= 3 % more instructions per
+chunk.
 
     python bench/callgrind_replay.py [--chunks 5000] [--only gemini ...] [--detectors]
 
@@ -32,6 +34,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -41,21 +44,16 @@ DETECTOR_BODIES = ("OpenRouter reasoning + text", "one tool call, 20k argument d
 """The chat-family bodies (the families the markup guard runs in), without markup."""
 
 
-def _detectors_off() -> None:
-    """Switch off the markup-leak and tool-validity work (the child's baseline)."""
+def _detectors_off() -> Any:
+    """Switch off the markup-leak and tool-validity work (the child's baseline); returns
+    the config the baseline replays with (no markup guard)."""
     from lab import anomalies, tables
-    from lab.providers.chat import OpenAICompatibleAdapter
+    from lab.config import LabConfig
+    from lab.guards.markup import MarkupGuardConfig
 
-    def no_markup(self, delta):  # type: ignore[no-untyped-def]
-        return None
-
-    def no_release(self, out):  # type: ignore[no-untyped-def]
-        return None
-
-    OpenAICompatibleAdapter.guard_markup = no_markup  # type: ignore[method-assign]
-    OpenAICompatibleAdapter._release_markup = no_release  # type: ignore[method-assign]
     anomalies.DETECTORS["markup_leak"] = lambda result, cfg: False
     tables._tool_checks = lambda r, tools=None: []
+    return LabConfig(markup=MarkupGuardConfig(classes=()))
 
 
 def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
@@ -70,8 +68,7 @@ def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
         for _ in range(replays):
             floor(body)
         return
-    if detectors == "off":
-        _detectors_off()
+    config = _detectors_off() if detectors == "off" else None
     if detectors == "none":
         for _ in range(replays):
             replay_sse(provider, body, path=path)
@@ -79,7 +76,7 @@ def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
     from lab import anomalies, tables
 
     for _ in range(replays):
-        result = replay_sse(provider, body, path=path)
+        result = replay_sse(provider, body, path=path, config=config)
         anomalies.detect(result)
         tables._tool_checks(result)
 

@@ -215,6 +215,56 @@ def test_markup_any_split_of_the_markers_across_deltas_gives_the_same_result(cut
     assert scan_markup(pieces)[1] == scan_markup(ALL_BODIES)[1]
 
 
+def _feed_as_the_adapters_do(guard: MarkupGuard, pieces: list[str]) -> list[MarkupOutput]:
+    """The chat adapters' per-chunk protocol: an idle guard's delta without ``<`` is only
+    counted (``fed``), any other goes through ``feed``."""
+    outs = []
+    for p in pieces:
+        if p and guard.idle and "<" not in p:
+            guard.fed += len(p)
+            outs.append(MarkupOutput(p))
+        else:
+            outs.append(guard.feed(p))
+    outs.append(guard.flush())
+    return outs
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=len(ALL_BODIES)), max_size=60),
+    st.booleans(),
+)
+def test_markup_idle_deltas_only_counted_give_what_feed_gives(cuts, recover):
+    """Skipping ``feed`` for an idle guard's deltas without ``<`` (what the adapters do
+    per chunk) changes nothing: same outputs delta for delta, detections, notes, count."""
+    points = sorted(set(cuts))
+    pieces = [
+        ALL_BODIES[a:b] for a, b in zip([0, *points], [*points, len(ALL_BODIES)], strict=True)
+    ]
+    fed, skipped = (
+        MarkupGuard(recover=recover, tools=TOOLS),
+        MarkupGuard(recover=recover, tools=TOOLS),
+    )
+    whole = [fed.feed(p) for p in pieces] + [fed.flush()]
+    assert _feed_as_the_adapters_do(skipped, pieces) == whole
+    assert skipped.detections == fed.detections and skipped.detections
+    assert skipped.drain_notes() == fed.drain_notes()
+    assert skipped.fed == fed.fed == len(ALL_BODIES)
+
+
+def test_markup_guard_is_idle_exactly_when_nothing_is_held_or_open():
+    guard = MarkupGuard(recover=True)
+    states = []
+    for piece in ["plain ", "a <|im_", "end|> b ", "<tool_call>", '{"name": "f"}', "</tool_call>"]:
+        guard.feed(piece)
+        states.append(guard.idle)
+    assert states == [True, False, True, False, False, True]
+    guard.feed("<|chan")
+    assert not guard.idle
+    guard.flush()
+    assert guard.idle and guard.fed == len("plain a <|im_end|> b <tool_call>") + 13 + 12 + 6
+
+
 def test_markup_detections_name_class_marker_and_offset():
     _, found = scan_markup("ab<|im_end|>c<tool_call>{}</tool_call><|eot_id|>")
     assert found == [

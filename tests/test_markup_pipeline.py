@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab import tables
 from lab.anomalies import detect, markup_leak_kinds
 from lab.config import LabConfig
+from lab.guards import MarkupGuard, MarkupGuardConfig, scan_markup
 from lab.replay import replay_sse
 
 HERE = Path(__file__).parent / "realworld"
@@ -102,6 +105,65 @@ def test_pipeline_a_block_cut_by_the_end_of_stream_is_recovered_as_cut():
     (call,) = r.function_calls
     assert (call.name, call.args, call.arguments_truncated) == ("f", {"a": 1}, True)
     assert tables.tool_calls([r])["error_kind"].tolist() == ["truncated"]
+
+
+MIXED = (
+    "Plain text first. <|channel|>analysis<|message|>Think.<|end|><|start|>assistant"
+    "<|channel|>final<|message|>Four.<|return|> a < b and c<d; "
+    '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call> then <|im_end|> end'
+)
+
+
+def _markup_events(r) -> list[tuple]:
+    return [
+        (e.detail["rule"], e.detail.get("kind"), e.offset, e.moved)
+        for e in r.guard_events
+        if e.guard == "markup"
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=len(MIXED)), min_size=1, max_size=30),
+    st.sampled_from(["openai", "openrouter"]),
+    st.booleans(),
+)
+def test_pipeline_markup_split_anywhere_is_what_the_guard_sees_whole(cuts, provider, complete):
+    """The adapters' per-chunk markup path (idle deltas without ``<`` only counted) finds
+    exactly what one guard fed the same deltas finds: events (rule, class, offset, text),
+    and under complete() the same text, reasoning and calls."""
+    points = sorted(set(cuts))
+    deltas = [MIXED[a:b] for a, b in zip([0, *points], [*points, len(MIXED)], strict=True)]
+    deltas = [d for d in deltas if d]
+    body = chat_body(deltas) if provider == "openai" else openrouter_body(deltas)
+    cfg = LabConfig.complete() if complete else LabConfig()
+    r = replay_sse(provider, body, config=cfg)
+    guard = MarkupGuard(cfg.markup, recover=complete)
+    out, _ = scan_markup(deltas, cfg.markup, recover=complete)
+    for d in deltas:
+        guard.feed(d)
+    guard.flush()
+    want = [(n.rule, n.detail.get("kind"), n.offset, n.moved) for n in guard.drain_notes()]
+    assert want and _markup_events(r) == want
+    if complete:
+        assert (r.text, r.reasoning) == (out.text, out.reasoning)
+        assert [(c.name, c.args) for c in r.function_calls] == [(c.name, c.args) for c in out.calls]
+    else:
+        assert r.text == MIXED
+
+
+@pytest.mark.parametrize("provider", ["openai", "openrouter"])
+def test_pipeline_markup_with_no_class_runs_no_guard_and_changes_nothing_else(provider):
+    """``markup.classes=()`` builds no markup guard: markup stays text with no event, and
+    every other part of the result is the default config's."""
+    body = chat_body(HARMONY) if provider == "openai" else openrouter_body(HARMONY)
+    none = LabConfig(markup=MarkupGuardConfig(classes=()))
+    off, on = replay_sse(provider, body, config=none), replay_sse(provider, body)
+    assert off.text == on.text == "".join(HARMONY)
+    assert _markup_events(off) == [] and _markup_events(on)
+    keep = [e for e in on.guard_events if e.guard != "markup"]
+    assert off.guard_events == keep
+    assert [c.model_dump() for c in off.chunks] == [c.model_dump() for c in on.chunks]
 
 
 @pytest.mark.parametrize("src", MARKUP, ids=[s["name"] for s in MARKUP])

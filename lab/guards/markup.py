@@ -277,6 +277,12 @@ class MarkupGuard(NoteSink):
     **tools** (OpenAI-format tool dicts) lets recovered XML arguments keep string
     parameters as strings; without it, a value that parses as JSON is taken as JSON.
 
+    ``fed`` counts the characters fed so far (the offset of the next delta). ``idle`` is
+    True while nothing is held and no block or message is open: a delta without ``<`` then
+    comes back unchanged and is only counted, ``fed += len(delta)``. The chat adapters'
+    per-chunk path does exactly that inline instead of calling :meth:`feed` (a call costs
+    more than the whole check).
+
     >>> g = MarkupGuard(recover=True)
     >>> g.feed("<|channel|>analysis<|mess"), g.feed("age|>2+2<|end|>")
     (MarkupOutput(text='', reasoning='', calls=()), MarkupOutput(text='', reasoning='2+2', calls=()))
@@ -292,9 +298,10 @@ class MarkupGuard(NoteSink):
         "recover",
         "tools",
         "detections",
+        "fed",
+        "idle",
         "_v",
         "_pending",
-        "_fed",
         "_state",
         "_kind",
         "_closer",
@@ -324,7 +331,8 @@ class MarkupGuard(NoteSink):
         self.notes = []
         self.detections: list[MarkupDetection] = []
         self._pending = ""
-        self._fed = 0
+        self.fed = 0
+        self.idle = True
         self._state = _TEXT
         self._kind: MarkupClass = HARMONY
         self._closer = ""
@@ -346,14 +354,20 @@ class MarkupGuard(NoteSink):
         """Scan one delta; returns what is released now (see :class:`MarkupOutput`)."""
         if not text:
             return _EMPTY
+        if self.idle and "<" not in text:  # the fast path: no marker can start here
+            self.fed += len(text)
+            return _tuple_new(MarkupOutput, (text, "", ()))  # MarkupOutput(text), per delta
+        out = self._scan(text)
+        self.idle = not self._pending and self._state == _TEXT
+        return out
+
+    def _scan(self, text: str) -> MarkupOutput:
         pending = self._pending
-        if not pending and "<" not in text:  # the fast path: no marker can start here
-            self._fed += len(text)
-            if self._state == _TEXT:
-                return _tuple_new(MarkupOutput, (text, "", ()))  # MarkupOutput(text), per delta
-            return self._plain(text, self._fed - len(text))
-        base = self._fed - len(pending)
-        self._fed += len(text)
+        if not pending and "<" not in text:
+            self.fed += len(text)
+            return self._plain(text, self.fed - len(text))
+        base = self.fed - len(pending)
+        self.fed += len(text)
         s = pending + text if pending else text
         regex = self._v.regex
         text_out: list[str] = []
@@ -385,7 +399,7 @@ class MarkupGuard(NoteSink):
         reason_out: list[str] = []
         calls: list[FunctionCall] = []
         if self._pending:
-            at = self._fed - len(self._pending)
+            at = self.fed - len(self._pending)
             self._text(self._pending, at, text_out, reason_out)
             self._pending = ""
         if self._state == _BLOCK:
@@ -395,6 +409,7 @@ class MarkupGuard(NoteSink):
         elif self._state == _BODY:
             self._end_message(text_out, reason_out, calls, closed=False)
         self._state = _TEXT
+        self.idle = True
         if not self.recover:
             return _EMPTY
         return MarkupOutput("".join(text_out), "".join(reason_out), tuple(calls))
@@ -402,10 +417,7 @@ class MarkupGuard(NoteSink):
     # -- internals ---------------------------------------------------------------------
 
     def _plain(self, text: str, offset: int) -> MarkupOutput:
-        """A delta with no ``<`` and nothing held: the fast path."""
-        state = self._state
-        if state == _TEXT:
-            return MarkupOutput(text, "", ()) if self.recover else MarkupOutput(text)
+        """A delta with no ``<`` and nothing held, while not :attr:`idle`."""
         t: list[str] = []
         r: list[str] = []
         self._text(text, offset, t, r)

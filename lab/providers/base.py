@@ -27,6 +27,7 @@ from lab.errors import normalize_http_error_for_family, parse_error_message_for_
 from lab.exceptions import LabError
 from lab.guards.base import GuardNote
 from lab.guards.json_repair import parse_tool_arguments
+from lab.guards.markup import MarkupGuard
 from lab.http.sse import SSEDecoder, SSEEvent
 from lab.model import GuardEvent, ProcessedChunk, ProviderError
 from lab.providers.wire import (  # re-exported: their old home, still importable
@@ -540,13 +541,12 @@ class StreamAdapter:
         ``self.spill``, ``self.dedup`` and ``self.speaker`` (None unless ``speaker_guard``
         and **speaker**), and the markup guards ``self.markup`` (on content) and
         ``self.markup_reasoning`` (on reasoning), which detect leaked protocol markup and
-        recover it under ``recover_markup``. A family uses the ones its pipeline runs
-        (Gemini: dedup and the speaker guard; Anthropic: think, spill and speaker; the chat
-        families: all). **capture_thoughts** defaults to
-        ``capture_think_blocks_as_thoughts``.
+        recover it under ``recover_markup`` (both None when ``markup.classes`` is empty). A
+        family uses the ones its pipeline runs (Gemini: dedup and the speaker guard;
+        Anthropic: think, spill and speaker; the chat families: all).
+        **capture_thoughts** defaults to ``capture_think_blocks_as_thoughts``.
         """
         from lab.guards import (
-            MarkupGuard,
             RecentTextDedup,
             SpeakerBoundaryGuard,
             SpillGuard,
@@ -563,10 +563,13 @@ class StreamAdapter:
             else None
         )
         self.spill = SpillGuard(cfg.spill)
-        self.markup = MarkupGuard(cfg.markup, recover=cfg.recover_markup, tools=self.tools)
-        self.markup_reasoning = MarkupGuard(
-            cfg.markup, recover=cfg.recover_markup, tools=self.tools
-        )
+        self.markup: MarkupGuard | None = None
+        self.markup_reasoning: MarkupGuard | None = None
+        if cfg.markup.classes:  # with no class to recognize, no markup guard runs
+            self.markup = MarkupGuard(cfg.markup, recover=cfg.recover_markup, tools=self.tools)
+            self.markup_reasoning = MarkupGuard(
+                cfg.markup, recover=cfg.recover_markup, tools=self.tools
+            )
         self.dedup = RecentTextDedup(
             tail_chars=cfg.dedup_tail_chars,
             min_chars=cfg.dedup_min_chars,

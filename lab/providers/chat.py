@@ -50,6 +50,7 @@ from lab.errors import (
     parse_status_code,
     status_phrase,
 )
+from lab.guards.markup import MarkupGuard
 from lab.http.sse import SSEEvent
 from lab.model import (
     FunctionCall,
@@ -856,40 +857,71 @@ class OpenAICompatibleAdapter(StreamAdapter):
             g = self.spill.filter(content)
             if self.spill.notes:  # _ran, inlined in the per-chunk path
                 self._drain(self.spill)
-            delta["content"] = g.content
+            content = delta["content"] = g.content
             if g.reasoning:
                 delta["reasoning_content"] = (delta.get("reasoning_content") or "") + g.reasoning
-        self.guard_markup(delta)
+        # guard_markup, inlined: per chunk (an idle guard's no-marker delta is only counted)
+        mr = self.markup_reasoning
+        if mr is not None:
+            reasoning = delta.get(self.reasoning_key)
+            if isinstance(reasoning, str) and reasoning:
+                if mr.idle and "<" not in reasoning:
+                    mr.fed += len(reasoning)
+                else:
+                    self._markup_reasoning(delta, reasoning)
+            if isinstance(content, str) and content:
+                mk: MarkupGuard = self.markup  # type: ignore[assignment]  # set with mr
+                if mk.idle and "<" not in content:
+                    mk.fed += len(content)
+                else:
+                    self._markup_content(delta, content)
 
     def guard_markup(self, delta: dict) -> None:
         """The markup guard (:mod:`lab.guards.markup`) on the delta's reasoning, then on its
         content after the think strip and the spill guard. Default: the text is untouched
         and every marker is a guard event. Under ``recover_markup``: harmony analysis joins
         the reasoning field, recovered calls follow this piece as ``function_call`` chunks,
-        stray tokens leave the text."""
-        key = self.reasoning_key
-        reasoning = delta.get(key)
+        stray tokens leave the text.
+
+        The per-chunk paths (:meth:`guard_chunk`, OpenRouter's ``guard_piece``) run it
+        inlined: a delta without ``<`` while the guard is idle (:attr:`MarkupGuard.idle`)
+        is only counted, anything else goes through :meth:`_markup_reasoning` and
+        :meth:`_markup_content` as here."""
+        if self.markup_reasoning is None:
+            return
+        reasoning = delta.get(self.reasoning_key)
         if isinstance(reasoning, str) and reasoning:
-            m = self.markup_reasoning.feed(reasoning)
-            if self.markup_reasoning.notes:
-                self._drain(self.markup_reasoning)
-            if self.markup_reasoning.recover:
-                delta[key] = m.text + m.reasoning
-                self._extra.extend(self._call_chunk(c) for c in m.calls)
+            self._markup_reasoning(delta, reasoning)
         content = delta.get("content")
         if isinstance(content, str) and content:
-            m = self.markup.feed(content)
-            if self.markup.notes:
-                self._drain(self.markup)
-            if self.markup.recover:
-                delta["content"] = m.text
-                if m.reasoning:
-                    delta[key] = (delta.get(key) or "") + m.reasoning
-                self._extra.extend(self._call_chunk(c) for c in m.calls)
+            self._markup_content(delta, content)
+
+    def _markup_reasoning(self, delta: dict, reasoning: str) -> None:
+        guard: MarkupGuard = self.markup_reasoning  # type: ignore[assignment]  # checked
+        m = guard.feed(reasoning)
+        if guard.notes:
+            self._drain(guard)
+        if guard.recover:
+            delta[self.reasoning_key] = m.text + m.reasoning
+            self._extra.extend(self._call_chunk(c) for c in m.calls)
+
+    def _markup_content(self, delta: dict, content: str) -> None:
+        guard: MarkupGuard = self.markup  # type: ignore[assignment]  # checked by the caller
+        m = guard.feed(content)
+        if guard.notes:
+            self._drain(guard)
+        if guard.recover:
+            key = self.reasoning_key
+            delta["content"] = m.text
+            if m.reasoning:
+                delta[key] = (delta.get(key) or "") + m.reasoning
+            self._extra.extend(self._call_chunk(c) for c in m.calls)
 
     def _release_markup(self, out: list[ProcessedChunk]) -> None:
         """End of stream: what the markup guards still hold (a partial marker, a block cut
         before its closer: parsed as cut short)."""
+        if self.markup is None or self.markup_reasoning is None:
+            return
         for guard in (self.markup_reasoning, self.markup):
             m = self._ran(guard, guard.flush())
             if guard is self.markup:

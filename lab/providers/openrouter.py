@@ -32,6 +32,7 @@ from lab.errors import (
     parse_status_code,
     status_phrase,
 )
+from lab.guards.markup import MarkupGuard
 from lab.http.sse import SSEEvent
 from lab.model import (
     ErrorType,
@@ -767,10 +768,24 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 self._drain(self.spill)
             content = g.content
             if g.reasoning:
-                delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
+                reasoning = delta["reasoning"] = (reasoning or "") + g.reasoning
         if "content" in delta or content:
             delta["content"] = content
-        self.guard_markup(delta)
+        # guard_markup, inlined: per chunk (an idle guard's no-marker delta is only counted;
+        # normalized reasoning and content are str or None)
+        mr = self.markup_reasoning
+        if mr is not None:
+            if reasoning:
+                if mr.idle and "<" not in reasoning:
+                    mr.fed += len(reasoning)
+                else:
+                    self._markup_reasoning(delta, reasoning)
+            if content:
+                mk: MarkupGuard = self.markup  # type: ignore[assignment]  # set with mr
+                if mk.idle and "<" not in content:
+                    mk.fed += len(content)
+                else:
+                    self._markup_content(delta, content)
 
     def release(self, content: str, reasoning: str, out: list[ProcessedChunk]) -> None:
         """Released text is a chunk of its own, not a piece through stage 03 (released
