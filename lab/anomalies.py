@@ -196,6 +196,8 @@ DeepSeek ``<｜tool▁calls▁begin｜>``. The one list is
 
 TOOL_MARKUP_RE = re.compile("|".join(re.escape(m) for m in TOOL_MARKUP_MARKERS), re.IGNORECASE)
 """The one pattern both tool-markup detectors use."""
+_TOOL_MARKUP_LEAD = "<" if all(m.startswith("<") for m in TOOL_MARKUP_MARKERS) else ""
+"""What every marker starts with: a text without it holds none (``""``: no such shortcut)."""
 
 GLUED_SUMMARY_RE = re.compile(
     r"\*\*[^*\n]+\*\*\*\*[^*\n]+\*\*"  # **A****B**: two headings with nothing between
@@ -213,9 +215,11 @@ def _cfg(config: AnomalyConfig | None) -> AnomalyConfig:
 def _reasoning_deltas(result: StreamResult) -> Iterator[str]:
     if result.chunks:
         for chunk in result.chunks:
-            for thought in chunk.thoughts:
-                if thought.content:
-                    yield thought.content
+            thoughts = chunk.thoughts
+            if thoughts:
+                for thought in thoughts:
+                    if thought.content:
+                        yield thought.content
     else:  # a hand-built result with thoughts but no chunks
         for thought in result.thoughts:
             if thought.content:
@@ -336,14 +340,15 @@ def _error_chunk_attempt(result: StreamResult) -> int | None:
 
 def tool_markup_in_content(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Tool-call markup (MiniMax, Kimi, GLM/Qwen/Hermes, DeepSeek) left in the visible answer."""
-    return TOOL_MARKUP_RE.search(result.text) is not None
+    return _TOOL_MARKUP_LEAD in result.text and TOOL_MARKUP_RE.search(result.text) is not None
 
 
 def tool_markup_in_reasoning(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """Tool-call markup inside reasoning: the model meant to call a tool and no call was made."""
-    if TOOL_MARKUP_RE.search(result.reasoning) is not None:
+    lead, search = _TOOL_MARKUP_LEAD, TOOL_MARKUP_RE.search
+    if lead in result.reasoning and search(result.reasoning) is not None:
         return True
-    return any(TOOL_MARKUP_RE.search(t.content) for t in result.thoughts)
+    return any(lead in t.content and search(t.content) for t in result.thoughts)
 
 
 def markup_leak_kinds(result: StreamResult) -> list[str]:

@@ -178,33 +178,40 @@ def _scan(result: StreamResult) -> _Scan:
 
 def _scan_chunks(result: StreamResult) -> _Scan:
     scan = _Scan()
-    first_content: tuple[int, int] | None = None
-    previous: tuple[int, int] | None = None
+    gaps = scan.gaps
+    first_reasoning_t: int | None = None
+    first_attempt = first_seq = -1  # the first content read (attempt, read_seq): none yet
+    first_content_t: int | None = None
+    first_chars = content_reads = 0
+    prev_attempt = prev_seq = -1  # the previous content read: none yet
     previous_t = 0
     read_t_ns = result.read_t_ns
     for chunk, origin in zip(result.chunks, result.origins, strict=False):
         content = chunk.content
-        if not content and (scan.first_reasoning_t is not None or not chunk.thoughts):
+        if not content and (first_reasoning_t is not None or not chunk.thoughts):
             continue
         attempt, read_seq = origin.attempt, origin.read_seq
         times = read_t_ns.get(attempt)
         if read_seq < 0 or not times or read_seq >= len(times):
             continue
         t = times[read_seq]
-        if scan.first_reasoning_t is None and counted_thoughts(chunk):
-            scan.first_reasoning_t = t
+        if first_reasoning_t is None and counted_thoughts(chunk):
+            first_reasoning_t = t
         if not content:
             continue
-        key = (attempt, read_seq)
-        if first_content is None:
-            first_content, scan.first_content_t = key, t
-        if key == first_content:
-            scan.first_chars += len(content)
-        if key != previous:
-            scan.content_reads += 1
-            if previous is not None and previous[0] == attempt:
-                scan.gaps.append((attempt, read_seq, t, t - previous_t))
-            previous, previous_t = key, t
+        if first_content_t is None:
+            first_attempt, first_seq, first_content_t = attempt, read_seq, t
+        if read_seq == first_seq and attempt == first_attempt:
+            first_chars += len(content)
+        if read_seq != prev_seq or attempt != prev_attempt:
+            content_reads += 1
+            if prev_attempt == attempt:
+                gaps.append((attempt, read_seq, t, t - previous_t))
+            prev_attempt, prev_seq, previous_t = attempt, read_seq, t
+    scan.first_reasoning_t = first_reasoning_t
+    scan.first_content_t = first_content_t
+    scan.first_chars = first_chars
+    scan.content_reads = content_reads
     return scan
 
 

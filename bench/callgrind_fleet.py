@@ -1,0 +1,139 @@
+"""Instructions per chunk of a fleet replay to result files against ``replay_sse``, by callgrind.
+
+Issue 34, item 1: ``lab replay CAPTURE --out DIR`` must cost at most 1.2x what
+``replay_sse`` costs per chunk on the same bodies. Wall-clock ratios move with the host's
+load (this machine is shared); instruction counts do not, so the row is counted here.
+
+A fleet of ``--streams`` OpenRouter streams of ``--chunks`` SSE chunks each is written with
+the lab's own writer (``bench_scale.build_fleet``: 1-3 events a read), then each contender
+runs under ``valgrind --tool=callgrind`` (``PYTHONHASHSEED=0``) once and twice; the
+difference is one run, so imports and lazy set-up fall out:
+
+- ``sse``: ``replay_sse("openrouter", reads)`` once per stream, the recorded reads of one
+  stream as they are (the single-body path);
+- ``out``: ``replay(capture, out=DIR)`` (open the capture, replay every request, build the
+  four result tables, write them as Parquet);
+- with ``--parts``, also where ``out``'s extra cost goes: ``open`` (open the capture and
+  read its requests), ``replaycap`` (the in-memory ``replay(capture)``), ``tables`` (build
+  and write the four tables from the replayed results).
+
+Prints instructions per chunk for each and, last, the PASS/FAIL line against 1.2.
+
+    python bench/callgrind_fleet.py [--streams 100] [--chunks 120] [--parts]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+TARGET = 1.2
+"""``replay --out`` at most this many times ``replay_sse``'s instructions per chunk."""
+
+
+def _child(mode: str, reps: int, fleet: Path, work: Path) -> None:
+    import lab.capture
+    from lab.config import LabConfig
+    from lab.replay import files, replay, replay_sse
+
+    path, _chunks, _raw = json.loads((fleet / "meta.json").read_text())
+    requests = list(lab.capture.open(path).requests())
+    reads = [bytes(r) for r in requests[0].exchanges[0].reads]  # every stream's are the same
+    streams = len(requests)
+    del requests
+    capture = results = None
+    if mode in ("tables", "replaycap"):
+        capture = lab.capture.open(path)
+        results = replay(capture)
+    for i in range(reps):
+        out = work / f"out-{i}"
+        shutil.rmtree(out, ignore_errors=True)
+        if mode == "sse":
+            for s in range(streams):
+                replay_sse("openrouter", reads, stream_id=f"x{s}")
+        elif mode == "out":
+            replay(path, out=out)
+        elif mode == "open":
+            for _ in lab.capture.open(path).requests():
+                pass
+        elif mode == "replaycap":
+            replay(capture)
+        elif mode == "tables":
+            out.mkdir(parents=True)
+            files._write_unit(results, out, i, LabConfig())
+        else:
+            raise SystemExit(f"unknown mode {mode!r}")
+
+
+def _instructions(mode: str, reps: int, fleet: Path) -> int:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory(prefix="lab-cgfleet-") as work:
+        proc = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                os.path.realpath(sys.executable),
+                __file__,
+                "--child",
+                mode,
+                str(reps),
+                str(fleet),
+                work,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind run failed ({proc.returncode}): {proc.stderr[-600:]}")
+    return int(found.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        _child(args[1], int(args[2]), Path(args[3]), Path(args[4]))
+        return 0
+    from _common import machine_notes, verdict
+    from bench_scale import build_fleet
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--streams", type=int, default=100, help="streams in the fleet (default 100)")
+    p.add_argument("--chunks", type=int, default=120, help="SSE chunks a stream (default 120)")
+    p.add_argument("--parts", action="store_true", help="also count open, replay and tables")
+    a = p.parse_args(args)
+    if shutil.which("valgrind") is None:
+        return 0 if verdict("fleet replay instructions", None, "valgrind is not installed") else 1
+    print(machine_notes())
+    with tempfile.TemporaryDirectory(prefix="lab-fleet-") as tmp:
+        fleet = Path(tmp)
+        path, chunks, raw = build_fleet(fleet / "capture", a.streams, a.chunks)
+        (fleet / "meta.json").write_text(json.dumps([str(path), chunks, raw]))
+        modes = ["sse", "out"] + (["open", "replaycap", "tables"] if a.parts else [])
+        per = {}
+        for mode in modes:
+            one, two = _instructions(mode, 1, fleet), _instructions(mode, 2, fleet)
+            per[mode] = (two - one) / chunks
+            print(f"{mode:10s} {per[mode]:>10,.0f} instructions per chunk", flush=True)
+    ratio = per["out"] / per["sse"]
+    ok = verdict(
+        "replay --out per chunk against replay_sse",
+        ratio <= TARGET,
+        f"{ratio:.3f}x ({per['out']:,.0f} / {per['sse']:,.0f} instructions; target <= {TARGET})",
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
