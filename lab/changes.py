@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.numbers import format_interval, format_rate
 from lab.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -245,26 +246,24 @@ def _p_text(p: float) -> str:
     return f"p = {p:.3f}"
 
 
-def _value_text(kind: str, value: float, low: float, high: float, unit: str) -> str:
+def _value_text(kind: str, value: float, low: Any = None, high: Any = None, unit: str = "") -> str:
+    """A run's figure as every sentence writes it (:mod:`lab.numbers`): a rate
+    ``2.0 % (0.4–10.5 %)``, a time ``850.0 ms (800.0–910.0 ms)``."""
     if kind == "rate":
-        return f"{value * 100:.0f} % [{low * 100:.0f}, {high * 100:.0f}]"
-    return f"{_num(value)} {unit} [{_num(low)}, {_num(high)}]"
-
-
-def _num(x: float) -> str:
-    if x != x:  # NaN
-        return "?"
-    return f"{x:.0f}" if abs(x) >= 10 or x == int(x) else f"{x:.1f}"
+        return format_rate(value, low, high)
+    return format_interval(value, low, high, unit=unit)
 
 
 def _sentence(row: dict[str, Any]) -> str:
-    """``SiliconFlow: leak rate up from 2 % [0, 9] to 41 % [28, 55], p < 0.001``."""
+    """``SiliconFlow: leak rate up from 2.0 % (0.4–10.5 %) to 41.0 % (27.5–55.1 %),
+    p < 0.001``."""
     verdict = next(v for v in VERDICTS if v.name == row["verdict"])
     a = _value_text(row["kind"], row["a_value"], row["a_ci_low"], row["a_ci_high"], verdict.unit)
     b = _value_text(row["kind"], row["b_value"], row["b_ci_low"], row["b_ci_high"], verdict.unit)
     name = f"{row['serving_provider']}: {verdict.label}"
     if row["test"] == "none":
-        return f"{name} {a[: a.index(' [')]} in both runs (nothing to test)"
+        both = _value_text(row["kind"], row["a_value"], unit=verdict.unit)
+        return f"{name} {both} in both runs (nothing to test)"
     direction = "up" if row["b_value"] > row["a_value"] else "down"
     if row["b_value"] == row["a_value"]:
         direction = "unchanged"

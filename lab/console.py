@@ -4,8 +4,9 @@
   with ``…``, columns that still do not fit left out and named), or as ``markdown``, ``csv``
   or ``json``. One missing-value marker, :data:`MISSING`, in tables and markdown;
   csv leaves the cell empty and json writes ``null``.
-- :data:`MISSING`, :data:`DECIMALS`, :func:`format_cost` – the number formats every table
-  view of the lab uses (console, report, notebook summary).
+- :data:`MISSING`, :data:`DECIMALS`, :func:`format_cost`, :func:`format_rate` – the number
+  formats every table view and sentence of the lab uses, defined in :mod:`lab.numbers` (the
+  lowest layer, so the analysis sentences use them too) and re-exported here.
 - :func:`displayable` – text from a model or provider made safe to print on a terminal:
   every control character but newline and tab shown as a visible ``\\xNN`` escape.
 - :func:`config_example` – every :class:`~lab.config.LabConfig` field at its default, each
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from lab.config import ConfigError, LabConfig, field_docs
 from lab.guards.spill import SpillGuardConfig
+from lab.numbers import DECIMALS, MISSING, format_cost, format_rate
 
 if TYPE_CHECKING:  # pandas is imported where it is used: `lab --help` stays fast
     import pandas as pd
@@ -36,42 +38,11 @@ __all__ = [
     "config_example",
     "displayable",
     "format_cost",
+    "format_rate",
     "load_config",
     "render",
     "strip_comments",
 ]
-
-MISSING = "—"
-"""How every table and view of the lab shows a missing value (no usage, no error, ...)."""
-
-DECIMALS = {
-    "ttft_ms": 1,
-    "median_ttft_ms": 1,
-    "duration_ms": 1,
-    "t_ms": 1,
-    "tokens_per_s": 1,
-    "median_tokens_per_s": 1,
-    "leak_rate": 3,
-    "error_rate": 3,
-    "leak_rate_ci_low": 3,
-    "leak_rate_ci_high": 3,
-    "rest_leak_rate": 3,
-    "error_rate_ci_low": 3,
-    "error_rate_ci_high": 3,
-    "rest_error_rate": 3,
-}
-"""Decimals shown per float column in every table view (console, report, summary); the data
-keep every digit. The report shows the two rates as percentages to one decimal instead."""
-
-
-def format_cost(value: float | None) -> str:
-    """USD with 3 significant digits of a small cost (``$0.0000405``), at least 4 decimals;
-    :data:`MISSING` when unknown. Every view of a cost (report, console) uses it."""
-    if value is None or value != value:  # None or NaN
-        return MISSING
-    digits = 4 if value <= 0 else max(4, 2 - math.floor(math.log10(value)))
-    return f"${value:.{digits}f}"
-
 
 FORMATS = ("table", "markdown", "csv", "json")
 """What ``--format`` accepts."""

@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 
 from lab.console import DECIMALS, MISSING, format_cost
+from lab.numbers import format_interval, format_rate
 from lab.result import StreamResult
 
 __all__ = ["STREAM_SECTIONS", "build_html", "stream_anchor", "write_report"]
@@ -167,14 +168,9 @@ def _imgs(figures: dict[str, Any]) -> str:
 
 
 def _rate(value: Any, low: Any = None, high: Any = None) -> str:
-    """A rate as every table of the report shows it: a percentage to one decimal, with its
-    interval in the same format when given: ``12.5 % (8.1–18.3 %)``."""
-    if _missing(value):
-        return MISSING
-    text = f"{float(value) * 100:.1f} %"
-    if _missing(low) or _missing(high):
-        return text
-    return f"{text} ({float(low) * 100:.1f}–{float(high) * 100:.1f} %)"
+    """A rate as every table of the report shows it: :func:`lab.numbers.format_rate`, a
+    percentage to one decimal with its interval when given: ``12.5 % (8.1–18.3 %)``."""
+    return format_rate(value, low, high)
 
 
 def _is_rate(column: str) -> bool:
@@ -288,16 +284,9 @@ def _verdicts(sentences: list[str], cls: str = "verdicts") -> str:
 
 
 def _with_interval(value: Any, low: Any, high: Any) -> str:
-    """``12.3 (10.1–15.0)``: a quantile and its bootstrap interval in one cell."""
-    if _missing(value):
-        return MISSING
-
-    def num(x: Any) -> str:
-        return MISSING if _missing(x) else (f"{x:.1f}" if abs(x) < 1000 else f"{x:.0f}")
-
-    if _missing(low):
-        return num(value)
-    return f"{num(value)} ({num(low)}–{num(high)})"
+    """``12.3 (10.1–15.0)``: a quantile and its bootstrap interval in one cell
+    (:func:`lab.numbers.format_interval`)."""
+    return format_interval(value, low, high)
 
 
 def _latency_section(results: list[StreamResult], st: pd.DataFrame) -> str:

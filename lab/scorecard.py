@@ -44,7 +44,7 @@ Two groups of columns ride along without entering the Fisher tests:
   gets ``same_model`` in ``flags``.
 
 :func:`scorecard_sentences` says the flags in words ("Together: worse with confidence on
-tool-call validity, 61 % [52 %, 70 %] against 97 % for the rest ..."); the card carries
+tool-call validity, 61.0 % (51.2–70.0 %) against 97.0 % for the rest ..."); the card carries
 them in ``card.attrs["sentences"]``.
 
 Pure: tables in, tables out.
@@ -59,6 +59,7 @@ import pandas as pd
 
 from lab.guards.markup import MARKUP_CLASSES
 from lab.latency import backend_latency, latency_columns
+from lab.numbers import format_interval, format_percent, format_rate
 from lab.sameness import (
     SAME_MODEL_CHARS,
     SAME_MODEL_MIN_SAMPLES,
@@ -466,10 +467,6 @@ def scorecard(
     return card
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.0f} %"
-
-
 def quiet_verdicts(card: pd.DataFrame) -> list[str]:
     """The verdicts of the card on which every backend did well: none leaked, erred or
     stalled, every call was valid, every decision agreed. Nothing to compare there;
@@ -485,17 +482,14 @@ def quiet_verdicts(card: pd.DataFrame) -> list[str]:
 def _rate_cell(row: Any, v: str) -> str | None:
     if not row[f"{v}_n"]:
         return None
-    low, high = row[f"{v}_ci_low"], row[f"{v}_ci_high"]
     mark = "*" if bool(row[f"{v}_worse"]) else ""
-    return f"{row[f'{v}_rate'] * 100:.0f} [{low * 100:.0f}-{high * 100:.0f}]{mark}"
+    return format_rate(row[f"{v}_rate"], row[f"{v}_ci_low"], row[f"{v}_ci_high"], decimals=0) + mark
 
 
 def _ms_cell(value: float, low: float, high: float) -> str | None:
     if pd.isna(value):
         return None
-    if pd.isna(low):
-        return f"{value:.0f}"
-    return f"{value:.0f} [{low:.0f}-{high:.0f}]"
+    return format_interval(value, low, high, decimals=0)
 
 
 _SAME_MODEL_SHORT = {
@@ -508,8 +502,8 @@ _SAME_MODEL_SHORT = {
 
 def compact_scorecard(card: pd.DataFrame) -> pd.DataFrame:
     """The card as a terminal shows it: one row per backend, one text cell per verdict
-    (``"61 [52-70]*"``: the rate in percent, its interval, ``*`` when worse with
-    confidence; :data:`VERDICT_SHORT` names the columns, each ending in ``%``), the
+    (``"61 % (52–70 %)*"``: :func:`lab.numbers.format_rate` to whole percents, ``*`` when
+    worse with confidence; :data:`VERDICT_SHORT` names the columns), the
     same-model verdict with its Holm-adjusted p-value, and the median and p90 time to first
     token in ms with their bootstrap intervals. Verdicts on which every backend did well
     (:func:`quiet_verdicts`) and the per-class markup verdicts are left out; the sentences
@@ -522,7 +516,7 @@ def compact_scorecard(card: pd.DataFrame) -> pd.DataFrame:
     ]
     view = pd.DataFrame({"backend": card["serving_provider"], "streams": card["streams"]})
     for v in shown:
-        view[f"{VERDICT_SHORT.get(v, v)} %"] = [_rate_cell(row, v) for _, row in card.iterrows()]
+        view[VERDICT_SHORT.get(v, v)] = [_rate_cell(row, v) for _, row in card.iterrows()]
     if "same_model_verdict" in card:
         view["same model"] = [
             _SAME_MODEL_SHORT.get(row["same_model_verdict"], row["same_model_verdict"])
@@ -571,9 +565,9 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
         for v in flagged:
             label = VERDICT_LABELS.get(v, v)
             out.append(
-                f"{name}: worse with confidence on {label}, {_pct(row[f'{v}_rate'])} "
-                f"[{_pct(row[f'{v}_ci_low'])}, {_pct(row[f'{v}_ci_high'])}] against "
-                f"{_pct(row[f'{v}_rest'])} for the rest "
+                f"{name}: worse with confidence on {label}, "
+                f"{format_rate(row[f'{v}_rate'], row[f'{v}_ci_low'], row[f'{v}_ci_high'])} "
+                f"against {format_percent(row[f'{v}_rest'])} for the rest "
                 f"(n = {row[f'{v}_n']}; one-sided Fisher p = {row[f'{v}_p']:.2g}, "
                 f"Holm-adjusted {row[f'{v}_p_holm']:.2g})."
             )
@@ -599,7 +593,7 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
             for v in quiet
         ]
         out.append(f"The same on every backend: {'; '.join(said)}.")
-    level = f"{confidence:.0%}".replace("%", " %")
+    level = format_percent(confidence, 0)
     out.append(
         f"Worse with confidence: a one-sided Fisher exact test of the backend against the "
         f"pooled other backends, Holm-adjusted over every test of the card, below "

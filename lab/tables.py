@@ -39,6 +39,7 @@ from lab.latency import (
     shared_scans,
     timing_row,
 )
+from lab.numbers import format_percent, format_rate
 from lab.providers import PROVIDERS, get_adapter
 from lab.result import StreamResult
 from lab.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, DEFAULT_CONFIDENCE, wilson_interval
@@ -547,7 +548,7 @@ whatever its interval says.
 
 The flag compares a backend's interval with the rest's pooled rate taken as exact, which
 over-states the evidence of a handful of streams: 1 leak in 1 stream has the interval
-20.7 %-100 %, wholly above a rest that leaked 3 times in 61 (4.9 %), yet Fisher's exact test
+20.7–100.0 %, wholly above a rest that leaked 3 times in 61 (4.9 %), yet Fisher's exact test
 of the same counts gives p = 4/62 = 0.065."""
 
 
@@ -656,7 +657,7 @@ def backend_verdicts(
     ``min_streams`` streams.
     Pass the ``confidence`` and ``min_streams`` the table was built with.
     """
-    level = f"{confidence:.0%}".replace("%", " %")
+    level = format_percent(confidence, 0)
     no_backend = unserved(by_backend_table["serving_provider"])
     rows = by_backend_table[~no_backend]
     sentences: list[str] = []
@@ -676,8 +677,9 @@ def backend_verdicts(
             rest = r[f"rest_{what}_rate"]
             low, high = r[f"{what}_rate_ci_low"], r[f"{what}_rate_ci_high"]
             desc = (
-                f"{r['serving_provider']} ({int(r[count])}/{int(r['streams'])}, "
-                f"interval {low:.1%}–{high:.1%} vs {rest:.1%} for the rest)"
+                f"{r['serving_provider']} {int(r[count])}/{int(r['streams'])}, "
+                f"{format_rate(r[f'{what}_rate'], low, high)} vs {format_percent(rest)} "
+                "for the rest"
             )
             if bool(r[f"{what}_worse"]):
                 worse.append(desc)

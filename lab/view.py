@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from lab import tables
 from lab.anomalies import detect, explain, shown_before_close
 from lab.console import DECIMALS, MISSING, format_cost, table_text
+from lab.numbers import format_rate
 from lab.tables import LEAK_GUARDS
 
 if TYPE_CHECKING:
@@ -285,16 +286,6 @@ def results_html(results: Sequence[StreamResult], limit: int = SUMMARY_ROWS) -> 
         f"<p><b>{_esc(line)}</b></p>"
         f"<div style='max-height: 28em; overflow: auto'>{table}</div>{tail}"
     )
-
-
-def format_rate(rate: Any, low: Any = None, high: Any = None) -> str:
-    """A rate and its interval as every notebook view prints them: ``14% [3%–51%]``; a
-    missing rate is :data:`MISSING`, a missing interval is left out."""
-    if rate is None or rate != rate:
-        return MISSING
-    if low is None or high is None or low != low or high != high:
-        return f"{rate:.0%}"
-    return f"{rate:.0%} [{low:.0%}–{high:.0%}]"
 
 
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -45,14 +45,14 @@ def test_a_leak_rate_that_went_up_is_said_in_one_sentence():
     assert (row["a_n"], row["b_n"], row["a_value"], row["b_value"]) == (50, 49, 0.02, 20 / 49)
     assert (row["test"], row["p"]) == ("z", proportion_test(1, 50, 20, 49)[0])
     assert row["correction"] == "Holm" and bool(row["changed"])
-    assert (
-        row["sentence"] == "SiliconFlow: leak rate up from 2 % [0, 10] to 41 % [28, 55], p < 0.001"
+    assert row["sentence"] == (
+        "SiliconFlow: leak rate up from 2.0 % (0.4–10.5 %) to 40.8 % (28.2–54.8 %), p < 0.001"
     )
     # the same TTFTs on both sides: nothing changed there
     ttft = table.set_index("verdict").loc["ttft_ms"]
     assert ttft["test"] == "mann-whitney" and not bool(ttft["changed"])
     assert change_sentences(table) == [
-        "SiliconFlow: leak rate up from 2 % [0, 10] to 41 % [28, 55], p < 0.001",
+        "SiliconFlow: leak rate up from 2.0 % (0.4–10.5 %) to 40.8 % (28.2–54.8 %), p < 0.001",
         "p-values adjusted for 2 comparisons by the Holm method.",
     ]
 
@@ -61,7 +61,9 @@ def test_rates_at_zero_in_both_runs_are_not_tested_nor_counted_in_the_correction
     table = compare_runs(_run("X", 20, 0, TTFT_A), _run("X", 20, 0, TTFT_A), n_boot=10)
     rows = table.set_index("verdict")
     assert rows.loc["error_rate", "test"] == "none" and math.isnan(rows.loc["error_rate", "p"])
-    assert rows.loc["error_rate", "sentence"] == "X: error rate 0 % in both runs (nothing to test)"
+    assert rows.loc["error_rate", "sentence"] == (
+        "X: error rate 0.0 % in both runs (nothing to test)"
+    )
     assert table.attrs["notes"][0] == "p-values adjusted for 1 comparisons by the Holm method."
 
 
@@ -73,8 +75,9 @@ def test_latency_is_compared_by_mann_whitney_on_the_per_stream_values():
     assert (row["a_value"], row["b_value"]) == (np.median(a["ttft_ms"]), np.median(b["ttft_ms"]))
     assert row["difference"] == row["b_value"] - row["a_value"]
     assert row["difference_ci_low"] > 0 and bool(row["changed"])
-    assert row["sentence"].startswith("Chutes: median TTFT up from 410 ms [")
-    assert row["sentence"].endswith("] to 980 ms [920, 1010], p < 0.001")
+    assert row["sentence"] == (
+        "Chutes: median TTFT up from 410.0 ms (401.0–433.0 ms) to 980 ms (920–1,010 ms), p < 0.001"
+    )
 
 
 def test_p_values_are_adjusted_over_every_test_of_the_comparison():

@@ -48,7 +48,7 @@ def test_report_says_which_backends_are_worse_with_confidence_and_which_are_too_
     assert "<li>Leaks: too few streams to tell: Parasail (1 stream), " in verdicts
     assert (
         "<li>Errors: worse than the rest with 95 % confidence: openai (direct) "
-        "(24/42, interval 42.2%–70.9% vs 25.9% for the rest).</li>"
+        "24/42, 57.1 % (42.2–70.9 %) vs 25.9 % for the rest.</li>"
     ) in verdicts
 
 

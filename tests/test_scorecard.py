@@ -257,8 +257,8 @@ def test_scorecard_sentences_say_the_flags_in_words():
     sentences = card.attrs["sentences"]
     assert sentences[0] == "A: not worse with confidence on any verdict (40 streams)."
     assert sentences[3].startswith(
-        "C: worse with confidence on tool-call validity, 0 % [0 %, 16 %] against 100 % for "
-        "the rest (n = 20; one-sided Fisher p = "
+        "C: worse with confidence on tool-call validity, 0.0 % (0.0–16.1 %) against 100.0 % "
+        "for the rest (n = 20; one-sided Fisher p = "
     )
     assert sentences[-1].startswith("Worse with confidence: a one-sided Fisher exact test")
 

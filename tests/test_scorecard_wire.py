@@ -119,17 +119,17 @@ def test_the_compact_scorecard_shows_each_rate_with_its_interval_and_star():
         {
             "backend": "A",
             "streams": 60,
-            "markup %": "0 [0-6]",
+            "markup": "0 % (0–6 %)",
             "same model": f"no evidence p={p_a:.2g}",
         },
         {
             "backend": "B",
             "streams": 60,
-            "markup %": "5 [2-14]",
+            "markup": "5 % (2–14 %)",
             "same model": f"differs p={p_b:.2g}*",
         },
-        {"backend": "C", "streams": 2, "markup %": "0 [0-66]", "same model": "too few"},
-        {"backend": "R", "streams": 60, "markup %": "0 [0-6]", "same model": "reference"},
+        {"backend": "C", "streams": 2, "markup": "0 % (0–66 %)", "same model": "too few"},
+        {"backend": "R", "streams": 60, "markup": "0 % (0–6 %)", "same model": "reference"},
     ]
     assert (
         "The same on every backend: reasoning leaked into the answer (none of 182); errors "
@@ -154,8 +154,8 @@ def test_the_scorecard_carries_ttft_median_and_p90_with_bootstrap_intervals():
     assert (row["ttft_ms_p50_ci_low"], row["ttft_ms_p50_ci_high"]) == (lo50, hi50)
     assert (row["ttft_ms_p90_ci_low"], row["ttft_ms_p90_ci_high"]) == (lo90, hi90)
     view = compact_scorecard(tables.scorecard(st)).set_index("backend")
-    assert view.loc["A", "ttft p50"] == f"{row['ttft_ms_p50']:.0f} [{lo50:.0f}-{hi50:.0f}]"
-    assert view.loc["A", "ttft p90"] == f"{row['ttft_ms_p90']:.0f} [{lo90:.0f}-{hi90:.0f}]"
+    assert view.loc["A", "ttft p50"] == f"{row['ttft_ms_p50']:.0f} ({lo50:.0f}–{hi50:.0f})"
+    assert view.loc["A", "ttft p90"] == f"{row['ttft_ms_p90']:.0f} ({lo90:.0f}–{hi90:.0f})"
 
 
 def test_a_backend_slower_to_first_token_is_flagged_by_mann_whitney_with_holm():
@@ -219,19 +219,19 @@ def test_lab_sweep_preset_tools_sends_the_shipped_prompts_with_their_tools(tmp_p
     lines = out.splitlines()
     head = lines.index("== backend scorecard (2 rows) ==") + 1
     # the rate columns (ttft p50 and p90 at the right are timings: not compared here)
-    assert [ln[:45].rstrip() for ln in lines[head : head + 3]] == [
-        "backend    streams  valid calls %  same model",
-        "DeepInfra       54  100 [89-100]   too few",
-        "Together        54  40 [25-58]*    too few",
+    assert [ln[:49].rstrip() for ln in lines[head : head + 3]] == [
+        "backend    streams  valid calls       same model",
+        "DeepInfra       54  100 % (89–100 %)  too few",
+        "Together        54  40 % (25–58 %)*   too few",
     ]
     assert (
-        "(rates in %, [95 % interval]; * worse with confidence than the other backends, or a "
+        "(rate (95 % interval); * worse with confidence than the other backends, or a "
         "different model (Holm-adjusted p); ttft: time to first token in ms)"
     ) in lines
     assert any(
         ln.startswith(
-            "Together: worse with confidence on tool-call validity, 40 % [25 %, 58 %] against "
-            "100 % for the rest (n = 30; one-sided Fisher p = "
+            "Together: worse with confidence on tool-call validity, 40.0 % (24.6–57.7 %) "
+            "against 100.0 % for the rest (n = 30; one-sided Fisher p = "
         )
         for ln in lines
     )

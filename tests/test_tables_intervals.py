@@ -126,15 +126,15 @@ def test_a_lone_backend_has_no_rest_and_no_flag():
 def test_backend_verdicts_say_who_is_worse_better_and_too_small_to_tell(fleet):
     assert tables.backend_verdicts(fleet.reset_index()) == [
         "Leaks: worse than the rest with 95 % confidence: "
-        "Leaky (12/40, interval 18.1%–45.4% vs 1.8% for the rest).",
+        "Leaky 12/40, 30.0 % (18.1–45.4 %) vs 1.8 % for the rest.",
         "Leaks: better than the rest with 95 % confidence: "
-        "Spotless (0/100, interval 0.0%–3.7% vs 14.6% for the rest).",
+        "Spotless 0/100, 0.0 % (0.0–3.7 %) vs 14.6 % for the rest.",
         "Leaks: too few streams to tell: Tiny (3 streams), Clean (60 streams).",
         "Errors: worse than the rest with 95 % confidence: "
-        "Clean (6/60, interval 4.7%–20.1% vs 0.7% for the rest).",
+        "Clean 6/60, 10.0 % (4.7–20.1 %) vs 0.7 % for the rest.",
         # 1/100 reaches up to 5.4 %, the rest (6/103) failed 5.8 % of the time
         "Errors: better than the rest with 95 % confidence: "
-        "Spotless (1/100, interval 0.2%–5.4% vs 5.8% for the rest).",
+        "Spotless 1/100, 1.0 % (0.2–5.4 %) vs 5.8 % for the rest.",
         "Errors: too few streams to tell: Tiny (3 streams), Leaky (40 streams).",
         f"Not compared: 5 streams that no backend served ({NO_BACKEND}).",
     ]

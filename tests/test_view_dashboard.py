@@ -40,9 +40,9 @@ def _hostile():
 
 
 def test_format_rate_is_one_format_for_a_rate_and_its_interval():
-    assert format_rate(0.142857, 0.02568, 0.513128) == "14% [3%–51%]"
-    assert format_rate(0.5) == "50%"
-    assert format_rate(0.5, float("nan"), 0.9) == "50%"
+    assert format_rate(0.142857, 0.02568, 0.513128) == "14.3 % (2.6–51.3 %)"
+    assert format_rate(0.5) == "50.0 %"
+    assert format_rate(0.5, float("nan"), 0.9) == "50.0 %"
     assert format_rate(float("nan"), 0.1, 0.2) == "—"
     assert format_rate(None) == "—"
 
@@ -54,13 +54,16 @@ def test_overview_says_the_capture_in_one_view(sample):
         in page
     )
     # the scorecard: each verdict's rate with its interval, the worse backend said in red
-    assert "<b style='color: #b0262c'>57% [42%–71%] worse</b>" in page
-    assert "openai (direct): worse with confidence on errors, 57 % [42 %, 71 %]" in page
+    assert "<b style='color: #b0262c'>57.1 % (42.2–70.9 %) worse</b>" in page
+    assert (
+        "openai (direct): worse with confidence on errors, 57.1 % (42.2–70.9 %) against "
+        "25.9 % for the rest"
+    ) in page
     assert "<summary>the other sentences (14)</summary>" in page  # 12 backends, 2 notes
     # the rates per backend with their intervals, and what they let you say
     assert (
         "<td style='border: 1px solid #ddd; padding: 2px 6px; text-align: left; "
-        "vertical-align: top'>100% [21%–100%]</td>" in page
+        "vertical-align: top'>100.0 % (20.7–100.0 %)</td>" in page
     )
     assert "<li>Leaks: no backend is worse than the rest with 95 % confidence.</li>" in page
     # what needs attention: the anomalies per backend, the partial clean

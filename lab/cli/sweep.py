@@ -179,7 +179,7 @@ def print_sweep(
     print_table(f"backend scorecard{against}", compact_scorecard(card), None, view)
     if view.fmt in ("table", "markdown"):
         print(
-            "(rates in %, [95 % interval]; * worse with confidence than the other backends, "
+            "(rate (95 % interval); * worse with confidence than the other backends, "
             "or a different model (Holm-adjusted p); ttft: time to first token in ms)"
         )
     for sentence in card.attrs["sentences"]:
