@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from lab.cli.common import (
@@ -65,7 +66,7 @@ _RECORD_EPILOG = (
 
 def run(args: argparse.Namespace) -> int:
     from lab.capture.errors import CaptureWriteError
-    from lab.providers import adapter_for, build_body
+    from lab.providers import adapter_for
     from lab.recorder import Recorder
 
     path = API_PATHS[args.api]
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         adapter = adapter_for(args.provider, path)
     except ValueError as exc:
         raise UsageError(str(exc) if path is None else f"--api {args.api}: {exc}") from None
+    body = _request_body(args)
     if args.base_url is not None:
         check_base_url(args.base_url)
     elif not adapter.default_base_url:  # 'custom' has no public API to default to
@@ -86,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
             f"no API key: set {names} (or pass --base-url to a server that needs none)"
         )
     check_out_dir("--out", args.out)
-    body = build_body(args.provider, model=args.model, prompt=args.prompt)
     if path is not None:
         from lab.providers.openai_responses import responses_body
 
@@ -152,6 +153,131 @@ def run(args: argparse.Namespace) -> int:
         )
         return RECORD_ALL_FAILED if failed == len(results) else RECORD_SOME_FAILED
     return 0
+
+
+def _request_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The body to send: ``--prompt`` or ``--body``, ``--param`` over it, ``--model``, then
+    the provider's body builder (:func:`lab.providers.build_body`). Bad input raises a
+    :class:`UsageError` before anything is sent or written."""
+    from lab.providers import build_body
+
+    if args.prompt is not None and args.body is not None:
+        raise UsageError(
+            "--prompt and --body both give the request: give one (put the prompt in the "
+            "body's messages)"
+        )
+    if args.prompt is None and args.body is None:
+        raise UsageError("no request: give --prompt TEXT or --body FILE.json")
+    spec = request_spec(args.prompt, args.body, args.param or [])
+    model = args.model or spec.get("model")
+    spec.pop("model", None)
+    if not isinstance(model, str) or not model:
+        where = f' or a "model" (a string) in --body {args.body}' if args.body else ""
+        raise UsageError(f"no model: give --model{where}")
+    prompt, messages = spec.pop("prompt", None), spec.pop("messages", None)
+    try:
+        return build_body(args.provider, model=model, prompt=prompt, messages=messages, **spec)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--body {args.body}: {exc}" if args.body else str(exc)) from None
+
+
+def load_body(path: str) -> dict[str, Any]:
+    """``--body FILE``: the request as a JSON object in the lab's form, the form of a line
+    of ``lab sweep --prompts`` (``messages`` or ``prompt``; ``tools``, ``system`` and any
+    provider parameter beside them). Every problem is a :class:`UsageError` naming the
+    file."""
+    import json
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--body {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--body {path}: a directory, not a JSON file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--body {path}: cannot read it ({exc})") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"--body {path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            'a body is a JSON object ({"messages": [...]})'
+        ) from None
+    except RecursionError:
+        raise UsageError(f"--body {path}: nested too deeply to read") from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f'--body {path}: a body is a JSON object ({{"messages": [...]}}), '
+            f"not {_json_kind(value)}"
+        )
+    if not isinstance(value.get("messages"), list) and not isinstance(value.get("prompt"), str):
+        raise UsageError(f"--body {path}: a body needs 'messages' (a list) or 'prompt' (a string)")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def parse_param(text: str) -> tuple[list[str], Any]:
+    """``--param key=value``: the key's path (split at ``.``: ``reasoning.effort``) and the
+    value, read as JSON when it is JSON (``0.2``, ``true``, ``{"a": 1}``, ``"0.2"``) and
+    kept as a string otherwise (``high``).
+
+    >>> parse_param("temperature=0.2"), parse_param("reasoning.effort=high")
+    ((['temperature'], 0.2), (['reasoning', 'effort'], 'high'))
+    >>> parse_param('stop=["END"]'), parse_param("user=")
+    ((['stop'], ['END']), (['user'], ''))
+    """
+    import json
+
+    key, sep, raw = text.partition("=")
+    if not sep:
+        raise UsageError(f"--param {text}: no '=' (give --param key=value)")
+    if not key.strip():
+        raise UsageError(f"--param {text}: the key before '=' is empty (give --param key=value)")
+    path = key.strip().split(".")
+    if any(not part for part in path):
+        raise UsageError(f"--param {text}: an empty part in the key {key.strip()!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return path, value
+
+
+def request_spec(prompt: str | None, body: str | None, params: list[str]) -> dict[str, Any]:
+    """What ``lab record`` sends, in the lab's request form: ``--prompt`` or the ``--body``
+    file, then each ``--param`` set over it in order (a dotted key sets inside an object,
+    making it when missing). ``stream`` is the lab's: true is accepted, anything else
+    refused (a recording is of a stream)."""
+    import json
+
+    spec: dict[str, Any] = load_body(body) if body is not None else {"prompt": prompt}
+    for text in params:
+        path, value = parse_param(text)
+        holder = spec
+        for i, part in enumerate(path[:-1]):
+            inner = holder.get(part)
+            if inner is None:
+                inner = holder[part] = {}
+            elif not isinstance(inner, dict):
+                where = ".".join(path[: i + 1])
+                raise UsageError(
+                    f"--param {text}: {where} is {_json_kind(inner)}, not an object to set "
+                    f"{path[i + 1]!r} in"
+                )
+            holder = inner
+        holder[path[-1]] = value
+    stream = spec.pop("stream", True)
+    if stream is not True:
+        raise UsageError(
+            f"'stream' is {json.dumps(stream)}: lab record always streams (leave 'stream' "
+            "out, or true)"
+        )
+    return spec
 
 
 def answer_line(r: Any, width: int, count: tuple[int, int] | None) -> str:
@@ -224,7 +350,8 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         "record",
         parents=[tv],
         help="record live streams into a capture",
-        description="Send one prompt to a provider, stream the answer and record it byte for "
+        description="Send one prompt (or a whole request: --body, --param) to a provider, "
+        "stream the answer and record it byte for "
         "byte (every read, its timing, every degradation attempt) into a new recording "
         "directory under --out. The API key comes from the provider's environment variable: "
         + key_help()
@@ -234,8 +361,32 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         epilog=_RECORD_EPILOG,
     )
     r.add_argument("--provider", required=True, help="one of: " + ", ".join(providers()))
-    r.add_argument("--model", required=True, help="the model name as the provider spells it")
-    r.add_argument("--prompt", required=True, help="the user message")
+    r.add_argument(
+        "--model",
+        default=None,
+        help='the model name as the provider spells it (default: the "model" of --body)',
+    )
+    r.add_argument("--prompt", help="the user message (no default: --prompt or --body)")
+    r.add_argument(
+        "--body",
+        metavar="FILE.json",
+        help="the whole request from a JSON object, in the form of a lab sweep --prompts "
+        'line: {"messages": [...], "tools": [...], "temperature": 0.2, ...} (any provider '
+        "parameter beside them); the provider's body builder makes the wire body from it, "
+        'as from --prompt. Not with --prompt: put the prompt in its messages. Its "model" '
+        'is used when --model is not given; "stream" is the lab\'s (always true). A field '
+        "named like a credential (api_key, access_token, client_secret, password, at any "
+        "depth) is sent as given and written to the capture as [REDACTED] (default: none)",
+    )
+    r.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set a request parameter over --prompt or --body (repeatable): "
+        "--param temperature=0.2 --param max_tokens=50; the value is read as JSON when it "
+        "is JSON, else kept as a string; a dotted key sets inside an object "
+        "(--param reasoning.effort=high); default: none",
+    )
     r.add_argument(
         "--base-url",
         default=None,

@@ -100,6 +100,7 @@ def normalize_messages(provider: str, model: str, messages: list[dict]) -> list[
 
 def build_body(
     provider: str,
+    /,
     *,
     model: str,
     prompt: str | None = None,
@@ -109,7 +110,9 @@ def build_body(
     images: list[str] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
-    """A streaming request body for ``provider`` from a prompt (or messages) and options.
+    """A streaming request body for ``provider`` from a prompt (or messages) and options
+    (``provider`` is positional-only, so OpenRouter's ``provider`` routing object is an
+    option like any other).
 
     >>> build_body("anthropic", model="claude-x", prompt="hi", max_tokens=64)["messages"]
     [{'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}]
