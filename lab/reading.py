@@ -7,6 +7,8 @@ sections): pure, no I/O, no markup.
   ``(text, mark)`` pieces: ``"moved"`` where a leak guard moved text into the reasoning,
   ``"shown"`` where reasoning was shown as the answer before its closing tag arrived
   (:func:`lab.anomalies.shown_before_close`);
+- :func:`arguments_json` – a tool call's arguments as every view prints them (indented
+  JSON, never a Python repr);
 - :func:`body_change` – what a degraded attempt's body changed against the first one;
 - :func:`stream_flags` – what is worth a look in one stream (leak, error, degradation,
   another guard, anomalies), one short phrase each;
@@ -27,6 +29,7 @@ from lab.tables import LEAK_GUARDS
 __all__ = [
     "TURN_KEYS",
     "answer_pieces",
+    "arguments_json",
     "body_change",
     "clip",
     "notable_streams",
@@ -173,6 +176,22 @@ def answer_pieces(result: StreamResult) -> list[Piece]:
     if lead and result.text.startswith(lead):
         return [(lead, "shown"), *([(result.text[len(lead) :], "")] if result.text != lead else [])]
     return [(result.text, "")] if result.text else []
+
+
+def arguments_json(args: Any) -> str:
+    """A tool call's arguments as every view prints them: JSON indented by 2, non-ASCII
+    kept, in the order the model wrote them (never Python's repr: ``true``, ``null``,
+    double quotes).
+
+    >>> print(arguments_json({"city": "Zürich", "days": 2, "metric": True, "note": None}))
+    {
+      "city": "Zürich",
+      "days": 2,
+      "metric": true,
+      "note": null
+    }
+    """
+    return json.dumps(args, ensure_ascii=False, indent=2, default=str)
 
 
 def body_change(first: bytes, later: bytes) -> str:

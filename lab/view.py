@@ -29,6 +29,7 @@ from lab import tables
 from lab.anomalies import detect, explain, shown_before_close
 from lab.console import DECIMALS, MISSING, format_cost, table_text
 from lab.numbers import format_rate
+from lab.reading import answer_pieces, arguments_json, reasoning_pieces
 from lab.tables import LEAK_GUARDS
 
 if TYPE_CHECKING:
@@ -89,34 +90,45 @@ def _esc(value: Any) -> str:
     return MISSING if value is None else html.escape(str(value))
 
 
-def _mark_moved(text: str, pieces: Sequence[str]) -> str:
-    """``text`` escaped, each moved piece (found in order) wrapped in ``<mark>``."""
-    out, pos = [], 0
-    for piece in pieces:
-        at = text.find(piece, pos) if piece else -1
-        if at < 0:
-            continue
-        out.append(html.escape(text[pos:at]))
-        out.append(
-            f"<mark style='{_MARK}' title='moved here by a guard'>{html.escape(piece)}</mark>"
-        )
-        pos = at + len(piece)
-    out.append(html.escape(text[pos:]))
+_PIECE_TAGS = {
+    "moved": (f"<mark style='{_MARK}' title='moved here by a guard'>", "</mark>"),
+    "shown": (
+        "<span style='text-decoration: underline wavy #d9363e' "
+        "title='reasoning shown before its closing tag arrived'>",
+        "</span>",
+    ),
+}
+"""How a marked piece of :mod:`lab.reading` looks in a notebook (``moved``: text a leak
+guard moved into the reasoning; ``shown``: reasoning shown as the answer before its closing
+tag arrived)."""
+
+
+def _pieces_html(pieces: Sequence[tuple[str, str]]) -> str:
+    """:func:`lab.reading.answer_pieces` / :func:`~lab.reading.reasoning_pieces` as HTML:
+    every piece escaped, a marked one inside its tag."""
+    out = []
+    for text, mark in pieces:
+        open_tag, close_tag = _PIECE_TAGS.get(mark, ("", ""))
+        out.append(f"{open_tag}{html.escape(text)}{close_tag}")
     return "".join(out)
 
 
-def _mark_shown(text: str, shown: Sequence[str]) -> str:
-    """The answer escaped, with the prefix a guard could no longer take back underlined."""
-    if not shown:
-        return html.escape(text)
-    lead = shown[0]
-    if not text.startswith(lead):
-        return html.escape(text)
-    return (
-        f"<span style='text-decoration: underline wavy #d9363e' "
-        f"title='reasoning shown before its closing tag arrived'>{html.escape(lead)}</span>"
-        + html.escape(text[len(lead) :])
+def _calls_html(calls: Sequence[Any]) -> str:
+    """Tool calls: name, id, whether the arguments were cut short, and the arguments as
+    JSON (:func:`lab.reading.arguments_json`) in a box that scrolls; all escaped."""
+    rows = "".join(
+        "<tr>"
+        f"<td style='{_CELL}'>{_esc(f.name)}</td><td style='{_CELL}'>{_esc(f.id)}</td>"
+        f"<td style='{_CELL}'>{'yes' if f.arguments_truncated else 'no'}</td>"
+        f"<td style='{_CELL}'><pre style='{_BOX}; max-height: 12em'>"
+        f"{html.escape(arguments_json(f.args))}</pre></td></tr>"
+        for f in calls
     )
+    head = "".join(
+        f"<th style='{_CELL}; background: #f3f3f3'>{h}</th>"
+        for h in ("name", "id", "cut short", "arguments (JSON)")
+    )
+    return f"<table style='{_TABLE}'><tr>{head}</tr>{rows}</table>"
 
 
 def _rows(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -157,46 +169,46 @@ def stream_html(result: StreamResult) -> str:
             f"arrived after {_chars(len(shown))} of reasoning had been shown as the answer "
             f"(underlined); the guard moved only what followed ({_chars(len(tail))}).</div>"
         )
-    moved = [e.moved for e in r.guard_events if e.moved]
     parts.append(
         "<table style='width: 100%; table-layout: fixed; border-collapse: collapse'><tr>"
         f"<th style='text-align: left; width: 50%'>answer ({_chars(len(r.text))})</th>"
         f"<th style='text-align: left'>reasoning ({_chars(len(r.reasoning))}; "
         "<mark style='" + _MARK + "'>moved by a guard</mark>)</th></tr><tr>"
         f"<td style='vertical-align: top; text-align: left'><pre style='{_BOX}'>"
-        f"{_mark_shown(r.text, [s for s, _ in partial])}</pre></td>"
+        f"{_pieces_html(answer_pieces(r))}</pre></td>"
         f"<td style='vertical-align: top; text-align: left'><pre style='{_BOX}'>"
-        f"{_mark_moved(r.reasoning, moved)}</pre></td></tr></table>"
+        f"{_pieces_html(reasoning_pieces(r))}</pre></td></tr></table>"
     )
     if r.function_calls:
-        calls = [
-            (f.name, f.id, _short(str(f.args)), f.arguments_truncated) for f in r.function_calls
-        ]
-        parts.append("<b>tool calls</b>" + _rows(["name", "id", "args", "truncated"], calls))
+        parts.append(
+            f"<div><b>tool calls ({len(r.function_calls)})</b>{_calls_html(r.function_calls)}</div>"
+        )
     events = [
         (e.guard, e.detail.get("rule"), e.attempt, e.seq, e.offset, _short(e.moved))
         for e in r.guard_events
     ]
     parts.append(
-        f"<b>guard events ({len(events)})</b>"
+        f"<div><b>guard events ({len(events)})</b>"
         + (
             _rows(["guard", "rule", "attempt", "seq", "offset", "moved"], events)
             if events
             else " none"
         )
+        + "</div>"
     )
     attempts = [
         (a.attempt, a.label, a.status, a.end_reason, a.degradable, a.error) for a in r.attempts
     ]
     parts.append(
-        f"<b>attempts ({len(attempts)})</b>"
+        f"<div><b>attempts ({len(attempts)})</b>"
         + _rows(["attempt", "label", "status", "ended", "degradable", "error"], attempts)
+        + "</div>"
     )
     if r.usage is not None:
         u = r.usage
         cost = format_cost(r.cost)
         parts.append(
-            "<b>usage</b>"
+            "<div><b>usage</b>"
             + _rows(
                 ["input", "output", "reasoning", "cache read", "cache write", "cost"],
                 [
@@ -210,17 +222,19 @@ def stream_html(result: StreamResult) -> str:
                     )
                 ],
             )
+            + "</div>"
         )
     else:
         parts.append(f"<div><b>usage</b> {MISSING} (the stream reported none)</div>")
     found = detect(r)
     parts.append(
-        f"<b>anomalies ({len(found)})</b>"
+        f"<div><b>anomalies ({len(found)})</b>"
         + (
             _rows(["anomaly", "what it means"], [(n, explain(n)) for n in found])
             if found
             else " none"
         )
+        + "</div>"
     )
     if r.divergence:
         parts.append(

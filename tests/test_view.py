@@ -255,3 +255,50 @@ def test_stream_picker_lists_leaked_streams_first_and_follows_the_menu(sample):
     assert picker.result.serving_provider == "SiliconFlow"
     with pytest.raises(KeyError, match="no stream 'nope' among 132 results"):
         StreamPicker(sample, value="nope")
+
+
+def _called() -> StreamResult:
+    """A stream with one tool call whose arguments hold markup, a boolean and a null."""
+    args = json.dumps({"city": "<b>Zürich</b>", "metric": True, "note": None})
+    call = {"index": 0, "id": "call_1", "function": {"name": "weather", "arguments": args}}
+    body = [
+        _event({"content": "<think>look it up</think>"}),
+        _event({"tool_calls": [call]}),
+        b'data: {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    return replay_sse("openrouter", body, stream_id="s-call")
+
+
+def test_stream_html_prints_tool_arguments_as_escaped_json_never_a_python_repr():
+    page = stream_html(_called())
+    assert "<b>tool calls (1)</b>" in page
+    pre = re.search(r"<pre style='[^']*; max-height: 12em'>(.*?)</pre>", page, flags=re.S)
+    assert pre.group(1) == (
+        "{\n  &quot;city&quot;: &quot;&lt;b&gt;Zürich&lt;/b&gt;&quot;,\n"
+        "  &quot;metric&quot;: true,\n  &quot;note&quot;: null\n}"
+    )
+    assert "<b>Zürich" not in page and "True" not in page and "None" not in page
+
+
+def test_stream_html_marks_what_lab_reading_marks():
+    from lab.reading import answer_pieces, reasoning_pieces
+
+    r = partly_cleaned()
+    assert reasoning_pieces(r) == [(" short.", "moved")]
+    assert answer_pieces(r)[0] == ("The user asks. Keep it", "shown")
+    page = stream_html(r)
+    boxes = re.findall(r"<td [^>]*><pre [^>]*>(.*?)</pre></td>", page, flags=re.S)
+    assert boxes[1] == (
+        "<mark style='background: #ffd27a; color: inherit' title='moved here by a guard'>"
+        " short.</mark>"
+    )
+    assert boxes[0].startswith(
+        "<span style='text-decoration: underline wavy #d9363e' title='reasoning shown before "
+        "its closing tag arrived'>The user asks. Keep it</span>Hello &lt;script&gt;"
+    )
+
+
+def test_stream_html_keeps_each_section_on_its_own_line():
+    page = stream_html(replay_sse("openrouter", _event({"content": "Hi"})))
+    assert "<div><b>guard events (0)</b> none</div><div><b>attempts (1)</b>" in page

@@ -293,7 +293,7 @@ def _answer(page: Page, r: Any) -> None:
 
 
 def _tool_calls(page: Page, r: Any) -> None:
-    from lab.reading import clip
+    from lab.reading import arguments_json, clip
 
     if not r.function_calls:
         return
@@ -303,8 +303,7 @@ def _tool_calls(page: Page, r: Any) -> None:
         if f.arguments_truncated:
             head += "  (arguments cut short by the stream, repaired: nothing invented)"
         page.text(head)
-        args = json.dumps(f.args, ensure_ascii=False, indent=2, sort_keys=False)
-        page.text(safe(args), indent=2)
+        page.text(safe(arguments_json(f.args)), indent=2)
         raw = (f.provider_fields or {}).get("raw_arguments")
         if isinstance(raw, str) and raw:
             page.text("raw arguments (did not parse): " + safe(clip(raw, 500)), indent=2)
