@@ -8,15 +8,18 @@ only when asked to).
 - :func:`stratified_folds`: k folds keeping the leak / clean ratio, the folds of
   scikit-learn's ``StratifiedKFold`` exactly (checked against it in the tests);
 - :func:`suggest_settings`: a search of the heuristic space (:data:`SEARCH_SPACE`; the whole
-  grid when it fits in **max_configs**, else a random sample with a fixed seed) scored by
-  k-fold cross-validation; it proposes the config with the best mean held-out F1 and says
-  how the current and proposed configs compare (:class:`Suggestion`).
+  grid when it fits in **max_configs**, else a random sample with a fixed seed), judged by
+  nested cross-validation; it proposes a change only when the search's held-out F1 beats
+  the current settings' by more than :data:`MIN_HELD_OUT_GAIN`, and otherwise says to keep
+  the current settings, with both figures (:class:`Suggestion`).
 
-A config has nothing fitted, so a fold's held-out F1 is that config's F1 on the fold. What
-cross-validation measures here is the choice: for each fold, the config that does best on
-the other folds is scored on the held-out one (``Suggestion.held_out``), an estimate of how
-the proposal will do on seams nobody labelled yet, free of the optimism of choosing on the
-same labels.
+A config has nothing fitted, so a config's F1 on a fold is its held-out F1 there; what can
+overfit is the *choice* among hundreds of configs on a few dozen labels. Nested
+cross-validation measures the choice: for each outer fold, the config with the best mean F1
+over inner folds of the other outer folds is chosen, then scored on the outer fold it never
+saw (``Suggestion.held_out_f1``, pooled over the outer folds). The current settings are
+scored on the same outer folds (``Suggestion.current_f1``: no choice, no optimism). Only a
+search that beats them there, by more than the margin, proposes its best config.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from lab.tuning import as_corpus, is_missing, predict
 
 __all__ = [
     "FEW_LABELS_PER_CLASS",
+    "MIN_HELD_OUT_GAIN",
     "RATE_COLUMNS",
     "SEARCH_SPACE",
     "Suggestion",
@@ -66,6 +70,13 @@ SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
 Left out: ``enabled`` (off finds nothing), the streaming-only fields
 (:data:`lab.tuning.STREAMING_ONLY_FIELDS`: they never move a corpus score) and
 ``answer_start_chars`` (a set of characters; tune it by hand in the panel)."""
+
+MIN_HELD_OUT_GAIN = 0.02
+"""How much the search's held-out F1 (nested cross-validation) must beat the current
+settings' held-out F1 by before :func:`suggest_settings` proposes a change (``min_gain``);
+at or below it, the suggestion is to keep the current settings. A pooled F1 over a few
+dozen labels moves by more than 0.02 when one seam changes side, so a gain the size of one
+seam is not taken for an improvement."""
 
 FEW_LABELS_PER_CLASS = 10
 """Below this many labelled leaks or clean seams, a suggestion says its numbers are shaky."""
@@ -200,22 +211,26 @@ def stratified_folds(
 
 @dataclass(frozen=True)
 class Suggestion:
-    """What :func:`suggest_settings` found.
+    """What :func:`suggest_settings` found, and whether it is worth a change.
 
-    ``table`` has rows ``current`` and ``proposed`` (and ``held_out``, when there were
-    folds: the proposal procedure scored on folds it did not choose on) with
-    :data:`RATE_COLUMNS` plus ``cv_f1`` (mean F1 over the held-out folds). ``ranking`` lists
-    the best configs tried (``changes`` from the current, ``cv_f1``, ``f1``).
+    ``table`` has the rows ``current`` (the current settings on all the labels), ``best``
+    (the best config found, on all the labels: optimistic, it was chosen on them) and, when
+    there were folds, ``held_out`` (the search under nested cross-validation: what to expect
+    of it on seams nobody labelled yet), with :data:`RATE_COLUMNS` plus ``cv_f1`` (mean F1
+    over the folds). ``ranking`` lists the best configs tried (``changes`` from the current,
+    ``cv_f1``, ``f1``).
     """
 
     current: SpillGuardConfig
     proposed: SpillGuardConfig
+    """``best`` when the search beat the current settings by more than ``min_gain`` on
+    held-out folds, else ``current``."""
     changes: dict[str, tuple[Any, Any]]
-    """field -> (current value, proposed value)."""
+    """field -> (current value, proposed value); empty when keeping the current settings."""
     table: pd.DataFrame = field(repr=False)
     ranking: pd.DataFrame = field(repr=False)
     k: int
-    """Folds used (0: too few labels to cross-validate; the proposal is then the best F1)."""
+    """Outer folds used (0: too few labels to cross-validate; nothing is then proposed)."""
     stratified: bool
     n_leak: int
     n_clean: int
@@ -225,11 +240,20 @@ class Suggestion:
     space_size: int
     complete: bool
     """False when the time budget ran out before every planned config was scored."""
+    best: SpillGuardConfig | None = None
+    """The config with the best mean cross-validated F1 on all the labels (proposed or not)."""
+    best_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    held_out_f1: float = float("nan")
+    """The search's F1 under nested cross-validation (NaN without folds)."""
+    current_f1: float = float("nan")
+    """The current settings' F1 on the same outer folds (NaN without folds)."""
+    min_gain: float = MIN_HELD_OUT_GAIN
+    verdict: str = ""
+    """The decision in one sentence, with both held-out figures."""
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        change = ", ".join(f"{k}={b!r}" for k, (_a, b) in self.changes.items()) or "no change"
-        return f"proposed: {change} ({self.n_configs} configs, {self.method}, k={self.k})"
+        return self.verdict
 
 
 def _space_configs(
@@ -268,6 +292,33 @@ def _changes(a: SpillGuardConfig, b: SpillGuardConfig) -> dict[str, tuple[Any, A
     }
 
 
+def _fold_f1(pred: np.ndarray, y: np.ndarray, folds: Sequence[np.ndarray]) -> float:
+    """Mean F1 of a config's predictions over **folds**."""
+    return float(np.mean([_f1(*_counts(pred[f], y[f])[:3]) for f in folds]))
+
+
+def _choose(
+    preds: Sequence[np.ndarray],
+    y: np.ndarray,
+    idx: np.ndarray,
+    changed: Sequence[int],
+    k: int,
+    seed: int,
+) -> int:
+    """The config chosen on the cases **idx** alone: the best mean F1 over stratified inner
+    folds of them (the best F1 on them when a class has fewer than 2 cases); ties to fewer
+    **changed** fields, then to the config scored first."""
+    yi = y[idx]
+    smaller = min(int(yi.sum()), int((~yi).sum()))
+    inner = stratified_folds(yi, min(k, smaller), seed=seed) if smaller >= 2 else []
+
+    def score(j: int) -> float:
+        pred = preds[j][idx]
+        return _fold_f1(pred, yi, inner) if inner else _f1(*_counts(pred, yi)[:3])
+
+    return min(range(len(preds)), key=lambda j: (-score(j), changed[j], j))
+
+
 def suggest_settings(
     corpus: pd.DataFrame | str | Path | None,
     current: SpillGuardConfig | None = None,
@@ -276,25 +327,32 @@ def suggest_settings(
     k: int = 5,
     seed: int = 0,
     max_configs: int = 400,
+    min_gain: float = MIN_HELD_OUT_GAIN,
     time_budget_s: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Suggestion:
-    """Search the heuristic space for the config with the best held-out F1 on **corpus**.
+    """Search the heuristic space on **corpus**; propose a change only when it holds up on
+    seams the search did not choose on.
 
     **corpus**: the labelled seams (unlabelled rows are ignored). **current**: the config
-    to improve on (reference by default); it is always scored, and kept when nothing beats
-    it. **space**: field -> values (default :data:`SEARCH_SPACE`). **k**: folds, lowered to
-    the smaller class's count when that is smaller (stratified by leak / clean); with fewer
-    than 2 of a class there is no cross-validation and the proposal is the best F1 on all the
-    labels (``k`` 0). **max_configs**: configs scored at most (the whole grid when it fits,
-    else a random sample drawn with **seed**). **time_budget_s**: stop scoring new configs
-    after this many seconds of **clock** (None: no limit). **progress(done, total)** is
-    called after each config.
+    to improve on (reference by default); it is always scored. **space**: field -> values
+    (default :data:`SEARCH_SPACE`). **k**: outer folds, and inner folds within each outer
+    training part, lowered to the smaller class's count when that is smaller (stratified by
+    leak / clean). **max_configs**: configs scored at most (the whole grid when it fits, else
+    a random sample drawn with **seed**). **min_gain**: how much the search's held-out F1 must
+    beat the current settings' by (:data:`MIN_HELD_OUT_GAIN`). **time_budget_s**: stop
+    scoring new configs after this many seconds of **clock** (None: no limit).
+    **progress(done, total)** is called after each config.
 
-    Ties on held-out F1 go to the config with fewer changes from **current**, then to the
-    one scored first.
+    The best config is the one with the best mean F1 over the k folds of all the labels
+    (ties to fewer changes from **current**, then to the one scored first). Nested
+    cross-validation scores the search itself: for each outer fold, the config chosen on
+    inner folds of the other outer folds is scored on that fold; the pooled counts give
+    ``held_out_f1``, and the current settings' counts on the same folds ``current_f1``. The
+    best config is proposed only when ``held_out_f1 - current_f1 > min_gain``; otherwise,
+    and with fewer than 2 labels of a class (no folds), the current settings are kept.
     """
     cur = current or SpillGuardConfig()
     texts, y = _labelled(as_corpus(corpus))
@@ -310,7 +368,7 @@ def suggest_settings(
     else:
         notes.append(
             f"too few labels to cross-validate ({n_leak} leak, {n_clean} clean; need at least "
-            "2 of each): the proposal is the best F1 on all the labels"
+            "2 of each): nothing is proposed"
         )
     if smaller < FEW_LABELS_PER_CLASS:
         notes.append(
@@ -318,66 +376,62 @@ def suggest_settings(
             "clean): treat the numbers as a hint, label more seams"
         )
     configs, method, size = _space_configs(cur, space or SEARCH_SPACE, max_configs, seed)
-    fold_of = np.full(len(y), -1)
-    for i, f in enumerate(folds):
-        fold_of[f] = i
     started = clock()
-    scored: list[tuple[SpillGuardConfig, np.ndarray, float, tuple[int, int, int, int]]] = []
-    # per config: counts per fold (k x 4) to choose on training folds later
+    preds: list[np.ndarray] = []
     for done, cfg in enumerate(configs, 1):
         if done > 1 and time_budget_s is not None and clock() - started > time_budget_s:
             break
-        pred = _predictions(texts, cfg)
-        total = _counts(pred, y)
-        per_fold = np.array([_counts(pred[f], y[f]) for f in folds]).reshape(len(folds), 4)
-        cv_f1 = (
-            float(np.mean([_f1(tp, fp, fn) for tp, fp, fn, _tn in per_fold]))
-            if folds
-            else _f1(*total[:3])
-        )
-        scored.append((cfg, per_fold, cv_f1, total))
+        preds.append(_predictions(texts, cfg))
         if progress is not None:
             progress(done, len(configs))
+    scored = configs[: len(preds)]
     complete = len(scored) == len(configs)
     if not complete:
         notes.append(f"time budget reached: {len(scored)} of {len(configs)} configs scored")
+    totals = [_counts(p, y) for p in preds]
+    cv = [
+        _fold_f1(p, y, folds) if folds else _f1(*t[:3]) for p, t in zip(preds, totals, strict=True)
+    ]
+    changed = [len(_changes(cur, c)) for c in scored]
 
     def key(i: int) -> tuple[float, int, int]:
-        return (-scored[i][2], len(_changes(cur, scored[i][0])), i)
+        return (-cv[i], changed[i], i)
 
     best = min(range(len(scored)), key=key)
-    proposed = scored[best][0]
     rows = {
-        "current": {**rates(*scored[0][3], confidence), "cv_f1": scored[0][2]},
-        "proposed": {**rates(*scored[best][3], confidence), "cv_f1": scored[best][2]},
+        "current": {**rates(*totals[0], confidence), "cv_f1": cv[0]},
+        "best": {**rates(*totals[best], confidence), "cv_f1": cv[best]},
     }
+    held_out_f1 = current_f1 = float("nan")
     if folds:
         pooled = np.zeros(4, dtype=int)
-        for i in range(len(folds)):
-
-            def train_key(j: int, i: int = i) -> tuple[float, int, int]:
-                tr = scored[j][1].sum(axis=0) - scored[j][1][i]
-                return (
-                    -_f1(int(tr[0]), int(tr[1]), int(tr[2])),
-                    len(_changes(cur, scored[j][0])),
-                    j,
-                )
-
-            chosen = min(range(len(scored)), key=train_key)
-            pooled += scored[chosen][1][i]
+        fold_f1 = []
+        everyone = np.arange(len(y))
+        for outer in folds:
+            train = np.setdiff1d(everyone, outer)
+            chosen = _choose(preds, y, train, changed, len(folds), seed)
+            got = np.array(_counts(preds[chosen][outer], y[outer]))
+            pooled += got
+            fold_f1.append(_f1(*(int(v) for v in got[:3])))
         tp, fp, fn, tn = (int(v) for v in pooled)
-        rows["held_out"] = {**rates(tp, fp, fn, tn, confidence), "cv_f1": float("nan")}
+        rows["held_out"] = {**rates(tp, fp, fn, tn, confidence), "cv_f1": float(np.mean(fold_f1))}
+        held_out_f1 = _f1(tp, fp, fn)
+        current_f1 = _f1(*totals[0][:3])  # nothing chosen: its outer folds pool to all labels
     table = pd.DataFrame.from_dict(rows, orient="index", columns=[*RATE_COLUMNS, "cv_f1"])
+    best_changes = _changes(cur, scored[best])
+    adopt = bool(folds) and bool(best_changes) and held_out_f1 - current_f1 > min_gain
+    best_f1 = _f1(*totals[best][:3])
+    verdict = _verdict(adopt, best_changes, held_out_f1, current_f1, best_f1, min_gain, bool(folds))
     order = sorted(range(len(scored)), key=key)[:10]
     ranking = pd.DataFrame(
         [
             {
                 "changes": ", ".join(
-                    f"{n}={b!r}" for n, (_a, b) in _changes(cur, scored[i][0]).items()
+                    f"{n}={b!r}" for n, (_a, b) in _changes(cur, scored[i]).items()
                 )
                 or "(current)",
-                "cv_f1": scored[i][2],
-                "f1": _f1(*scored[i][3][:3]),
+                "cv_f1": cv[i],
+                "f1": _f1(*totals[i][:3]),
             }
             for i in order
         ],
@@ -385,8 +439,8 @@ def suggest_settings(
     )
     return Suggestion(
         current=cur,
-        proposed=proposed,
-        changes=_changes(cur, proposed),
+        proposed=scored[best] if adopt else cur,
+        changes=best_changes if adopt else {},
         table=table,
         ranking=ranking,
         k=len(folds),
@@ -397,5 +451,37 @@ def suggest_settings(
         n_configs=len(scored),
         space_size=size,
         complete=complete,
+        best=scored[best],
+        best_changes=best_changes,
+        held_out_f1=held_out_f1,
+        current_f1=current_f1,
+        min_gain=min_gain,
+        verdict=verdict,
         notes=notes,
+    )
+
+
+def _verdict(
+    adopt: bool,
+    best_changes: Mapping[str, tuple[Any, Any]],
+    held_out: float,
+    current: float,
+    best_f1: float,
+    min_gain: float,
+    folds: bool,
+) -> str:
+    """The decision in one sentence, with both held-out F1 figures."""
+    if not folds:
+        return "keep the current settings: too few labels to cross-validate a change"
+    change = ", ".join(f"{n}={b!r}" for n, (_a, b) in best_changes.items())
+    figures = (
+        f"held-out F1 {held_out:.3f} for the search against {current:.3f} for the current settings"
+    )
+    if adopt:
+        return f"change {change}: {figures}, a gain over {min_gain:g}"
+    if not best_changes:
+        return f"keep the current settings: no config tried beats them ({figures})"
+    return (
+        f"keep the current settings: {figures}, not a gain over {min_gain:g} (the best "
+        f"config found, {change}, has F1 {best_f1:.3f} on the labels it was chosen on)"
     )

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from lab.config import LabConfig, field_docs
 from lab.guards.spill import SpillGuardConfig
+from lab.numbers import format_rate
 from lab.tuning import (
     CORPUS_COLUMNS,
     STREAMING_ONLY_FIELDS,
@@ -178,36 +179,48 @@ def _empty_corpus() -> pd.DataFrame:
 
 
 def _rate(value: float, low: float | None = None, high: float | None = None) -> str:
-    """``0.643 [0.492, 0.770]``; a rate with no evidence is a dash."""
+    """A precision or recall as every view writes a rate (:func:`lab.numbers.format_rate`:
+    ``64.3 % (49.2–77.0 %)``); a rate with no evidence is a dash."""
     if is_missing(value) or value != value:
         return _cell(None)
-    if low is None or high is None:
-        return f"{value:.3f}"
-    return f"{value:.3f} <small>[{low:.3f}, {high:.3f}]</small>"
+    return html.escape(format_rate(value, low, high))
+
+
+def _f1(value: float) -> str:
+    """An F1 score to 3 decimals; none (no leak, none predicted) is a dash."""
+    if is_missing(value) or value != value:
+        return _cell(None)
+    return f"{value:.3f}"
+
+
+_SUGGEST_ROWS = {
+    "current": "current",
+    "best": "best found (on the labels it was chosen on)",
+    "held_out": "the search, held out",
+}
 
 
 def _suggestion_html(sug: Suggestion, on: str) -> str:
-    """Current vs proposed (and held out) precision / recall with intervals, escaped."""
-    names = {"current": "current", "proposed": "proposed", "held_out": "held out"}
+    """The decision in one sentence, then current, best found and held-out precision /
+    recall with intervals; escaped."""
     rows = [
         [
-            html.escape(names[name]),
+            html.escape(_SUGGEST_ROWS.get(str(name), str(name))),
             _rate(r["precision"], r["precision_low"], r["precision_high"]),
             _rate(r["recall"], r["recall_low"], r["recall_high"]),
-            _rate(r["f1"]),
-            _rate(r["cv_f1"]),
+            _f1(r["f1"]),
+            _f1(r["cv_f1"]),
         ]
         for name, r in sug.table.iterrows()
     ]
-    changes = (
-        "".join(
-            f"<li><code>{html.escape(n)}</code>: {html.escape(repr(a))} → "
-            f"<b>{html.escape(repr(b))}</b></li>"
-            for n, (a, b) in sug.changes.items()
-        )
-        or "<li>no change: nothing tried beats the current settings</li>"
+    changes = "".join(
+        f"<li><code>{html.escape(n)}</code>: {html.escape(repr(a))} → "
+        f"<b>{html.escape(repr(b))}</b></li>"
+        for n, (a, b) in sug.changes.items()
     )
-    how = (f"{sug.k}-fold stratified cross-validation" if sug.k else "no cross-validation") + (
+    how = (
+        f"{sug.k}-fold nested stratified cross-validation" if sug.k else "no cross-validation"
+    ) + (
         f" over {sug.n_leak} leak and {sug.n_clean} clean seams ({html.escape(on)}); "
         f"{sug.n_configs} configs scored ({sug.method} of {sug.space_size})"
     )
@@ -218,10 +231,13 @@ def _suggestion_html(sug: Suggestion, on: str) -> str:
     )
     return (
         notes
-        + f"<b>proposed changes</b><ul>{changes}</ul>"
-        + _table(rows, ["settings", "precision", "recall", "F1", "held-out F1"])
-        + f"<small>{how}. <i>held out</i>: for each fold, the settings that did best on the "
-        "other folds, scored on that fold (what to expect on seams not labelled yet).</small>"
+        + f"<p><b>{html.escape(sug.verdict)}</b></p>"
+        + (f"<b>proposed changes</b><ul>{changes}</ul>" if changes else "")
+        + _table(rows, ["settings", "precision", "recall", "F1", "mean F1 over folds"])
+        + f"<small>{how}. <i>The search, held out</i>: for each outer fold, the settings "
+        "that did best over inner folds of the other folds, scored on that fold (what to "
+        "expect on seams not labelled yet); a change is proposed only when its F1 beats the "
+        f"current settings' F1 on the same folds by more than {sug.min_gain:g}.</small>"
     )
 
 
@@ -664,7 +680,7 @@ class SpillTuner:
                 str(int(r["n"])),
                 _rate(r["precision"], r["precision_low"], r["precision_high"]),
                 _rate(r["recall"], r["recall_low"], r["recall_high"]),
-                _rate(r["f1"]),
+                _f1(r["f1"]),
             ]
             for name, r in table.iterrows()
         ]

@@ -353,11 +353,16 @@ def test_suggest_settings_proposes_the_best_held_out_f1_on_a_small_labelled_set(
     assert (sug.k, sug.stratified, sug.n_leak, sug.n_clean) == (3, True, 5, 7)
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
     t = sug.table
-    assert list(t.index) == ["current", "proposed", "held_out"]
+    assert list(t.index) == ["current", "best", "held_out"]
     assert t.loc["current", ["tp", "fp", "fn", "tn"]].tolist() == [2, 3, 3, 4]
-    assert t.loc["proposed", ["tp", "fp", "fn", "tn"]].tolist() == [5, 0, 0, 7]
+    assert t.loc["best", ["tp", "fp", "fn", "tn"]].tolist() == [5, 0, 0, 7]
     assert t.loc["held_out", ["tp", "fp", "fn", "tn"]].tolist() == [5, 0, 0, 7]
-    assert t.loc["proposed", "precision_low"] == wilson_interval(5, 5)[0]
+    assert t.loc["best", "precision_low"] == wilson_interval(5, 5)[0]
+    assert (sug.held_out_f1, sug.current_f1, sug.best_changes) == (1.0, 0.4, sug.changes)
+    assert sug.verdict == (
+        "change require_glued_boundary=False, min_clause_words=3: held-out F1 1.000 for the "
+        "search against 0.400 for the current settings, a gain over 0.02"
+    )
     assert sug.ranking["changes"].tolist() == [
         "require_glued_boundary=False, min_clause_words=3",
         "require_glued_boundary=False",
@@ -371,6 +376,90 @@ def test_suggest_settings_proposes_the_best_held_out_f1_on_a_small_labelled_set(
     ]
 
 
+def test_suggest_settings_keeps_the_current_settings_when_the_search_overfits_the_bundled_corpus():
+    # notebook 02's run: the best of 200 configs has F1 0.769 on the 89 labels it was chosen
+    # on, but chosen on inner folds and scored on outer ones the search gets 0.609, below
+    # the current settings' 0.701 on the same folds: keep them
+    sug = suggest_settings(None, SpillGuardConfig(), max_configs=200, seed=0)
+    t = sug.table
+    assert t.loc["current", ["tp", "fp", "fn", "tn"]].tolist() == [27, 15, 8, 39]
+    assert t.loc["best", ["tp", "fp", "fn", "tn"]].tolist() == [30, 13, 5, 41]
+    assert t.loc["held_out", ["tp", "fp", "fn", "tn"]].tolist() == [21, 13, 14, 41]
+    assert (sug.held_out_f1, sug.current_f1) == (42 / 69, 54 / 77)
+    assert (sug.proposed, sug.changes, sug.k, sug.min_gain) == (SpillGuardConfig(), {}, 5, 0.02)
+    assert sug.best_changes == {
+        "require_lowercase_start": (True, False),
+        "skip_decimal_points": (True, False),
+        "require_glued_boundary": (True, False),
+        "min_clause_words": (2, 4),
+        "answer_start_emoji": (True, False),
+    }
+    assert sug.verdict == (
+        "keep the current settings: held-out F1 0.609 for the search against 0.701 for the "
+        "current settings, not a gain over 0.02 (the best config found, "
+        "require_lowercase_start=False, skip_decimal_points=False, "
+        "require_glued_boundary=False, min_clause_words=4, answer_start_emoji=False, has F1 "
+        "0.769 on the labels it was chosen on)"
+    )
+
+
+def test_suggest_settings_proposes_nothing_unless_the_gain_is_over_the_margin(labelled):
+    at = suggest_settings(labelled, space=SMALL_SPACE, k=3, min_gain=0.6)  # 1.0 - 0.4: not over
+    assert (at.held_out_f1, at.current_f1, at.changes) == (1.0, 0.4, {})
+    assert at.proposed == SpillGuardConfig() and at.best == SpillGuardConfig(
+        require_glued_boundary=False, min_clause_words=3
+    )
+    assert at.verdict == (
+        "keep the current settings: held-out F1 1.000 for the search against 0.400 for the "
+        "current settings, not a gain over 0.6 (the best config found, "
+        "require_glued_boundary=False, min_clause_words=3, has F1 1.000 on the labels it was "
+        "chosen on)"
+    )
+    under = suggest_settings(labelled, space=SMALL_SPACE, k=3, min_gain=0.59)
+    assert under.proposed == at.best
+
+
+def test_suggest_settings_held_out_is_nested_cross_validation_as_scikit_learn_folds_it():
+    """An independent nested loop over scikit-learn's folds: choose on inner folds of each
+    outer training part by mean F1 (ties to fewer changes, then order), score on the outer
+    fold, pool the counts."""
+    sklearn = pytest.importorskip("sklearn.model_selection")
+    from lab.tuning import as_corpus, predict
+
+    corpus = as_corpus(None)
+    space = {"require_glued_boundary": (True, False), "min_clause_words": (1, 2, 4, 6)}
+    sug = suggest_settings(corpus, space=space, k=4, seed=1)
+    texts = corpus["text"].tolist()
+    y = np.array([bool(v) for v in corpus["leak"]])
+    base = SpillGuardConfig()
+    configs = [base] + [
+        base.model_copy(update={"require_glued_boundary": g, "min_clause_words": m})
+        for g in (True, False)
+        for m in (1, 2, 4, 6)
+        if (g, m) != (True, 2)
+    ]
+    pred = np.array([[predict(t, c)[0] is not None for t in texts] for c in configs])
+    n_changed = [sum(getattr(c, f) != getattr(base, f) for f in space) for c in configs]
+
+    def f1(p, yy):
+        tp, fp, fn = int(np.sum(p & yy)), int(np.sum(p & ~yy)), int(np.sum(~p & yy))
+        return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+    pooled = np.zeros(4, dtype=int)
+    outer = sklearn.StratifiedKFold(4, shuffle=True, random_state=1)
+    for train, test in outer.split(np.zeros(len(y)), y):
+        inner = sklearn.StratifiedKFold(4, shuffle=True, random_state=1)
+        splits = [t for _tr, t in inner.split(np.zeros(len(train)), y[train])]
+        mean = [
+            np.mean([f1(pred[j][train][t], y[train][t]) for t in splits])
+            for j in range(len(configs))
+        ]
+        chosen = min(range(len(configs)), key=lambda j: (-mean[j], n_changed[j], j))
+        p, yy = pred[chosen][test], y[test]
+        pooled += [np.sum(p & yy), np.sum(p & ~yy), np.sum(~p & yy), np.sum(~p & ~yy)]
+    assert sug.table.loc["held_out", ["tp", "fp", "fn", "tn"]].tolist() == pooled.tolist()
+
+
 def test_suggest_settings_says_when_there_are_too_few_labels_to_cross_validate(labelled):
     few = labelled[labelled["id"].isin(["glued-1", "spaced-1", "plain", "fig"])]
     sug = suggest_settings(few, space=SMALL_SPACE, k=5)
@@ -378,8 +467,13 @@ def test_suggest_settings_says_when_there_are_too_few_labels_to_cross_validate(l
     one = labelled[labelled["id"].isin(["glued-1", "plain", "fig"])]
     sug = suggest_settings(one, space=SMALL_SPACE)
     assert sug.k == 0 and not sug.stratified
-    assert sug.notes[0].startswith("too few labels to cross-validate (1 leak, 2 clean")
-    assert list(sug.table.index) == ["current", "proposed"]
+    assert sug.notes[0] == (
+        "too few labels to cross-validate (1 leak, 2 clean; need at least 2 of each): "
+        "nothing is proposed"
+    )
+    assert list(sug.table.index) == ["current", "best"]
+    assert (sug.proposed, sug.changes) == (SpillGuardConfig(), {})
+    assert sug.verdict == "keep the current settings: too few labels to cross-validate a change"
 
 
 def test_suggest_settings_samples_with_a_fixed_seed_and_stops_at_its_time_budget(labelled):
@@ -441,10 +535,10 @@ def test_label_buttons_write_the_user_corpus_and_show_the_next_seam(hand_made, t
     yours = tuner.scores_table.loc["yours"]
     assert yours[["n", "tp", "fp", "fn", "tn"]].tolist() == [3, 1, 0, 1, 1]
     assert (
-        "<tr><td>yours</td><td>3</td><td>1.000 <small>[0.207, 1.000]</small></td>"
-        "<td>0.500 <small>[0.095, 0.905]</small></td><td>0.667</td></tr>"
+        "<tr><td>yours</td><td>3</td><td>100.0 % (20.7–100.0 %)</td>"
+        "<td>50.0 % (9.5–90.5 %)</td><td>0.667</td></tr>"
     ) in tuner.scores_html.value
-    assert "<tr><td>bundled</td><td>89</td><td>0.643 <small>[0.492, 0.770]</small></td>" in (
+    assert "<tr><td>bundled</td><td>89</td><td>64.3 % (49.2–77.0 %)</td>" in (
         tuner.scores_html.value
     )
 
@@ -487,14 +581,24 @@ def test_suggest_button_shows_current_and_proposed_and_applies_the_proposal(labe
     assert "fewer than 10 labels per class (5 leak, 7 clean)" in page
     assert "<li><code>min_clause_words</code>: 2 → <b>3</b></li>" in page
     assert (
-        "<tr><td>current</td><td>0.400 <small>[0.118, 0.769]</small></td>"
-        "<td>0.400 <small>[0.118, 0.769]</small></td><td>0.400</td><td>0.356</td></tr>"
+        "<p><b>change require_glued_boundary=False, min_clause_words=3: held-out F1 1.000 "
+        "for the search against 0.400 for the current settings, a gain over 0.02</b></p>"
     ) in page
     assert (
-        "<tr><td>proposed</td><td>1.000 <small>[0.566, 1.000]</small></td>"
-        "<td>1.000 <small>[0.566, 1.000]</small></td><td>1.000</td><td>1.000</td></tr>"
+        "<tr><td>current</td><td>40.0 % (11.8–76.9 %)</td>"
+        "<td>40.0 % (11.8–76.9 %)</td><td>0.400</td><td>0.356</td></tr>"
     ) in page
-    assert "3-fold stratified cross-validation over 5 leak and 7 clean seams (bundled)" in page
+    assert (
+        "<tr><td>best found (on the labels it was chosen on)</td><td>100.0 % (56.6–100.0 %)</td>"
+        "<td>100.0 % (56.6–100.0 %)</td><td>1.000</td><td>1.000</td></tr>"
+    ) in page
+    assert (
+        "<tr><td>the search, held out</td><td>100.0 % (56.6–100.0 %)</td>"
+        "<td>100.0 % (56.6–100.0 %)</td><td>1.000</td><td>1.000</td></tr>"
+    ) in page
+    assert (
+        "3-fold nested stratified cross-validation over 5 leak and 7 clean seams (bundled)" in page
+    )
     tuner.apply_button.click()
     assert tuner.config == SpillGuardConfig(require_glued_boundary=False, min_clause_words=3)
     assert tuner.score.f1 == 1.0
