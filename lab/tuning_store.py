@@ -8,17 +8,20 @@ labelling or saving never changes a tracked file or a test's input.
 - :func:`label_row`: a candidate seam (:func:`lab.tuning.seam_candidates`) plus a human label
   -> a corpus row of the bundled corpus's shape;
 - :func:`save_label`: that row into the user corpus JSONL (a label given again replaces the
-  earlier one), rewritten atomically; :func:`load_user_corpus` reads it back, naming the line
-  of any bad row.
+  earlier one), rewritten atomically under :func:`corpus_lock` (an OS lock on a lock file
+  beside the corpus), so that two tuners (two kernels, two processes) labelling into the
+  same file never lose each other's labels; :func:`load_user_corpus` reads it back, naming
+  the line of any bad row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ from lab.tuning import CORPUS_COLUMNS, CorpusError, as_corpus, is_missing, load_
 __all__ = [
     "DATA_DIR_ENV",
     "LABEL_EXTRA_COLUMNS",
+    "LOCK_SUFFIX",
+    "corpus_lock",
     "default_config_path",
     "default_user_corpus_path",
     "label_row",
@@ -194,27 +199,69 @@ def load_user_corpus(path: str | Path | None = None) -> pd.DataFrame:
     return load_corpus(p)
 
 
+LOCK_SUFFIX = ".lock"
+"""The lock file of a user corpus is the corpus's path with this suffix added
+(``seam_corpus.jsonl.lock``); it is created when first needed and never removed (removing a
+lock file while another process waits on it would let a third one lock a new file)."""
+
+
+@contextlib.contextmanager
+def corpus_lock(path: str | Path) -> Iterator[Path]:
+    """Hold an exclusive OS lock for the corpus at **path** while the block runs.
+
+    The lock is on ``path + LOCK_SUFFIX`` (made with its directory when missing):
+    ``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows. It is advisory, between the
+    processes that take it (every :func:`save_label`); it waits as long as another holder
+    keeps it, and the OS releases it when its holder exits, even by a crash. Yields the lock
+    file's path.
+    """
+    target = Path(path).expanduser().absolute()
+    lock = target.with_name(target.name + LOCK_SUFFIX)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+            import msvcrt  # Windows only: fcntl does not exist there
+
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for ~10 s, then raises
+                    break
+                except OSError:
+                    continue
+        else:
+            import fcntl  # POSIX only: msvcrt does the same on Windows
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield lock
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def save_label(row: Mapping[str, Any], path: str | Path | None = None) -> Path:
     """Put one labelled row into the user corpus JSONL; returns the file's absolute path.
 
     A row whose ``id`` is already there replaces it (the last label wins); otherwise it is
     appended. The whole file is rewritten with :func:`write_text_atomic` (temporary file,
-    fsync, rename), so a crash leaves the old file or the new one. A file with a bad line is
-    never written over: the :class:`~lab.tuning.CorpusError` names its line.
+    fsync, rename), so a crash leaves the old file or the new one; the read, the change and
+    the rename happen under :func:`corpus_lock`, so a label another process saved meanwhile
+    is read and kept, never overwritten. A file with a bad line is never written over: the
+    :class:`~lab.tuning.CorpusError` names its line.
     """
     problem = row_problem(dict(row))
     if problem is not None:
         raise CorpusError(f"{row.get('id')}: {problem}")
     p = Path(path).expanduser() if path is not None else default_user_corpus_path()
-    load_user_corpus(p)  # refuses a corrupt file, naming the line
-    try:
-        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except FileNotFoundError:
-        lines = []
-    new = json.dumps(dict(row), ensure_ascii=False)
-    ids = [json.loads(ln)["id"] for ln in lines]
-    if row["id"] in ids:
-        lines[ids.index(row["id"])] = new
-    else:
-        lines.append(new)
-    return write_text_atomic(p, "\n".join(lines) + "\n", overwrite=True)
+    with corpus_lock(p):
+        load_user_corpus(p)  # refuses a corrupt file, naming the line
+        try:
+            lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        except FileNotFoundError:
+            lines = []
+        new = json.dumps(dict(row), ensure_ascii=False)
+        ids = [json.loads(ln)["id"] for ln in lines]
+        if row["id"] in ids:
+            lines[ids.index(row["id"])] = new
+        else:
+            lines.append(new)
+        return write_text_atomic(p, "\n".join(lines) + "\n", overwrite=True)
