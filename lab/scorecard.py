@@ -573,8 +573,9 @@ def scorecard_sentences(card: pd.DataFrame) -> list[str]:
             )
         for m in slow:
             out.append(
-                f"{name}: slower with confidence on {LATENCY_LABELS.get(m, m)}, median {row[f'{m}_p50']:.0f} ms [{row[f'{m}_p50_ci_low']:.0f}, "
-                f"{row[f'{m}_p50_ci_high']:.0f}] against {row[f'{m}_rest_p50']:.0f} ms for the "
+                f"{name}: slower with confidence on {LATENCY_LABELS.get(m, m)}, median "
+                f"{format_interval(row[f'{m}_p50'], row[f'{m}_p50_ci_low'], row[f'{m}_p50_ci_high'], unit='ms')}"
+                f" against {format_interval(row[f'{m}_rest_p50'], unit='ms')} for the "
                 f"rest (n = {row[f'{m}_n']}; one-sided Mann–Whitney p = {row[f'{m}_p']:.2g}, "
                 f"Holm-adjusted over the backends {row[f'{m}_p_holm']:.2g})."
             )
