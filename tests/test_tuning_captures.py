@@ -233,7 +233,8 @@ def test_label_rows_go_to_the_user_corpus_and_a_new_label_replaces_the_old(hand_
     assert frame["leak"].tolist() == [False, False]
     assert tuple(frame.columns) == (*CORPUS_COLUMNS, *LABEL_EXTRA_COLUMNS)
     assert load_corpus(path)["id"].tolist() == ["strip", "spaced"]  # the bundled corpus's shape
-    assert sorted(p.name for p in path.parent.iterdir()) == ["mine.jsonl"]
+    # no temporary file left behind; the lock file stays (tuning_store.LOCK_SUFFIX)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["mine.jsonl", "mine.jsonl.lock"]
 
 
 def test_a_leak_needs_a_seam_inside_the_text(hand_made):
@@ -534,12 +535,14 @@ def test_label_buttons_write_the_user_corpus_and_show_the_next_seam(hand_made, t
     # the user's corpus is scored beside the bundled one: strip TP, spaced TN, upper FN
     yours = tuner.scores_table.loc["yours"]
     assert yours[["n", "tp", "fp", "fn", "tn"]].tolist() == [3, 1, 0, 1, 1]
-    assert (
-        "<tr><td>yours</td><td>3</td><td>100.0 % (20.7–100.0 %)</td>"
-        "<td>50.0 % (9.5–90.5 %)</td><td>0.667</td></tr>"
-    ) in tuner.scores_html.value
-    assert "<tr><td>bundled</td><td>89</td><td>64.3 % (49.2–77.0 %)</td>" in (
-        tuner.scores_html.value
+    nowrap = "<span style='white-space: nowrap'>"  # the interval breaks as a whole
+    assert tuner.scores_html.value.split("<tbody>")[1].split("</tbody>")[0] == (
+        "<tr><td>labelled</td><td>89</td><td>3</td></tr>"
+        f"<tr><td>precision</td><td>64.3\u00a0% {nowrap}(49.2–77.0\u00a0%)</span></td>"
+        f"<td>100.0\u00a0% {nowrap}(20.7–100.0\u00a0%)</span></td></tr>"
+        f"<tr><td>recall</td><td>77.1\u00a0% {nowrap}(61.0–87.9\u00a0%)</span></td>"
+        f"<td>50.0\u00a0% {nowrap}(9.5–90.5\u00a0%)</span></td></tr>"
+        "<tr><td>F1</td><td>0.701</td><td>0.667</td></tr>"
     )
 
 
@@ -585,16 +588,18 @@ def test_suggest_button_shows_current_and_proposed_and_applies_the_proposal(labe
         "for the search against 0.400 for the current settings, a gain over 0.02</b></p>"
     ) in page
     assert (
-        "<tr><td>current</td><td>40.0 % (11.8–76.9 %)</td>"
-        "<td>40.0 % (11.8–76.9 %)</td><td>0.400</td><td>0.356</td></tr>"
+        "<tr><td>current</td><td>40.0\u00a0% <span style='white-space: nowrap'>(11.8–76.9\u00a0%)"
+        "</span></td><td>40.0\u00a0% <span style='white-space: nowrap'>(11.8–76.9\u00a0%)</span>"
+        "</td><td>0.400</td><td>0.356</td></tr>"
+    ) in page
+    full = "100.0\u00a0% <span style='white-space: nowrap'>(56.6–100.0\u00a0%)</span>"
+    assert (
+        f"<tr><td>best found (on the labels it was chosen on)</td><td>{full}</td><td>{full}</td>"
+        "<td>1.000</td><td>1.000</td></tr>"
     ) in page
     assert (
-        "<tr><td>best found (on the labels it was chosen on)</td><td>100.0 % (56.6–100.0 %)</td>"
-        "<td>100.0 % (56.6–100.0 %)</td><td>1.000</td><td>1.000</td></tr>"
-    ) in page
-    assert (
-        "<tr><td>the search, held out</td><td>100.0 % (56.6–100.0 %)</td>"
-        "<td>100.0 % (56.6–100.0 %)</td><td>1.000</td><td>1.000</td></tr>"
+        f"<tr><td>the search, held out</td><td>{full}</td><td>{full}</td><td>1.000</td>"
+        "<td>1.000</td></tr>"
     ) in page
     assert (
         "3-fold nested stratified cross-validation over 5 leak and 7 clean seams (bundled)" in page
@@ -605,3 +610,17 @@ def test_suggest_button_shows_current_and_proposed_and_applies_the_proposal(labe
     tuner.suggest_on.value = "yours"  # nothing labelled yet
     tuner.suggest_button.click()
     assert tuner.suggest_html.value == "<i>no labelled seams to search on</i>"
+
+
+def test_every_tab_of_the_panel_has_its_title(labelled, tmp_path):
+    from lab.tuning_ui import SpillTuner
+
+    tuner = SpillTuner(labelled, user_corpus=tmp_path / "mine.jsonl")
+    # the two tabs added after the first ones once came up with empty titles
+    assert tuner.tabs.titles == (
+        "Changed vs baseline",
+        "Misclassified",
+        "Label captures",
+        "Suggest settings",
+    )
+    assert len(tuner.tabs.children) == len(tuner.tabs.titles)
