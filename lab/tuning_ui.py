@@ -180,10 +180,15 @@ def _empty_corpus() -> pd.DataFrame:
 
 def _rate(value: float, low: float | None = None, high: float | None = None) -> str:
     """A precision or recall as every view writes a rate (:func:`lab.numbers.format_rate`:
-    ``64.3 % (49.2–77.0 %)``); a rate with no evidence is a dash."""
+    ``64.3 % (49.2–77.0 %)``), a narrow column breaking it only before the interval; a rate
+    with no evidence is a dash."""
     if is_missing(value) or value != value:
         return _cell(None)
-    return html.escape(format_rate(value, low, high))
+    text = html.escape(format_rate(value, low, high)).replace(" %", "\u00a0%")
+    rate, sep, interval = text.partition(" (")
+    if not sep:
+        return rate
+    return f"{rate} <span style='white-space: nowrap'>({interval}</span>"
 
 
 def _f1(value: float) -> str:
@@ -411,8 +416,9 @@ class SpillTuner:
         self.scores_html = w.HTML()
         self._build_label_pane(w, auto)
         self._build_suggest_pane(w, auto)
+        shown = tuple(self.tabs.titles)  # a new child gets an empty title: keep these
         self.tabs.children = (*self.tabs.children, self.label_box, self.suggest_box)
-        self.tabs.titles = (*self.tabs.titles, "Label captures", "Suggest settings")
+        self.tabs.titles = (*shown, "Label captures", "Suggest settings")
         self._load_user_corpus()
         done = set(self.user_corpus["id"])
         self.position = next(
@@ -674,20 +680,22 @@ class SpillTuner:
 
     def _render_scores(self) -> None:
         table = score_table(self._config, {"bundled": self.corpus, "yours": self.user_corpus})
-        rows = [
+        corpora = list(table.itertuples())
+        rows = [  # one column per corpus: the panel's right-hand column is narrow
+            ["labelled", *(str(int(r.n)) for r in corpora)],
             [
-                html.escape(name),
-                str(int(r["n"])),
-                _rate(r["precision"], r["precision_low"], r["precision_high"]),
-                _rate(r["recall"], r["recall_low"], r["recall_high"]),
-                _f1(r["f1"]),
-            ]
-            for name, r in table.iterrows()
+                "precision",
+                *(_rate(r.precision, r.precision_low, r.precision_high) for r in corpora),
+            ],
+            ["recall", *(_rate(r.recall, r.recall_low, r.recall_high) for r in corpora)],
+            ["F1", *(_f1(r.f1) for r in corpora)],
         ]
         self.scores_table = table
         self.scores_html.value = (
             "<b>both corpora</b> <small>(95 % Wilson intervals)</small>"
-            + _table(rows, ["corpus", "labelled", "precision", "recall", "F1"])
+            + "<div style='overflow-x: auto'>"
+            + _table(rows, ["", *(str(name) for name in table.index)])
+            + "</div>"
             + f"<small>yours: <code>{html.escape(str(self.user_corpus_path))}</code></small>"
         )
 

@@ -13,6 +13,7 @@ notebook model, never a fixed sleep.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -53,6 +54,14 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory):
     """JupyterLab on 127.0.0.1 with a token, its root a temp copy of notebooks/ and captures/."""
+    with jupyterlab(tmp_path_factory) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def jupyterlab(tmp_path_factory, extra_env: dict[str, str] | None = None):
+    """Start JupyterLab as :func:`lab_server` describes (**extra_env** added to its and its
+    kernels' environment); yields ``{"base", "token", "root"}`` and stops it on the way out."""
     pytest.importorskip("jupyterlab")
     root = tmp_path_factory.mktemp("labroot")
     shutil.copytree(ROOT / "notebooks", root / "notebooks")
@@ -68,6 +77,7 @@ def lab_server(tmp_path_factory):
     )
     if "PYTHONPATH" not in env:  # the kernel imports this checkout's lab
         env["PYTHONPATH"] = str(ROOT)
+    env.update(extra_env or {})
     log = (state / "server.log").open("wb")
     proc = subprocess.Popen(
         [
