@@ -327,7 +327,12 @@ def _scorecard_html(card: pd.DataFrame) -> str:
         cells.append(_esc(row.get("flags") or ""))
         rows.append(cells)
     sentences = list(card.attrs.get("sentences", []))
-    worse = [s for s in sentences if "worse with confidence on" in s and " not worse" not in s]
+    worse = [  # the flags: worse on a verdict, slower on a timing
+        s
+        for s in sentences
+        if ("worse with confidence on" in s and " not worse" not in s)
+        or ": slower with confidence on " in s
+    ]
     rest = [s for s in sentences if s not in worse]
     said = "".join(f"<div style='{_WARN}'>{_esc(s)}</div>" for s in worse) or (
         "<p>No backend is worse than the rest with confidence on any verdict.</p>"

@@ -55,7 +55,11 @@ def test_readme_python_section_runs_verbatim_on_the_bundled_sample(monkeypatch):
     assert card.set_index("serving_provider")["streams"].to_dict() == (
         served.value_counts().sort_index().to_dict()
     )
-    assert card.attrs["sentences"][-1].startswith("Worse with confidence: a one-sided Fisher")
+    # the card ends with its methods: the Fisher test of the verdicts, Mann–Whitney of TTFT
+    assert [s.split(":")[0] for s in card.attrs["sentences"][-2:]] == [
+        "Worse with confidence",
+        "Slower with confidence",
+    ]
     r, again = scope["r"], scope["again"]
     assert r.guard_events and r.stream_id in set(scope["leaked"])
     assert scope["body"].startswith((b":", b"data:", b"event:"))
