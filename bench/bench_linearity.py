@@ -18,7 +18,9 @@
     Kimi and GLM tool blocks and special tokens, cut into deltas of 1-9 characters (markers
     split across them): per-chunk cost of the full replay within 1.3x at 200k vs 20k
     chunks, under the default (detection) and ``LabConfig.complete()`` (recovery), and of
-    the markup guard alone (``MarkupGuard.feed`` per delta).
+    the markup guard alone (``MarkupGuard.feed`` per delta); and harmony with its special
+    tokens stripped (``analysis…assistantanalysis…assistantfinal…``, boundaries split
+    across deltas) through the guard alone, detecting and recovering.
 
 A guard that rescans a growing buffer (quadratic) fails (b) by orders of magnitude.
 
@@ -206,6 +208,24 @@ def markup_deltas(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+STRIPPED_UNIT = "We check the forecast for Oslo, then answer briefly.assistantanalysis"
+
+
+def stripped_deltas(n: int, seed: int = 0) -> list[str]:
+    """``n`` deltas of 1-9 characters of one stripped-harmony stream: ``analysis``, many
+    analysis messages, then the final answer."""
+    rng = random.Random(seed)
+    text = "analysis" + STRIPPED_UNIT * (n * 5 // len(STRIPPED_UNIT) + 1)
+    out: list[str] = []
+    pos = 0
+    while len(out) < n - 1:
+        k = rng.randint(1, 9)
+        out.append(text[pos : pos + k])
+        pos += k
+    out.append("assistantfinalSunny.")
+    return out
+
+
 def markup_body(n: int) -> bytes:
     """An OpenAI chat-completions body carrying :func:`markup_deltas` as content."""
     parts = []
@@ -307,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     markup_rows = []
     small_m, big_m = markup_body(args.small), markup_body(args.big)
     small_d, big_d = markup_deltas(args.small), markup_deltas(args.big)
+    small_s, big_s = stripped_deltas(args.small), stripped_deltas(args.big)
     for label, small_run, big_run in (
         ("markup replay (default)", lambda: replay_markup(small_m, False),
          lambda: replay_markup(big_m, False)),
@@ -316,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
          lambda: run_markup_guard(big_d, False)),
         ("markup guard (recover)", lambda: run_markup_guard(small_d, True),
          lambda: run_markup_guard(big_d, True)),
+        ("stripped harmony (detect)", lambda: run_markup_guard(small_s, False),
+         lambda: run_markup_guard(big_s, False)),
+        ("stripped harmony (recover)", lambda: run_markup_guard(small_s, True),
+         lambda: run_markup_guard(big_s, True)),
     ):  # fmt: skip
         s_m = median_time(small_run, repeat=max(5, args.repeat), warmup=1)
         b_m = median_time(big_run, repeat=args.repeat, warmup=0)

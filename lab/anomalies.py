@@ -18,8 +18,10 @@ Detectors and the real-world bug each one catches
   block (anomalyco/opencode #8851, vybestack/llxprt-code #749); the call is never made.
 - ``markup_leak`` – any protocol markup the markup guard (:mod:`lab.guards.markup`) saw
   in text or reasoning, recovered or not: gpt-oss harmony channels
-  (``<|channel|>analysis<|message|>``, Sidekick #75), tool blocks of every dialect, stray
-  special tokens (``<|im_end|>``, moltis #306); :func:`markup_leak_kinds` names the classes.
+  (``<|channel|>analysis<|message|>``, Sidekick #75) and the same with the tokens decoded
+  to nothing (``analysisUser says…assistantfinalHello!``, oobabooga/textgen #7374), tool
+  blocks of every dialect, stray special tokens (``<|im_end|>``, moltis #306);
+  :func:`markup_leak_kinds` names the classes.
 - ``duplicated_deltas`` – every reasoning delta sent twice, ``TheThe user is user is``
   (maximhq/bifrost #6427), or a long passage repeated back to back in the answer.
 - ``glued_reasoning_summaries`` – summary headings concatenated with no separator,

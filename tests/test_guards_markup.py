@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.guards import MarkupGuard, MarkupGuardConfig, parse_tool_block, scan_markup
-from lab.guards.markup import MARKUP_CLASSES, MarkupDetection, MarkupOutput
+from lab.guards.markup import MARKUP_CLASSES, MarkupDetection, MarkupOutput, markup_kinds
 from lab.replay import replay_sse
 
 TOOLS = [
@@ -71,6 +71,23 @@ MINIMAX = (
     "</parameter>\n</invoke>\n</minimax:tool_call>b"
 )
 SPECIAL = "Hello! How can I help you today?<|im_end|>"
+HARMONY_TOKENS = ("<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|return|>", "<|call|>")
+
+
+def stripped(body: str) -> str:
+    """A harmony body with its special tokens decoded to nothing, as some serving stacks
+    send it (oobabooga/textgen#7374, Augustas11/macprovider#743)."""
+    for tok in (*HARMONY_TOKENS, "<|constrain|>"):
+        body = body.replace(tok, "")
+    return body
+
+
+# built to the harmony format (openai/harmony docs/format.md), its tokens stripped
+HARMONY_STRIPPED = stripped(
+    "<|channel|>analysis<|message|>Two steps.<|end|><|start|>assistant<|channel|>analysis"
+    "<|message|>Both done.<|end|>"
+    + HARMONY.replace("<|channel|>analysis", "<|start|>assistant<|channel|>analysis", 1)
+)
 
 # body -> (text, reasoning, [(name, args, id, provider_fields)], sorted classes)
 EXPECTED = {
@@ -156,6 +173,13 @@ EXPECTED = {
         ["minimax_tool_call"],
     ),
     "special": (SPECIAL, "Hello! How can I help you today?", "", [], ["special_token"]),
+    "harmony_stripped": (
+        HARMONY_STRIPPED,
+        "2 + 2 = 4.",
+        'Two steps.Both done.User asks: "What is 2 + 2?" Simple arithmetic.',
+        [],
+        ["harmony_stripped"],
+    ),
 }
 
 
@@ -410,6 +434,148 @@ def test_markup_finds_nothing_in_real_bodies_without_markup(src):
     assert raw and result.stream_id == src["name"]
     for text in (raw.decode("utf-8", "replace"), result.text, result.reasoning):
         assert scan_markup(text)[1] == []
+
+
+def test_markup_harmony_stripped_detections_name_the_start_and_each_boundary():
+    assert HARMONY_STRIPPED == (
+        "analysisTwo steps.assistantanalysisBoth done.assistantanalysisUser asks: "
+        '"What is 2 + 2?" Simple arithmetic.assistantfinal2 + 2 = 4.'
+    )
+    _, found = scan_markup(HARMONY_STRIPPED)
+    assert found == [
+        MarkupDetection("harmony_stripped", "analysis", 0),
+        MarkupDetection("harmony_stripped", "assistantanalysis", 18),
+        MarkupDetection("harmony_stripped", "assistantanalysis", 45),
+        MarkupDetection("harmony_stripped", "assistantfinal", 108),
+    ]
+
+
+def test_markup_harmony_with_its_tokens_stripped_recovers_as_with_them():
+    out, _ = scan_markup(HARMONY, recover=True)
+    assert scan_markup(stripped(HARMONY), recover=True)[0] == out
+    assert out == MarkupOutput("2 + 2 = 4.", 'User asks: "What is 2 + 2?" Simple arithmetic.')
+
+
+def test_markup_harmony_stripped_recovery_notes_what_moved_and_what_was_removed():
+    guard = MarkupGuard(recover=True)
+    for piece in ("anal", "ysisWe add.assis", "tantfinal4"):
+        guard.feed(piece)
+    guard.flush()
+    notes = [(n.rule, n.offset, n.moved) for n in guard.drain_notes()]
+    assert notes == [
+        ("markup_detected", 0, ""),
+        ("markup_detected", 15, ""),
+        ("removed_markup", 0, "analysis"),
+        ("harmony_reasoning", 8, "We add."),
+        ("removed_markup", 15, "assistantfinal"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "analysis of the logs shows the assistant final answer",
+        "analysis: the assistantfinal step",
+        "Analysis first. assistantfinal",
+        "analysis\nassistantfinal then",
+        "analysis_done assistantfinal",
+        "The analysisWe assistantfinal",  # not at the start
+        "assistant final answer",
+        "assistants finally",
+        "analysisWithout any boundary, however long the text runs on.",
+        "an",
+        "",
+    ],
+)
+def test_markup_harmony_stripped_needs_the_precise_shape(text):
+    """Words of normal prose never fire: the stream must begin with the channel name glued
+    to a letter or digit, and a glued boundary must confirm it (or open the stream)."""
+    for recover in (False, True):
+        out, found = scan_markup(text, recover=recover)
+        assert (out.text, out.reasoning, found) == (text, "", []), recover
+    assert markup_kinds(text) == []
+
+
+def test_markup_harmony_stripped_commentary_is_detected_and_kept_as_text():
+    """A commentary message may be a preamble or a call whose name and arguments run
+    together once the tokens are gone: named, never guessed at."""
+    body = stripped(HARMONY_CALL)
+    assert body == (
+        "analysisNeed to use function get_weather.assistantcommentary to=functions.get_weather"
+        ' json{"city":"San Francisco"}'
+    )
+    out, found = scan_markup(body, recover=True)
+    assert [d.marker for d in found] == ["analysis", "assistantcommentary"]
+    assert out == MarkupOutput(
+        'assistantcommentary to=functions.get_weather json{"city":"San Francisco"}',
+        "Need to use function get_weather.",
+    )
+
+
+def test_markup_harmony_stripped_boundary_at_the_start_of_the_stream():
+    out, found = scan_markup('assistantfinal{"x":1}', recover=True)
+    assert out.text == '{"x":1}' and [(d.marker, d.offset) for d in found] == [
+        ("assistantfinal", 0)
+    ]
+
+
+def test_markup_harmony_stripped_unconfirmed_start_is_released_unchanged():
+    guard = MarkupGuard(recover=True)
+    assert guard.feed("analysisW") == MarkupOutput()  # held: it may be a stripped stream
+    assert guard.feed("e are done.") == MarkupOutput()
+    assert guard.flush() == MarkupOutput("analysisWe are done.")
+    assert guard.detections == [] and guard.drain_notes() == []
+
+
+def test_markup_harmony_stripped_analysis_past_the_limit_goes_out_as_text():
+    guard = MarkupGuard(MarkupGuardConfig(max_block_chars=20), recover=True)
+    got = [guard.feed(p) for p in ("analysisThis thinks ", "for too long.", "assistantfinalok")]
+    assert [o.text for o in got] == ["", "analysisThis thinks for too long.", "assistantfinalok"]
+    assert [d.marker for d in guard.detections] == ["analysis", "assistantfinal"]
+    assert [n.rule for n in guard.drain_notes()] == [
+        "block_too_long",
+        "markup_detected",
+        "markup_detected",
+    ]
+
+
+def test_markup_harmony_stripped_gives_way_to_a_real_marker():
+    body = "analysisX<|im_end|>assistantfinalY"
+    out, found = scan_markup(body, recover=True)
+    assert out.text == "analysisXassistantfinalY"
+    assert [d.kind for d in found] == ["special_token"]
+
+
+def test_markup_harmony_stripped_is_a_config_switch():
+    off = MarkupGuardConfig(classes=tuple(c for c in MARKUP_CLASSES if c != "harmony_stripped"))
+    assert scan_markup(HARMONY_STRIPPED, off, recover=True) == (
+        MarkupOutput(HARMONY_STRIPPED),
+        [],
+    )
+    final_only = MarkupGuardConfig(harmony_stripped_channels=("final",))
+    out, found = scan_markup(stripped(HARMONY), final_only, recover=True)
+    assert out == MarkupOutput("2 + 2 = 4.", 'User asks: "What is 2 + 2?" Simple arithmetic.')
+    assert [d.marker for d in found] == ["analysis", "assistantfinal"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(HARMONY_STRIPPED)), max_size=30))
+def test_markup_harmony_stripped_any_split_gives_the_same_result(cuts):
+    points = sorted(set(cuts))
+    pieces = [
+        HARMONY_STRIPPED[a:b]
+        for a, b in zip([0, *points], [*points, len(HARMONY_STRIPPED)], strict=True)
+    ]
+    whole = MarkupGuard(recover=True)
+    whole.feed(HARMONY_STRIPPED)
+    whole.flush()
+    split = MarkupGuard(recover=True)
+    for p in pieces:
+        split.feed(p)
+    split.flush()
+    assert split.drain_notes() == whole.drain_notes()
+    assert scan_markup(pieces, recover=True) == scan_markup(HARMONY_STRIPPED, recover=True)
+    assert scan_markup(pieces)[1] == scan_markup(HARMONY_STRIPPED)[1]
 
 
 def test_markup_hermes_block_cut_by_the_end_of_stream_is_repaired_not_invented():

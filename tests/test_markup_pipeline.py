@@ -107,6 +107,25 @@ def test_pipeline_a_block_cut_by_the_end_of_stream_is_recovered_as_cut():
     assert tables.tool_calls([r])["error_kind"].tolist() == ["truncated"]
 
 
+STRIPPED = ["anal", "ysisUser asks 2+2.assis", "tantfin", "al4", "."]
+
+
+@pytest.mark.parametrize("provider", ["openai", "openrouter"])
+def test_pipeline_harmony_stripped_named_by_default_recovered_under_complete(provider):
+    body = chat_body(STRIPPED) if provider == "openai" else openrouter_body(STRIPPED)
+    r = replay_sse(provider, body)
+    assert r.text == "".join(STRIPPED)
+    assert _markup_events(r) == [
+        ("markup_detected", "harmony_stripped", 0, ""),
+        ("markup_detected", "harmony_stripped", 22, ""),
+    ]
+    assert markup_leak_kinds(r) == ["harmony_stripped"] and "markup_leak" in detect(r)
+    assert tables.streams([r]).loc[0, "leak_kind"] == "harmony_stripped"
+    full = replay_sse(provider, body, config=LabConfig.complete())
+    assert (full.text, full.reasoning) == ("4.", "User asks 2+2.")
+    assert markup_leak_kinds(full) == ["harmony_stripped"]
+
+
 MIXED = (
     "Plain text first. <|channel|>analysis<|message|>Think.<|end|><|start|>assistant"
     "<|channel|>final<|message|>Four.<|return|> a < b and c<d; "

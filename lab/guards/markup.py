@@ -3,8 +3,8 @@
 Open-weight models speak their chat template's markup; the serving engine is supposed to
 parse it into reasoning and tool calls. A backend whose parser is missing, misconfigured or
 cut short streams that markup into visible content (or reasoning) instead. This guard
-recognizes six classes of it, each taken from its published source (formats read, code our
-own):
+recognizes seven classes of it, each taken from its published source (formats read, code
+our own):
 
 ``harmony``
     OpenAI's harmony response format for gpt-oss (``openai/harmony`` ``docs/format.md``):
@@ -13,6 +13,25 @@ own):
     ``commentary`` = function calls and preambles), may name a recipient ``to=functions.NAME``
     and a content type after ``<|constrain|>``; ``<|return|>`` and ``<|call|>`` are stop
     tokens. The first message may omit ``<|start|>assistant``.
+``harmony_stripped``
+    The same format with its special tokens decoded to nothing, as serving stacks that
+    skip special tokens without a harmony parser send it: ``<|channel|>analysis<|message|>
+    User says…<|end|><|start|>assistant<|channel|>final<|message|>Hello!`` reads
+    ``analysisUser says…assistantfinalHello!``. Public reports of this exact shape:
+    oobabooga/textgen issue 7374 (llama-server) and Augustas11/macprovider issue 743
+    (gpt-oss-20b on MLX behind an OpenAI-compatible relay), kept in
+    ``tests/realworld/markup/``. With no marker left, only a precise shape counts: the
+    guard's input must *begin* with a start channel (``analysis``, the config's
+    ``harmony_stripped_start``) glued to a letter or digit, and a glued channel
+    boundary ``assistant`` + channel (``assistantfinal``, ``assistantanalysis``,
+    ``assistantcommentary``) must follow; a boundary at the very start counts alone. The
+    word "analysis" in prose (followed by a space or punctuation, or not at the start)
+    never fires. Recovery: each ``analysis`` message becomes reasoning and ``final`` the
+    answer; after a ``commentary`` boundary (a preamble, or a call whose name and
+    arguments ran together) the text stays as it came. To recover, the guard holds the
+    opening message until a boundary shows what it is (at most ``max_block_chars``); a
+    candidate that no boundary confirms goes out unchanged. Any real marker ends the
+    stage (a stream with markers is not a stripped one).
 ``kimi_tool_section``
     Kimi K2 (vLLM ``kimi_k2_tool_parser.py``, the model's chat template):
     ``<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
@@ -60,29 +79,54 @@ removed. Every move and drop records a note (rules ``harmony_reasoning``,
 **Streaming.** Every marker starts with ``<``. The guard holds back only a trailing run
 that is a proper prefix of a marker (at most ``len(longest marker) - 1`` characters), so a
 marker split anywhere across deltas is found exactly as if it had arrived whole, and work
-per delta is linear in the delta. In recovery a tool block is buffered until its closer, at
+per delta is linear in the delta. A stripped-harmony boundary split across deltas is found
+through the last ``len(longest boundary) - 1`` characters kept beside the output. In
+recovery a tool block (or a stripped ``analysis`` message) is buffered until its closer, at
 most :attr:`MarkupGuardConfig.max_block_chars` characters (past that it is released as text,
 note ``block_too_long``), so memory stays bounded.
 
+**Cost where nothing is found** (issue 34 item 4). A delta without ``<`` reaching an
+:attr:`MarkupGuard.idle` guard (nothing held, no block open, the stripped-harmony stage
+decided) only counts characters; the chat adapters make that test inline per chunk, so a
+body without markup pays two attribute reads, a ``"<" in text`` and an addition per delta
+(the stripped-harmony stage decides on a stream's first characters). ``python
+bench/callgrind_replay.py --detectors --chunks 1000 --only openrouter`` (msgspec): the
+markup guard, its flush, the ``markup_leak`` anomaly and the tool-validity check add
++0.39 % instructions per OpenRouter chunk against no markup guard at all (+3.80 % before,
+when each chunk called ``guard_markup`` and ``feed``); docs/PERFORMANCE.md, "Item 4".
+
 Known limits: an ``analysis`` message whose opening markers the server stripped (text,
 then ``<|end|>``) is detected but its text stays visible, since it streamed out before the
-first marker; a harmony leak whose special tokens were decoded to nothing
-(``analysisUser asks…assistantfinal4``) carries no marker and is not recognized.
+first marker. A stripped stream whose text does not open the guard's input (a chunk of
+visible text before ``analysis``) is not recognized.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lab.model import FunctionCall
 
-from .base import NoteSink
-from .json_repair import parse_tool_arguments, repair_truncated_json
+from .markup_blocks import (
+    DEEPSEEK,
+    HARMONY,
+    HARMONY_STRIPPED,
+    KIMI,
+    MARKUP_CLASSES,
+    MINIMAX,
+    SPECIAL,
+    XML,
+    MarkupClass,
+    MarkupDetection,
+    make_call,
+    parse_tool_block,
+    tool_properties,
+)
+from .markup_stripped import _HS_OFF, _ROLE, GUARD, StrippedHarmony
 
 __all__ = [
     "DEFAULT_SPECIAL_TOKENS",
@@ -98,25 +142,6 @@ __all__ = [
     "scan_markup",
 ]
 
-GUARD = "markup"
-
-MarkupClass = Literal[
-    "harmony",
-    "kimi_tool_section",
-    "deepseek_tool_calls",
-    "xml_tool_call",
-    "minimax_tool_call",
-    "special_token",
-]
-HARMONY: MarkupClass = "harmony"
-KIMI: MarkupClass = "kimi_tool_section"
-DEEPSEEK: MarkupClass = "deepseek_tool_calls"
-XML: MarkupClass = "xml_tool_call"
-MINIMAX: MarkupClass = "minimax_tool_call"
-SPECIAL: MarkupClass = "special_token"
-
-MARKUP_CLASSES: tuple[MarkupClass, ...] = (HARMONY, KIMI, DEEPSEEK, XML, MINIMAX, SPECIAL)
-"""Every class the guard knows, in the order tables list them."""
 
 DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = (
     "<|im_end|>",
@@ -202,14 +227,21 @@ class MarkupGuardConfig(BaseModel):
     harmony_function_namespace: str = "functions"
     """A harmony message addressed ``to=<namespace>.NAME`` is a function call; other
     recipients (the built-in ``browser``, ``python``) are reasoning."""
+    harmony_stripped_start: tuple[str, ...] = ("analysis",)
+    """Class ``harmony_stripped``: the channel names a stream whose harmony special tokens
+    were decoded to nothing may begin with (``<|channel|>analysis<|message|>We…`` reads
+    ``analysisWe…``). The name must open the guard's input and be followed at once by a
+    letter or digit; that makes the stream a candidate, and only a channel boundary
+    (:attr:`harmony_stripped_channels`) makes it a detection."""
+    harmony_stripped_channels: tuple[str, ...] = ("analysis", "commentary", "final")
+    """Class ``harmony_stripped``: the channels whose boundary, ``assistant`` + channel
+    (``<|end|><|start|>assistant<|channel|>final<|message|>`` with the tokens gone), is
+    recognized in a candidate stream or at the very start of the input. Recovery knows
+    ``analysis`` (reasoning) and ``final`` (the answer); after any other channel the text
+    stays as it came. No channel may be a prefix of another."""
 
 
-class MarkupDetection(NamedTuple):
-    """One marker recognized: its class, the marker and its offset in the guard's input."""
-
-    kind: str
-    marker: str
-    offset: int
+_DEFAULT_CONFIG = MarkupGuardConfig()  # frozen: one shared instance
 
 
 class MarkupOutput(NamedTuple):
@@ -229,9 +261,21 @@ _TEXT, _BLOCK, _HEADER, _BODY = 0, 1, 2, 3
 
 
 class _Vocab:
-    """The markers of one config: a search regex, their roles, and every proper prefix."""
+    """The markers of one config: a search regex, their roles, and every proper prefix;
+    and the patterns of harmony with its special tokens stripped."""
 
-    __slots__ = ("regex", "role", "prefixes", "longest")
+    __slots__ = (
+        "regex",
+        "role",
+        "prefixes",
+        "longest",
+        "hs_on",
+        "hs_boundary",
+        "hs_head",
+        "hs_heads",
+        "hs_head_max",
+        "hs_tail",
+    )
 
     def __init__(self, config: MarkupGuardConfig) -> None:
         on = set(config.classes)
@@ -258,6 +302,21 @@ class _Vocab:
         self.regex = re.compile("|".join(re.escape(m) for m in markers)) if markers else None
         self.prefixes = frozenset(m[:i] for m in markers for i in range(1, len(m)))
         self.longest = max((len(m) for m in markers), default=0)
+        # harmony with its special tokens stripped: no marker, a shape of plain text
+        self.hs_on = HARMONY_STRIPPED in on and bool(config.harmony_stripped_channels)
+        channels = sorted(config.harmony_stripped_channels, key=len, reverse=True)
+        starts = sorted(config.harmony_stripped_start, key=len, reverse=True)
+        alt = "|".join(re.escape(c) for c in channels)
+        self.hs_boundary = re.compile(f"{_ROLE}(?:{alt or '(?!)'})")
+        self.hs_head = re.compile(
+            "(?:(?P<start>{})(?=[^\\W_])|(?P<boundary>{}(?:{})))".format(
+                "|".join(re.escape(c) for c in starts) or "(?!)", _ROLE, alt or "(?!)"
+            )
+        )
+        # what a stripped stream may begin with (a start needs one more character)
+        self.hs_heads = (*starts, *(_ROLE + c for c in channels))
+        self.hs_head_max = max((len(h) for h in self.hs_heads), default=0) + 1
+        self.hs_tail = max((len(_ROLE + c) for c in channels), default=1) - 1
 
 
 _VOCAB_CACHE: dict[MarkupGuardConfig, _Vocab] = {}
@@ -270,7 +329,7 @@ def _vocab(config: MarkupGuardConfig) -> _Vocab:
     return v
 
 
-class MarkupGuard(NoteSink):
+class MarkupGuard(StrippedHarmony):
     """Detect (and with ``recover=True`` recover) leaked protocol markup, one delta at a
     time. See the module docstring.
 
@@ -320,9 +379,9 @@ class MarkupGuard(NoteSink):
         recover: bool = False,
         tools: Iterable[Any] | None = None,
     ) -> None:
-        self.config = config or MarkupGuardConfig()
+        self.config = config or _DEFAULT_CONFIG
         self.recover = recover
-        self.tools = _tool_properties(tools)
+        self.tools = tool_properties(tools)
         self._v = _vocab(self.config)
         self.reset()
 
@@ -332,7 +391,6 @@ class MarkupGuard(NoteSink):
         self.detections: list[MarkupDetection] = []
         self._pending = ""
         self.fed = 0
-        self.idle = True
         self._state = _TEXT
         self._kind: MarkupClass = HARMONY
         self._closer = ""
@@ -342,6 +400,8 @@ class MarkupGuard(NoteSink):
         self._channel = ""
         self._recipient = ""
         self._call = False
+        self._hs_reset()
+        self.idle = self._hs == _HS_OFF
 
     @property
     def in_markup(self) -> bool:
@@ -358,7 +418,7 @@ class MarkupGuard(NoteSink):
             self.fed += len(text)
             return _tuple_new(MarkupOutput, (text, "", ()))  # MarkupOutput(text), per delta
         out = self._scan(text)
-        self.idle = not self._pending and self._state == _TEXT
+        self.idle = not self._pending and self._state == _TEXT and self._hs == _HS_OFF
         return out
 
     def _scan(self, text: str) -> MarkupOutput:
@@ -402,6 +462,8 @@ class MarkupGuard(NoteSink):
             at = self.fed - len(self._pending)
             self._text(self._pending, at, text_out, reason_out)
             self._pending = ""
+        if self._hs != _HS_OFF:
+            self._hs_end(text_out, reason_out)
         if self._state == _BLOCK:
             self._close_block("", text_out, calls, closed=False)
         elif self._state == _HEADER:
@@ -434,15 +496,14 @@ class MarkupGuard(NoteSink):
             return i
         return None
 
-    def _detect(self, kind: MarkupClass, marker: str, offset: int) -> None:
-        self.detections.append(MarkupDetection(kind, marker, offset))
-        self._note(GUARD, "markup_detected", offset, "", kind=kind, marker=marker)
-
     def _text(self, t: str, offset: int, text_out: list[str], reason_out: list[str]) -> None:
         """Plain text (no complete marker) at input ``offset``, routed by the state."""
         state = self._state
         if state == _TEXT:
-            text_out.append(t)
+            if self._hs == _HS_OFF:
+                text_out.append(t)
+            else:
+                self._stripped(t, offset, text_out, reason_out)
         elif state == _BLOCK:
             self._buffer(t, text_out)
         elif state == _HEADER:
@@ -494,6 +555,9 @@ class MarkupGuard(NoteSink):
         calls: list[FunctionCall],
     ) -> None:
         role, kind = self._v.role[marker]
+        if self._hs != _HS_OFF:  # a marker: not a stream with its tokens stripped
+            self._hs_release(text_out)
+            self._hs = _HS_OFF
         state = self._state
         if state == _BLOCK:
             if marker == self._closer:
@@ -660,7 +724,7 @@ class MarkupGuard(NoteSink):
             body = "".join(self._buf)
             name = self._recipient[len(self.config.harmony_function_namespace) + 1 :]
             if self.recover:
-                call = _make_call(name, body, HARMONY, closed=closed, recipient=self._recipient)
+                call = make_call(name, body, HARMONY, closed=closed, recipient=self._recipient)
                 calls.append(call)
                 self._note(GUARD, "recovered_call", self._buf_offset, body, kind=HARMONY, calls=1)
         self._buf = []
@@ -713,195 +777,9 @@ def markup_kinds(*texts: str, config: MarkupGuardConfig | None = None) -> list[s
     ['xml_tool_call', 'special_token']
     """
     found: set[str] = set()
+    v = _vocab(config or _DEFAULT_CONFIG)
+    heads = v.hs_heads if v.hs_on else ()
     for text in texts:
-        if text and "<" in text:
+        if text and ("<" in text or text.startswith(heads)):
             found.update(d.kind for d in scan_markup(text, config)[1])
     return [k for k in MARKUP_CLASSES if k in found]
-
-
-# -- parsing one tool block ---------------------------------------------------------------
-
-
-def _tool_properties(tools: Iterable[Any] | None) -> dict[str, dict[str, Any]]:
-    """``{tool name: {parameter: schema}}`` from OpenAI-format or bare tool dicts."""
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools or ():
-        if not isinstance(tool, Mapping):
-            continue
-        fn = tool.get("function") if tool.get("type") == "function" else tool
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            continue
-        params = fn.get("parameters")
-        props = params.get("properties") if isinstance(params, Mapping) else None
-        out[fn["name"]] = dict(props) if isinstance(props, Mapping) else {}
-    return out
-
-
-def _make_call(
-    name: str,
-    raw: str,
-    kind: str,
-    *,
-    closed: bool,
-    call_id: str | None = None,
-    **extra: Any,
-) -> FunctionCall:
-    """A recovered call from its JSON argument text."""
-    fields: dict[str, Any] = {"recovered_from": kind, **extra}
-    if not closed:
-        fields["block_unclosed"] = True
-    parsed = parse_tool_arguments(raw.strip())
-    if parsed.error is not None:
-        fields["raw_arguments"] = raw
-    return FunctionCall(
-        name=name.strip(),
-        args=parsed.args,
-        id=call_id,
-        arguments_truncated=parsed.truncated,
-        provider_fields=fields,
-    )
-
-
-def _value(raw: str, schema: Any) -> Any:
-    """An XML parameter value: a declared string stays text; otherwise JSON if it parses
-    (vLLM's GLM rule), else the text."""
-    if isinstance(schema, Mapping) and schema.get("type") == "string":
-        return raw
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
-def _trim_nl(v: str) -> str:
-    if v.startswith("\n"):
-        v = v[1:]
-    if v.endswith("\n"):
-        v = v[:-1]
-    return v
-
-
-def _xml_call(
-    name: str,
-    pairs: list[tuple[str, str]],
-    kind: str,
-    tools: Mapping[str, Mapping[str, Any]],
-    *,
-    closed: bool,
-) -> FunctionCall:
-    name = name.strip()
-    props = tools.get(name, {})
-    args = {k.strip(): _value(v, props.get(k.strip())) for k, v in pairs}
-    fields: dict[str, Any] = {"recovered_from": kind}
-    if not closed:
-        fields["block_unclosed"] = True
-    return FunctionCall(name=name, args=args, provider_fields=fields)
-
-
-_KIMI_CALL_RE = re.compile(
-    r"<\|tool_call_begin\|>\s*(?P<id>[^<]+?:\d+)\s*<\|tool_call_argument_begin\|>"
-    r"(?P<args>.*?)(?:<\|tool_call_end\|>|\Z)",
-    re.DOTALL,
-)
-_DS_CALL_RE = re.compile(r"<｜tool▁call▁begin｜>(.*?)(?:<｜tool▁call▁end｜>|\Z)", re.DOTALL)
-_DS_SEP = "<｜tool▁sep｜>"
-_DS_FENCE_RE = re.compile(r"\A(?P<name>[^\n]*)\n```(?:json)?\n(?P<args>.*?)(?:\n```|\Z)", re.DOTALL)
-_XML_INNER_RE = re.compile(r"\A<tool_call>(.*?)(?:</tool_call>)?\Z", re.DOTALL)
-_QWEN_FN_RE = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|\Z)", re.DOTALL)
-_QWEN_PARAM_RE = re.compile(
-    r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)", re.DOTALL
-)
-# the ``<arg_value>`` opener is optional: GLM-4.7/5 sometimes drops it while the value and
-# its closer are whole (vllm-project/vllm issue 49248, raw sampled tokens)
-_GLM_PAIR_RE = re.compile(
-    r"<arg_key>(.*?)</arg_key>\s*(?:<arg_value>)?(.*?)(?:</arg_value>|\Z)", re.DOTALL
-)
-_MM_INVOKE_RE = re.compile(r"<invoke name=([^>]*)>(.*?)(?:</invoke>|\Z)", re.DOTALL)
-_MM_PARAM_RE = re.compile(r"<parameter name=([^>]*)>(.*?)(?:</parameter>|\Z)", re.DOTALL)
-
-
-def _unquote(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
-        return s[1:-1]
-    return s
-
-
-def parse_tool_block(
-    kind: str,
-    block: str,
-    *,
-    tools: Mapping[str, Mapping[str, Any]] | None = None,
-    closed: bool = True,
-) -> list[FunctionCall]:
-    """The calls in one leaked tool block of class ``kind`` (opener and closer included;
-    ``closed=False`` when the stream ended before the closer). Empty when the block holds
-    no call in the class's format. Each call's ``provider_fields["recovered_from"]`` is
-    ``kind``.
-
-    >>> parse_tool_block("kimi_tool_section", '<|tool_call_begin|>functions.f:0'
-    ...     '<|tool_call_argument_begin|>{"a": 1}<|tool_call_end|>')[0].args
-    {'a': 1}
-    """
-    tools = tools or {}
-    calls: list[FunctionCall] = []
-    if kind == KIMI:
-        for m in _KIMI_CALL_RE.finditer(block):
-            call_id = m.group("id").strip()
-            name = call_id.split(":")[0].split(".")[-1]
-            calls.append(_make_call(name, m.group("args"), kind, closed=closed, call_id=call_id))
-    elif kind == DEEPSEEK:
-        for m in _DS_CALL_RE.finditer(block):
-            left, sep, right = m.group(1).partition(_DS_SEP)
-            if not sep:
-                continue
-            fence = _DS_FENCE_RE.match(right)
-            if fence is not None:  # V3: type<sep>name\n```json\n{...}\n```
-                name, raw = fence.group("name"), fence.group("args")
-            else:  # V3.1: name<sep>{...}
-                name, raw = left, right
-            if name.strip():
-                calls.append(_make_call(name, raw, kind, closed=closed))
-    elif kind == XML:
-        xm = _XML_INNER_RE.match(block)
-        inner = xm.group(1) if xm else block
-        stripped = inner.strip()
-        if "<function=" in inner:  # Qwen3-Coder
-            for fm in _QWEN_FN_RE.finditer(inner):
-                pairs = [
-                    (p.group(1), _trim_nl(p.group(2))) for p in _QWEN_PARAM_RE.finditer(fm.group(2))
-                ]
-                if fm.group(1).strip():
-                    calls.append(_xml_call(fm.group(1), pairs, kind, tools, closed=closed))
-        elif stripped.startswith("{"):  # Hermes / Qwen2.5 JSON
-            cut = False
-            try:
-                obj = json.loads(stripped)
-            except ValueError:  # a block the stream cut: repaired, never fabricated
-                obj = None if closed else repair_truncated_json(stripped)
-                cut = obj is not None
-            if isinstance(obj, dict) and isinstance(obj.get("name"), str):
-                args = obj.get("arguments", obj.get("parameters", {}))
-                raw = args if isinstance(args, str) else json.dumps(args)
-                call = _make_call(obj["name"], raw, kind, closed=closed)
-                if cut:
-                    call = call.model_copy(update={"arguments_truncated": True})
-                calls.append(call)
-        else:  # GLM-4.5: NAME\n<arg_key>k</arg_key><arg_value>v</arg_value>...
-            head = inner.split("<arg_key>", 1)[0]
-            name = head.strip().split("\n", 1)[0].strip()
-            pairs = [(p.group(1), p.group(2).strip()) for p in _GLM_PAIR_RE.finditer(inner)]
-            # a call that would silently lose an argument is not recovered
-            whole = len(pairs) == inner.count("<arg_key>")
-            if name and "<" not in name and " " not in name and whole:
-                calls.append(_xml_call(name, pairs, kind, tools, closed=closed))
-    elif kind == MINIMAX:
-        for im in _MM_INVOKE_RE.finditer(block):
-            name = _unquote(im.group(1))
-            pairs = [
-                (_unquote(p.group(1)), _trim_nl(p.group(2).strip()))
-                for p in _MM_PARAM_RE.finditer(im.group(2))
-            ]
-            if name:
-                calls.append(_xml_call(name, pairs, kind, tools, closed=closed))
-    return calls
