@@ -6,7 +6,8 @@ name, where there is one, is the other base)::
 
     LabError
     ├── CaptureError                  lab.capture.errors
-    │   └── CaptureWriteError         lab.capture.errors
+    │   ├── CaptureWriteError         lab.capture.errors
+    │   └── PartTooLarge              lab.capture.errors
     ├── ConfigError, ValueError       lab.config
     ├── CorpusError, ValueError       lab.tuning
     ├── FixtureError, ValueError      lab.fixtures

@@ -6,6 +6,7 @@ every replay of the root. The reader holds ``raw`` as ``large_binary``."""
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 
@@ -29,7 +30,10 @@ def test_the_reader_holds_reads_with_64_bit_offsets():
 def test_a_2_point_1_gib_exchange_opens_and_replays_beside_the_bundled_ones(tmp_path):
     root = tmp_path / "root"
     shutil.copytree(BUNDLED, root)
-    read = b": " + b"x" * (1 << 20) + b"\n\n"  # an SSE comment of 1 MiB
+    # SSE comments of 1 MiB, each its own (8 KiB of hex text repeated: zstd packs the part
+    # about 250 times; a part packed past lab.capture.bounds.MAX_COMPRESSION_RATIO is
+    # refused as crafted, and 1 MiB of one letter packs 140,000 times)
+    block = random.Random(3).randbytes(4096).hex().encode() * 128
     n_reads = 2150  # 2.1 GiB of reads in one exchange
     writer = CaptureWriter(root)
     recorder = writer.exchange(
@@ -44,8 +48,8 @@ def test_a_2_point_1_gib_exchange_opens_and_replays_beside_the_bundled_ones(tmp_
         request_body=b'{"model": "fake/huge", "messages": [], "stream": true}',
     )
     recorder.on_response(200, {"content-type": "text/event-stream"}, "HTTP/1.1")
-    for _ in range(n_reads):
-        recorder.on_read(read)
+    for i in range(n_reads):
+        recorder.on_read(b": %05d " % i + block + b"\n\n")
     recorder.on_read(b"data: [DONE]\n\n")
     recorder.on_end("eof")
     writer.close()
@@ -54,7 +58,7 @@ def test_a_2_point_1_gib_exchange_opens_and_replays_beside_the_bundled_ones(tmp_
     capture = lab.capture.open(root)
     huge = capture.request("s-huge").final
     assert len(huge.reads) == n_reads + 1
-    assert sum(map(len, huge.reads)) == n_reads * len(read) + 14
+    assert sum(map(len, huge.reads)) == n_reads * (len(block) + 10) + 14
     assert len(capture.requests()) == 133
     del capture, huge
 

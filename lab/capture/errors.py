@@ -6,11 +6,29 @@ from pathlib import Path
 
 from lab.exceptions import LabError
 
-__all__ = ["CaptureError", "CaptureWarning", "CaptureWriteError"]
+__all__ = ["CaptureError", "CaptureWarning", "CaptureWriteError", "PartTooLarge"]
 
 
 class CaptureError(LabError):
     """A capture could not be read or written; the message names the file and the problem."""
+
+
+class PartTooLarge(CaptureError):
+    """A capture part would decode to more bytes than its size on disk allows
+    (:data:`lab.capture.bounds.MAX_COMPRESSION_RATIO`): refused before it is decoded.
+
+    - **path** – the part;
+    - **decoded** – the bytes it declares (footer) or would expand to (dictionaries);
+    - **allowed** – the bytes a part of its size may hold.
+
+    Opening a directory leaves the part out (with its ``streams``/``chunks`` sibling) and
+    says so in a ``CaptureWarning``; the other parts are read."""
+
+    def __init__(self, path: Path, message: str, *, decoded: int, allowed: int) -> None:
+        self.path = Path(path)
+        self.decoded = decoded
+        self.allowed = allowed
+        super().__init__(message)
 
 
 class CaptureWarning(UserWarning):

@@ -44,7 +44,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lab._json import loads as json_loads
-from lab.capture.errors import CaptureError, CaptureWarning
+from lab.capture.bounds import MAX_COMPRESSION_RATIO, check_part
+from lab.capture.errors import CaptureError, CaptureWarning, PartTooLarge
 from lab.capture.journal import JOURNAL_SUFFIX, JournalContents, read_journals
 from lab.capture.records import RecordedExchange, RecordedRequest
 from lab.capture.schema import (
@@ -80,8 +81,10 @@ class Capture:
       holds ``bytes`` objects;
     - ``paths``: the files read; ``metadata``: footer metadata (see ``docs/capture-schema.md``);
     - ``warnings``: one line per integrity problem found while opening (exchanges found
-      twice, parts missing from a sequence), also raised as ``CaptureWarning``; empty when
-      the capture is whole. ``metadata["duplicate_exchanges"]`` counts the dropped copies.
+      twice, parts missing from a sequence, a part refused for what it would decode to),
+      also raised as ``CaptureWarning``; empty when the capture is whole.
+      ``metadata["duplicate_exchanges"]`` counts the dropped copies,
+      ``metadata["refused_parts"]`` lists the refusals.
     """
 
     def __init__(
@@ -197,13 +200,23 @@ class _Vanished(CaptureError):
     """A capture file listed for reading was gone when it was read."""
 
 
-def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - documented name
+def open(  # noqa: A001 - documented name
+    path: str | Path | Sequence[str | Path], *, max_compression_ratio: float | None = None
+) -> Capture:
     """Load a capture: recording dir, root of recordings, one .parquet, or a glob; or a list
     of any of these (one unit of :func:`lab.capture.units.capture_units`, say).
 
     A directory under compaction is read as one whole set of parts (the old or the new,
     :func:`lab.capture.compact.hidden_by_compaction`); a file that vanishes between listing
-    and reading (a compaction or a recorder moving on) makes it list and read again."""
+    and reading (a compaction or a recorder moving on) makes it list and read again.
+
+    A part that would decode to more than **max_compression_ratio** times its size
+    (default :data:`MAX_COMPRESSION_RATIO`) is left out with its sibling part, and a
+    ``CaptureWarning`` says so; when nothing else is left, its :class:`PartTooLarge` is
+    raised."""
+    ratio = MAX_COMPRESSION_RATIO if max_compression_ratio is None else max_compression_ratio
+    if not ratio > 0:
+        raise ValueError(f"max_compression_ratio must be > 0, not {max_compression_ratio!r}")
     inputs: list[str | Path] = (
         list(path) if isinstance(path, (list, tuple)) else [path]  # type: ignore[list-item]
     )
@@ -211,7 +224,7 @@ def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - do
         raise CaptureError("empty list of capture paths")
     for attempt in range(VANISHED_RETRIES + 1):
         try:
-            return _open(inputs)
+            return _open(inputs, ratio)
         except _Vanished as exc:
             if attempt == VANISHED_RETRIES:
                 raise CaptureError(
@@ -221,7 +234,7 @@ def open(path: str | Path | Sequence[str | Path]) -> Capture:  # noqa: A001 - do
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _open(inputs: list[str | Path]) -> Capture:
+def _open(inputs: list[str | Path], max_ratio: float) -> Capture:
     resolved = [_resolve(p) for p in inputs]
     parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
     journals = list(dict.fromkeys(f for _, js in resolved for f in js))
@@ -242,7 +255,20 @@ def _open(inputs: list[str | Path]) -> Capture:
     infos: dict[str, dict[str, Any]] = {}
     redaction: dict[str, Any] = {}
     versions: set[int] = set()
-    for part, (name, table, info, red, version) in zip(parts, _read_parts(parts), strict=True):
+    read = _read_parts(parts, max_ratio)
+    refused = [r for r in read if isinstance(r, PartTooLarge)]
+    refusals: list[str] = []
+    if refused:
+        left_out, refusals = _leave_out(parts, read)
+        if len(left_out) == len(parts) and not journals:
+            raise refused[0]
+        read = [r for p, r in zip(parts, read, strict=True) if p not in left_out]
+        parts = [p for p in parts if p not in left_out]
+        problems = refusals + problems
+    for part, result in zip(parts, read, strict=True):
+        if isinstance(result, PartTooLarge):  # pragma: no cover - left out above
+            continue
+        name, table, info, red, version = result
         versions.add(version)
         if info.get("capture_id"):
             infos.setdefault(info["capture_id"], info)
@@ -319,10 +345,46 @@ def _open(inputs: list[str | Path]) -> Capture:
         "redaction": redaction,
         "recovered_journals": [str(p) for p in used_journals],
         "duplicate_exchanges": n_duplicates,
+        "refused_parts": refusals,
     }
     if len(ids) == 1:
         metadata.update(infos[ids[0]])
     return Capture(streams, chunks, [*parts, *used_journals], metadata, problems)
+
+
+def _leave_out(parts: list[Path], read: list[_Part | PartTooLarge]) -> tuple[set[Path], list[str]]:
+    """The parts to leave out, each refused part with its ``streams``/``chunks`` sibling
+    (a streams row without its reads would fail the capture, reads without their row would
+    be orphans), and one message per refused part saying what is left out."""
+    results = dict(zip(parts, read, strict=True))
+    left_out: set[Path] = set()
+    messages = []
+    for part, result in results.items():
+        if not isinstance(result, PartTooLarge):
+            continue
+        left_out.add(part)
+        m = _PART.match(part.name)
+        sibling = (
+            part.with_name(
+                f"{'chunks' if m.group(1) == 'streams' else 'streams'}-{m.group(2)}.parquet"
+            )
+            if m
+            else None
+        )
+        streams = part if m and m.group(1) == "streams" else sibling
+        also = ""
+        if sibling is not None and sibling in results:
+            left_out.add(sibling)
+            also = f" with {sibling.name}"
+        found = results.get(streams) if streams is not None else None
+        exchanges = (
+            f"{found[1].num_rows} exchange(s)" if isinstance(found, tuple) else "its exchanges"
+        )
+        messages.append(
+            f"{result}. Left out{also}: {exchanges} of that part are not in this capture; "
+            "the other parts are read"
+        )
+    return left_out, messages
 
 
 def _slot(part: Path) -> tuple[Path, str | None]:
@@ -633,23 +695,34 @@ def _under_compaction(files: list[Path]) -> list[Path]:
     return [f for f in files if f.name not in hidden.get(f.parent, ())]
 
 
-def _read_parts(parts: list[Path]) -> list[tuple[str, pa.Table, dict, dict, int]]:
+_Part = tuple[str, pa.Table, dict, dict, int]
+
+
+def _read_parts(parts: list[Path], max_ratio: float) -> list[_Part | PartTooLarge]:
     """Every part, read on a few threads (pyarrow decodes without the GIL: on a recording of
-    many small parts this halves the time); the first bad part in order raises.
+    many small parts this halves the time); the first bad part in order raises, except a
+    part refused for its size, which is returned as its :class:`PartTooLarge`.
 
     One thread per core and one more, at most 8: starting a thread costs ~1 ms on these VMs,
     and on 2 cores 8 threads opened benchmark 5's capture in 27.7 ms where 3 took 26.1
     (medians of 79 interleaved opens)."""
     workers = min(8, len(parts), (os.cpu_count() or 1) + 1)
+
+    def read(path: Path) -> _Part | PartTooLarge:
+        try:
+            return _read_part(path, max_ratio)
+        except PartTooLarge as exc:
+            return exc
+
     if workers < 2:
-        return [_read_part(p) for p in parts]
+        return [read(p) for p in parts]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(workers, thread_name_prefix="lab-read") as pool:
-        return list(pool.map(_read_part, parts))
+        return list(pool.map(read, parts))
 
 
-def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
+def _read_part(path: Path, max_ratio: float) -> tuple[str, pa.Table, dict, dict, int]:
     try:
         pf = pq.ParquetFile(path)
         metadata = pf.schema_arrow.metadata or {}
@@ -681,6 +754,10 @@ def _read_part(path: Path) -> tuple[str, pa.Table, dict, dict, int]:
             f"{path}: capture schema version {version} is newer than this lab "
             f"(reads up to {SCHEMA_VERSION}); upgrade stream-lab"
         )
+    try:
+        check_part(path, pf.metadata, max_ratio)
+    except FileNotFoundError:
+        raise _Vanished(f"{path}: no such file") from None
     try:
         table = pf.read()
     except FileNotFoundError:  # pragma: no cover - the file is open; kept for other filesystems

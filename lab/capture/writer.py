@@ -1043,8 +1043,11 @@ def write_part(
     # chunks first: a streams row on disk always has its chunks on disk
     for table, final in ((chunks, chunks_path), (streams, streams_path)):
         tmp = final.with_name(f".{final.name}.tmp")
+        # no dictionary on raw (reads are unique: a dictionary only grows the file, and the
+        # reader would have to count what its rows expand to, lab.capture.bounds)
+        plain = [n for n in table.column_names if n != "raw"]
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(table, tmp, compression="zstd", use_dictionary=plain)
             os.replace(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)

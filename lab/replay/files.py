@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import lab.capture
-from lab.capture.errors import CaptureWarning
+from lab.capture.errors import CaptureWarning, PartTooLarge
 from lab.capture.units import capture_units
 from lab.config import LabConfig
 from lab.replay.pool import mp_context
@@ -270,10 +270,18 @@ def replay_unit(
 ) -> tuple[int, list]:
     """Open one unit, replay it with **replay**, write its tables; returns (requests, files
     written)."""
+    refused: list[str] = []
     with warnings.catch_warnings():  # capture_units said it once for the whole capture
         warnings.simplefilter("ignore", CaptureWarning)
-        capture = lab.capture.open(list(files))
-    results = replay(capture, config=config, **_family(provider))
+        capture: lab.capture.Capture | None = None
+        try:
+            capture = lab.capture.open(list(files))
+            refused += capture.metadata["refused_parts"]
+        except PartTooLarge as exc:  # nothing else in the unit: an empty one
+            refused.append(f"{exc}. Left out of this replay; the other units are replayed")
+    for message in refused:  # capture_units cannot see these: said here, once per unit
+        warnings.warn(message, CaptureWarning, stacklevel=2)
+    results = [] if capture is None else replay(capture, config=config, **_family(provider))
     del capture
     return len(results), _write_unit(results, out, index, LabConfig.coerce(config))
 
