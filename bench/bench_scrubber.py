@@ -2,9 +2,11 @@
 ``--events`` OpenAI-shaped events (5-character content tokens, ~175 bytes each) through
 :class:`lab.capture.redact.ResponseScrubber` for a request that sent a 73-character key;
 the byte stage alone vs both stages (bytes, then the assembled text), at 1x, 4x and 16x the
-events. Linear: microseconds per event stay flat as the stream grows. Also counts the key
-the stream spells as tokens in the scrubbed output (must be 0) and without the second
-stage (the leak it closes).
+events. Linear: microseconds per event stay flat as the stream grows. A second table
+runs the second stage's worst case: reasoning and content tokens alternating, each ending
+like the start of the key (``its``, ``s``, ``sk-``), so carry-overs are open on every
+value. Also counts the key the stream spells as tokens in the scrubbed output (must be 0)
+and without the second stage (the leak it closes).
 
     python bench/bench_scrubber.py [--events 5000] [--repeat 5]
 """
@@ -45,6 +47,20 @@ def _stream(n: int, with_key: bool) -> list[bytes]:
     return reads
 
 
+PREFIXES = "its yes as is this was has s sk sk- gets".split()
+
+
+def _prefix_stream(n: int) -> list[bytes]:
+    """Reasoning and content tokens alternating (one in three reasoning), each ending like
+    the start of the key: the second stage's carry-overs are open on every value."""
+    reads = []
+    for i in range(n):
+        field = "reasoning" if i % 3 == 0 else "content"
+        obj = {"choices": [{"index": 0, "delta": {field: PREFIXES[i % len(PREFIXES)]}}]}
+        reads.append(f"data: {json.dumps(obj)}\n\n".encode())
+    return reads
+
+
 def _text(reads: list[bytes]) -> str:
     out = []
     for block in b"".join(reads).decode().split("\n\n"):
@@ -78,6 +94,21 @@ def main(argv: list[str] | None = None) -> int:
         one, both = (statistics.median(times[k]) for k in ("_feed_bytes", "feed"))
         table.add(n, f"{size:.2f}", f"{one:.2f}", f"{both:.2f}", f"{both / one:.1f}")
     print(table.render())
+
+    worst = Table("events", "both stages us/event (every token a key prefix)")
+    for mult in (1, 4, 16):
+        n = args.events * mult
+        reads = _prefix_stream(n)
+        runs = []
+        for _ in range(args.repeat):
+            s = ResponseScrubber([KEY])
+            t = time.perf_counter()
+            for r in reads:
+                s.feed(r)
+            s.flush()
+            runs.append((time.perf_counter() - t) / n * 1e6)
+        worst.add(n, f"{statistics.median(runs):.2f}")
+    print(worst.render())
 
     reads = _stream(args.events, with_key=True)
     s = ResponseScrubber([KEY])

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import lab.capture
@@ -133,13 +133,21 @@ def test_a_key_name_split_across_reads_is_still_found():
     assert re.fullmatch(_marked(len(KEY)), _texts(b"".join(out))) and s.assembled == 1
 
 
-def test_another_fields_tokens_in_between_settle_a_carry_over():
+def test_a_key_from_the_end_of_the_reasoning_into_the_content_is_overwritten():
+    """The spill guard moves the start of the content onto the end of the reasoning, so
+    consecutive values join whatever their fields (they used to settle each other)."""
     s = ResponseScrubber([KEY])
     reasoning = _event({"choices": [{"delta": {"reasoning": "sk-or-"}}]})
     assert s.feed(reasoning) == []
     content = _content("v1-SPLIT-ECHO-5e1f0c9d8b7a6f5e4d3c2b1a")
-    assert s.feed(content) == [reasoning, content]  # two fields never make one text
-    assert s.flush() == [] and s.assembled == 0
+    out = s.feed(content)
+    assert [len(r) for r in out] == [len(reasoning), len(content)]
+    assert json.loads(out[0][6:])["choices"][0]["delta"]["reasoning"] == "[REDAC"
+    assert (
+        json.loads(out[1][6:])["choices"][0]["delta"]["content"]
+        == "TED" + "#" * (len(KEY) - 10) + "]"
+    )
+    assert s.flush() == [] and s.assembled == 1
 
 
 def test_the_hold_is_bounded_a_carry_over_settles_past_the_hold():
@@ -523,3 +531,157 @@ def test_lab_proxy_hands_on_and_records_the_marker_never_the_key(
     assert ex.meta["lab.redacted"] == {"response_assembled": 1}
     assert ex.body == r.content  # the client got what the capture holds
     assert _files_contain(tmp_path) == []
+
+
+# -- the values a result can join: across fields, interleaved, escaped names, long values ------
+
+
+def _values(body: bytes) -> list[tuple[str, str]]:
+    """(field, value) of every string value of an assembled field, in stream order (keys
+    decoded, as an adapter's JSON parser sees them)."""
+    from lab.capture.redact import ASSEMBLED_FIELDS
+
+    found: list[tuple[str, str]] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in ASSEMBLED_FIELDS and isinstance(v, str):
+                    found.append((k, v))
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for block in body.decode().split("\n\n"):
+        if block.startswith("data: {"):
+            walk(json.loads(block[6:]))
+    return found
+
+
+def _joins(body: bytes) -> list[str]:
+    """Every text a result or an output can join from the values: each field's values in
+    order, and all of them in stream order."""
+    values = _values(body)
+    fields = {f for f, _ in values}
+    return ["".join(v for f, v in values if f == field) for field in fields] + [
+        "".join(v for _, v in values)
+    ]
+
+
+def _escaped_name(name: str, i: int) -> str:
+    return name[:i] + f"\\u{ord(name[i]):04x}" + name[i + 1 :]
+
+
+@st.composite
+def _joined_echo(draw):
+    """A stream whose values spell the key in tokens: each token in a field of its own
+    choosing (reasoning with OpenRouter's ``reasoning_details`` copy, content, tool
+    arguments), other fields' tokens between them, key names written with escapes, the
+    body cut into reads anywhere."""
+    cuts = sorted(draw(st.sets(st.integers(1, len(KEY) - 1), min_size=1, max_size=6)))
+    toks = [KEY[a:b] for a, b in zip([0, *cuts], [*cuts, len(KEY)], strict=True)]
+    fields = ["content", "reasoning", "reasoning_content", "text"]
+    one_field = draw(st.booleans())
+    first = draw(st.sampled_from(fields))
+    events = []
+    for i, tok in enumerate(toks):
+        field = first if one_field else draw(st.sampled_from(fields))
+        if one_field and i and draw(st.booleans()):  # other fields' tokens in between
+            for _ in range(draw(st.integers(1, 3))):
+                other = draw(st.sampled_from([f for f in fields if f != field]))
+                events.append(((other, "so"), None))
+        copy = field == "reasoning" and draw(st.booleans())  # OpenRouter's duplicate
+        events.append(((field, tok), copy))
+    lines = []
+    for (field, tok), copy in events:
+        name = field
+        if draw(st.booleans()):
+            name = _escaped_name(field, draw(st.integers(0, len(field) - 1)))
+        delta = f'"{name}":{json.dumps(tok)}'
+        if copy:
+            delta += (
+                ',"reasoning_details":[{"type":"reasoning.text","text":' + json.dumps(tok) + "}]"
+            )
+        lines.append(f'data: {{"choices":[{{"index":0,"delta":{{{delta}}}}}]}}\n\n'.encode())
+    body = b"".join(lines) + STOP
+    read_cuts = sorted(draw(st.sets(st.integers(1, len(body) - 1), max_size=10)))
+    reads = [body[a:b] for a, b in zip([0, *read_cuts], [*read_cuts, len(body)], strict=True)]
+    return body, reads
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_joined_echo())
+def test_property_no_join_of_the_values_spells_the_key_across_fields_and_escaped_names(case):
+    body, reads = case
+    assume(any(KEY in j for j in _joins(body)))  # unscrubbed, some join spells it
+    out, s = _scrub(reads)
+    assert [len(r) for r in out] == [len(r) for r in reads]
+    joined = b"".join(out)
+    assert not any(KEY in j for j in _joins(joined)), _joins(joined)
+    assert s.assembled + s.count >= 1
+
+
+def test_openrouter_reasoning_with_its_details_copy_assembles_the_marker():
+    """Each reasoning token is repeated in ``reasoning_details[].text``: the two fields
+    alternate, and each joins its own tokens across the other's."""
+    from lab.replay import replay_sse
+
+    def ev(tok: str) -> bytes:
+        return _event(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "reasoning": tok,
+                            "reasoning_details": [{"type": "reasoning.text", "text": tok}],
+                        },
+                    }
+                ]
+            }
+        )
+
+    body = b"".join(ev(t) for t in ["k=", KEY[:11], KEY[11:30], KEY[30:]]) + _content("ok") + STOP
+    assert KEY in replay_sse("openrouter", body).reasoning  # unscrubbed, it leaks
+    out, s = _scrub([body])
+    result = replay_sse("openrouter", b"".join(out))
+    assert re.fullmatch("k=" + _marked(len(KEY)), result.reasoning)
+    assert s.assembled == 2  # the reasoning and its copy
+    assert not any(n in json.dumps(result.to_dict()) for n in NEEDLES)
+
+
+def test_a_key_name_written_with_escapes_is_read_as_its_field():
+    toks = ["k=", KEY[:9], KEY[9:]]
+    body = (
+        b"".join(
+            b'data: {"choices":[{"index":0,"delta":{"\\u0063ontent":'
+            + json.dumps(t).encode()
+            + b"}}]}\n\n"
+            for t in toks
+        )
+        + STOP
+    )
+    out, s = _scrub([body])
+    assert _texts(b"".join(out)) == "k=[REDACTED" + "#" * (len(KEY) - 10) + "]"
+    assert s.assembled == 1
+
+
+def test_a_value_open_past_the_hold_is_read_in_pieces_and_its_end_still_joins():
+    """A value longer than ``ASSEMBLED_HOLD_BYTES`` whose end starts the key, sent in
+    reads of 100 KiB: its bytes are handed on as they come but for the carry-over, and the
+    next token completes the key over both."""
+    pad = "x" * (ASSEMBLED_HOLD_BYTES + 50_000)
+    first = _content(pad + KEY[:12])
+    reads = [first[i : i + 100_000] for i in range(0, len(first), 100_000)]
+    s = ResponseScrubber([KEY])
+    out: list[bytes] = []
+    for r in reads[:-1]:
+        out += s.feed(r)
+    assert len(out) >= 2  # handed on before the value ended, not held to its end
+    out += s.feed(reads[-1]) + s.feed(_content(KEY[12:] + ".")) + s.feed(STOP) + s.flush()
+    assert [len(r) for r in out] == [len(r) for r in [*reads, _content(KEY[12:] + "."), STOP]]
+    text = _texts(b"".join(out))
+    assert text == pad + "[REDACTED***" + "#" * (len(KEY) - 13) + "]."
+    assert s.assembled == 1
