@@ -322,7 +322,7 @@ def _spans(
 
     kwargs = {"provider": provider} if provider else {}
     for unit in capture_units(path):
-        capture = lab.capture.open(list(unit.files))
+        capture = lab.capture.open(list(unit.files), select=unit.select)
         starts = _starts(capture)
         firsts = _first_requests(capture)
         capture_id = capture.metadata.get("capture_id")

@@ -193,7 +193,7 @@ def _groups(rec: Path, target_bytes: int) -> list[list[Path]]:
 
     groups: list[list[Path]] = []
     size = 0
-    for unit in capture_units(rec):
+    for unit in capture_units(rec, split_large=False):  # whole files: they are rewritten
         streams = [f for f in unit.files if f.name.startswith("streams-")]
         n = sum(_raw_bytes(f) for f in streams)
         if not groups or size + n > target_bytes:

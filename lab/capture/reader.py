@@ -58,6 +58,7 @@ from lab.capture.schema import (
     STREAMS_SCHEMA,
     UPGRADERS,
 )
+from lab.capture.units import Selection
 
 __all__ = ["Capture", "open"]
 
@@ -201,7 +202,10 @@ class _Vanished(CaptureError):
 
 
 def open(  # noqa: A001 - documented name
-    path: str | Path | Sequence[str | Path], *, max_compression_ratio: float | None = None
+    path: str | Path | Sequence[str | Path],
+    *,
+    max_compression_ratio: float | None = None,
+    select: Selection | None = None,
 ) -> Capture:
     """Load a capture: recording dir, root of recordings, one .parquet, or a glob; or a list
     of any of these (one unit of :func:`lab.capture.units.capture_units`, say).
@@ -213,7 +217,11 @@ def open(  # noqa: A001 - documented name
     A part that would decode to more than **max_compression_ratio** times its size
     (default :data:`MAX_COMPRESSION_RATIO`) is left out with its sibling part, and a
     ``CaptureWarning`` says so; when nothing else is left, its :class:`PartTooLarge` is
-    raised."""
+    raised.
+
+    **select** (a unit's :class:`~lab.capture.units.Selection`): only these logical
+    requests are read, each part batch by batch, so the rest of a part never sits in
+    memory."""
     ratio = MAX_COMPRESSION_RATIO if max_compression_ratio is None else max_compression_ratio
     if not ratio > 0:
         raise ValueError(f"max_compression_ratio must be > 0, not {max_compression_ratio!r}")
@@ -224,7 +232,7 @@ def open(  # noqa: A001 - documented name
         raise CaptureError("empty list of capture paths")
     for attempt in range(VANISHED_RETRIES + 1):
         try:
-            return _open(inputs, ratio)
+            return _open(inputs, ratio, select)
         except _Vanished as exc:
             if attempt == VANISHED_RETRIES:
                 raise CaptureError(
@@ -234,7 +242,7 @@ def open(  # noqa: A001 - documented name
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _open(inputs: list[str | Path], max_ratio: float) -> Capture:
+def _open(inputs: list[str | Path], max_ratio: float, select: Selection | None) -> Capture:
     resolved = [_resolve(p) for p in inputs]
     parts = list(dict.fromkeys(f for ps, _ in resolved for f in ps))
     journals = list(dict.fromkeys(f for _, js in resolved for f in js))
@@ -255,7 +263,7 @@ def _open(inputs: list[str | Path], max_ratio: float) -> Capture:
     infos: dict[str, dict[str, Any]] = {}
     redaction: dict[str, Any] = {}
     versions: set[int] = set()
-    read = _read_parts(parts, max_ratio)
+    read = _read_parts(parts, max_ratio, select)
     refused = [r for r in read if isinstance(r, PartTooLarge)]
     refusals: list[str] = []
     if refused:
@@ -297,6 +305,8 @@ def _open(inputs: list[str | Path], max_ratio: float) -> Capture:
         row, chunk_table = _recovered(contents)
         key = (row["capture_id"], row["exchange"])
         if key in done:
+            continue
+        if select is not None and not select.mask([row["capture_id"]], [row["stream_id"]])[0]:
             continue
         done.add(key)
         rec_streams.append(row)
@@ -698,7 +708,9 @@ def _under_compaction(files: list[Path]) -> list[Path]:
 _Part = tuple[str, pa.Table, dict, dict, int]
 
 
-def _read_parts(parts: list[Path], max_ratio: float) -> list[_Part | PartTooLarge]:
+def _read_parts(
+    parts: list[Path], max_ratio: float, select: Selection | None = None
+) -> list[_Part | PartTooLarge]:
     """Every part, read on a few threads (pyarrow decodes without the GIL: on a recording of
     many small parts this halves the time); the first bad part in order raises, except a
     part refused for its size, which is returned as its :class:`PartTooLarge`.
@@ -710,7 +722,7 @@ def _read_parts(parts: list[Path], max_ratio: float) -> list[_Part | PartTooLarg
 
     def read(path: Path) -> _Part | PartTooLarge:
         try:
-            return _read_part(path, max_ratio)
+            return _read_part(path, max_ratio, select)
         except PartTooLarge as exc:
             return exc
 
@@ -722,7 +734,9 @@ def _read_parts(parts: list[Path], max_ratio: float) -> list[_Part | PartTooLarg
         return list(pool.map(read, parts))
 
 
-def _read_part(path: Path, max_ratio: float) -> tuple[str, pa.Table, dict, dict, int]:
+def _read_part(
+    path: Path, max_ratio: float, select: Selection | None = None
+) -> tuple[str, pa.Table, dict, dict, int]:
     try:
         pf = pq.ParquetFile(path)
         metadata = pf.schema_arrow.metadata or {}
@@ -759,7 +773,7 @@ def _read_part(path: Path, max_ratio: float) -> tuple[str, pa.Table, dict, dict,
     except FileNotFoundError:
         raise _Vanished(f"{path}: no such file") from None
     try:
-        table = pf.read()
+        table = pf.read() if select is None else _read_selected(path, pf, select)
     except FileNotFoundError:  # pragma: no cover - the file is open; kept for other filesystems
         raise _Vanished(f"{path}: no such file") from None
     except Exception as exc:
@@ -782,6 +796,35 @@ def _read_part(path: Path, max_ratio: float) -> tuple[str, pa.Table, dict, dict,
         raise CaptureError(f"{path}: the lab.capture footer key's capture_id is not a string")
     redaction = _json_footer(metadata, FOOTER_REDACTION)
     return name, table, info, redaction, version
+
+
+SELECT_BATCH_BYTES = 16 * 1024 * 1024
+"""About how many decoded bytes a selected read (a unit's :class:`Selection`) decodes at a
+time before it keeps the rows of its requests."""
+
+
+def _read_selected(path: Path, pf: pq.ParquetFile, select: Selection) -> pa.Table:
+    """The rows of ``pf`` whose request ``select`` keeps, read batch by batch (about
+    :data:`SELECT_BATCH_BYTES` decoded each): the other rows never sit in memory."""
+    meta = pf.metadata
+    size = sum(
+        meta.row_group(g).column(c).total_uncompressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+    )
+    rows = max(1, meta.num_rows)
+    batch = max(1, min(rows, SELECT_BATCH_BYTES * rows // max(1, size)))
+    kept = []
+    for b in pf.iter_batches(batch_size=batch):
+        names = b.schema.names
+        if "capture_id" not in names or "stream_id" not in names:
+            raise CaptureError(f"{path}: no capture_id and stream_id columns to select by")
+        mask = select.mask(
+            b.column(names.index("capture_id")).to_pylist(),
+            b.column(names.index("stream_id")).to_pylist(),
+        )
+        kept.append(b.filter(pa.array(mask, pa.bool_())))
+    return pa.Table.from_batches(kept, schema=pf.schema_arrow)
 
 
 def _json_footer(metadata: dict, key: bytes) -> dict:

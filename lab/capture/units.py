@@ -15,7 +15,12 @@ the reader keeps one copy of each exchange. ``capture_units`` warns once
 (``CaptureWarning``) about such copies and about parts missing from a sequence; replaying
 the units does not repeat it per unit.
 
-Memory for a replay over units is bounded by the largest unit, not by the capture.
+A unit holds one exchange at most when it is large: a logical request with an exchange of
+more than :data:`LARGE_EXCHANGE_BYTES` (its ``n_bytes``) is a unit of its own, made of its
+part's files and a :class:`Selection` of that request, and the other requests of the part
+are one more unit (a compacted part holds hundreds). The reader reads only a unit's
+requests (:func:`lab.capture.open`'s ``select``), batch by batch, so memory for a replay
+over units is bounded by the largest unit or the largest request, not by the capture.
 """
 
 from __future__ import annotations
@@ -30,32 +35,54 @@ import pyarrow.parquet as pq
 
 from lab.capture.errors import CaptureWarning
 
-__all__ = ["Unit", "capture_units"]
+__all__ = ["LARGE_EXCHANGE_BYTES", "Selection", "Unit", "capture_units"]
 
 _PART = re.compile(r"^(streams|chunks)-(\d+)\.parquet$")
+
+LARGE_EXCHANGE_BYTES = 64 * 1024 * 1024
+"""An exchange with more response bytes than this (``n_bytes``) makes its logical request
+a unit of its own (see the module's docstring)."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which logical requests, ``(capture_id, stream_id)``, of a unit's files are the unit:
+    ``requests`` only (``keep``), or every one but them (not ``keep``)."""
+
+    requests: frozenset[tuple[str, str]]
+    keep: bool
+
+    def mask(self, capture_ids: list[str], stream_ids: list[str]) -> list[bool]:
+        """Per row: is the row's request in the unit?"""
+        wanted, keep = self.requests, self.keep
+        return [(key in wanted) == keep for key in zip(capture_ids, stream_ids, strict=True)]
 
 
 @dataclass(frozen=True)
 class Unit:
-    """Files to open together (``lab.capture.open(list(unit.files))``)."""
+    """Files to open together, and which of their requests (all when ``select`` is None):
+    ``lab.capture.open(list(unit.files), select=unit.select)``."""
 
     files: tuple[Path, ...]
     n_bytes: int  # on disk
+    select: Selection | None = None
 
     def __len__(self) -> int:
         return len(self.files)
 
 
-def capture_units(path: str | Path) -> list[Unit]:
+def capture_units(path: str | Path, *, split_large: bool = True) -> list[Unit]:
     """The units of the capture at ``path`` (what :func:`lab.capture.open` accepts), in
     file order. A directory under compaction gives the units of one whole set of its parts;
-    a file gone between listing and reading (a compaction moved on) makes it list again."""
+    a file gone between listing and reading (a compaction moved on) makes it list again.
+    **split_large**: a request with an exchange over :data:`LARGE_EXCHANGE_BYTES` is a
+    unit of its own (False: units are whole files, as compaction needs)."""
     from lab.capture.errors import CaptureError
     from lab.capture.reader import VANISHED_RETRIES
 
     for attempt in range(VANISHED_RETRIES + 1):
         try:
-            return _capture_units(path)
+            return _capture_units(path, split_large)
         except FileNotFoundError as exc:
             if attempt == VANISHED_RETRIES:
                 raise CaptureError(
@@ -65,7 +92,7 @@ def capture_units(path: str | Path) -> list[Unit]:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _capture_units(path: str | Path) -> list[Unit]:
+def _capture_units(path: str | Path, split_large: bool) -> list[Unit]:
     from lab.capture.reader import _resolve
 
     parts, journals = _resolve(path)
@@ -89,7 +116,9 @@ def _capture_units(path: str | Path) -> list[Unit]:
         files = [f for (pd_, _), fs in pairs.items() if pd_ == d for f in fs]
         units.append(_unit([*sorted(files), *sorted(by_dir_journals[d])]))
     groups = [fs for (d, _), fs in sorted(pairs.items()) if d not in whole_dirs]
-    units.extend(_unit(sorted(fs)) for fs in _join_split_requests(groups))
+    for fs in _join_split_requests(groups):
+        unit = _unit(sorted(fs))
+        units.extend(_split_large(unit) if split_large else [unit])
     if loose:
         units.append(_unit(sorted(loose)))
     return units
@@ -97,6 +126,34 @@ def _capture_units(path: str | Path) -> list[Unit]:
 
 def _unit(files: list[Path]) -> Unit:
     return Unit(tuple(files), sum(f.stat().st_size for f in files))
+
+
+def _split_large(unit: Unit) -> list[Unit]:
+    """``unit`` as it is, or, when a request in it has an exchange over
+    :data:`LARGE_EXCHANGE_BYTES`, one unit for its other requests and one per such request
+    (from the small ``streams`` tables alone)."""
+    large: dict[tuple[str, str], None] = {}
+    every: set[tuple[str, str]] = set()
+    for f in unit.files:
+        if not f.name.startswith("streams-"):
+            continue
+        table = pq.read_table(f, columns=["capture_id", "stream_id", "n_bytes"])
+        rows = zip(
+            table["capture_id"].to_pylist(),
+            table["stream_id"].to_pylist(),
+            table["n_bytes"].to_pylist(),
+            strict=True,
+        )
+        for capture_id, stream_id, n_bytes in rows:
+            every.add((capture_id, stream_id))
+            if n_bytes is not None and n_bytes > LARGE_EXCHANGE_BYTES:
+                large[(capture_id, stream_id)] = None
+    if not large:
+        return [unit]
+    alone = [Unit(unit.files, unit.n_bytes, Selection(frozenset([key]), True)) for key in large]
+    if len(every) == len(large):
+        return alone
+    return [Unit(unit.files, unit.n_bytes, Selection(frozenset(large), False)), *alone]
 
 
 def _join_split_requests(groups: list[list[Path]]) -> list[list[Path]]:

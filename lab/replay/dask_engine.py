@@ -74,16 +74,19 @@ def _visible(files: tuple[str, ...], out: str) -> None:
 
 
 def _task(
-    item: tuple[int, tuple[str, ...]],
+    item: tuple[Any, ...],
     out: str,
     cfg: Any,
     provider: str | None,
     replay_unit: Callable[..., tuple[int, list]],
 ):
     """One Dask task: one unit replayed and written; its summary row."""
-    index, files = item
+    index, files, *rest = item  # (index, files) or (index, files, selection)
+    select = rest[0] if rest else None
     _visible(files, out)
-    n, written = replay_unit([Path(f) for f in files], Path(out), index, cfg, provider)
+    n, written = replay_unit(
+        [Path(f) for f in files], Path(out), index, cfg, provider, select=select
+    )
     return pd.DataFrame({"unit": [index], "streams": [n], "files": [";".join(map(str, written))]})
 
 
@@ -109,7 +112,7 @@ def replay_dask(
     import dask.dataframe as dd
 
     # absolute before shipping: each worker resolves a relative path in its own directory
-    items = [(i, tuple(str(Path(f).resolve()) for f in u.files)) for i, u in units]
+    items = [(i, tuple(str(Path(f).resolve()) for f in u.files), u.select) for i, u in units]
     if not items:
         return _META.copy()
     frame = dd.from_map(

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 import lab.capture
 from lab.capture.errors import CaptureWarning, PartTooLarge
-from lab.capture.units import capture_units
+from lab.capture.units import Selection, capture_units
 from lab.config import LabConfig
 from lab.replay.pool import mp_context
 from lab.tables import FLOAT_COLUMNS
@@ -267,15 +267,16 @@ def replay_unit(
     provider: str | None = None,
     *,
     replay: ReplayCapture,
+    select: Selection | None = None,
 ) -> tuple[int, list]:
-    """Open one unit, replay it with **replay**, write its tables; returns (requests, files
-    written)."""
+    """Open one unit (its **files**, only the requests **select** names when given),
+    replay it with **replay**, write its tables; returns (requests, files written)."""
     refused: list[str] = []
     with warnings.catch_warnings():  # capture_units said it once for the whole capture
         warnings.simplefilter("ignore", CaptureWarning)
         capture: lab.capture.Capture | None = None
         try:
-            capture = lab.capture.open(list(files))
+            capture = lab.capture.open(list(files), select=select)
             refused += capture.metadata["refused_parts"]
         except PartTooLarge as exc:  # nothing else in the unit: an empty one
             refused.append(f"{exc}. Left out of this replay; the other units are replayed")
@@ -363,12 +364,28 @@ def _begin_run(out: Path, signature: dict[str, Any]) -> set[int]:
     return set()
 
 
+def _selections(units: list) -> dict[str, Any]:
+    """The units' selections, for the run's signature (none when no unit has one, so a run
+    of whole-file units keeps the signature it had)."""
+    if not any(u.select for u in units):
+        return {}
+    return {
+        "unit_select": [
+            None
+            if u.select is None
+            else {"keep": u.select.keep, "requests": sorted(map(list, u.select.requests))}
+            for u in units
+        ]
+    }
+
+
 def _signature(source: Any, units: list, cfg: LabConfig, provider: str | None) -> dict[str, Any]:
     """What a resumed run must share with the one it resumes."""
     digest = hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
     return {
         "capture": str(Path(source).resolve()) if isinstance(source, (str, Path)) else None,
         "unit_files": [[str(Path(f).resolve()) for f in u.files] for u in units],
+        **_selections(units),
         "units": len(units),
         "config_sha256": digest,
         "provider": provider,
@@ -440,7 +457,7 @@ def replay_to(
                 _parallel(todo, out, cfg, workers, done, bar, provider, unit_fn)
             else:
                 for i, unit in todo:
-                    n, files = unit_fn(unit.files, out, i, cfg, provider)
+                    n, files = unit_fn(unit.files, out, i, cfg, provider, select=unit.select)
                     _count(done, n, files, bar, unit)
         finally:
             if bar is not None:
@@ -459,8 +476,12 @@ def _count(done: ResultFiles, n: int, files: list, bar: Any, unit: Any) -> None:
 
 
 def _exchanges(unit: Any) -> int:
-    return sum(
-        pq.ParquetFile(f).metadata.num_rows for f in unit.files if f.name.startswith("streams-")
+    streams = [f for f in unit.files if f.name.startswith("streams-")]
+    if unit.select is None:
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in streams)
+    return sum(  # a unit of some requests of its part: count theirs
+        sum(unit.select.mask(t["capture_id"].to_pylist(), t["stream_id"].to_pylist()))
+        for t in (pq.read_table(f, columns=["capture_id", "stream_id"]) for f in streams)
     )
 
 
@@ -487,7 +508,8 @@ def _parallel(
     """Units on ``workers`` processes, each writing its own files (fork on Linux)."""
     with ProcessPoolExecutor(min(workers, len(units)), mp_context=mp_context()) as pool:
         futures = {
-            pool.submit(unit_fn, unit.files, out, i, cfg, provider): unit for i, unit in units
+            pool.submit(unit_fn, unit.files, out, i, cfg, provider, select=unit.select): unit
+            for i, unit in units
         }
         for fut in as_completed(futures):
             n, files = fut.result()
