@@ -25,14 +25,36 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", SECTION, flags=re.S)
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as both servers bind
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def _free_ports(n: int) -> list[int]:
+    """``n`` loopback ports nothing listens on now (the kernel's picks, all distinct)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _on_ports(block: str, ports: dict[int, int]) -> str:
+    """``block`` with each README port replaced by the free one it maps to; nothing else of
+    the text changes (mapping the ports back gives the README's block again)."""
+    for readme_port in ports:
+        assert re.search(rf"\b{readme_port}\b", block), f"the README no longer uses {readme_port}"
+    text = re.sub(
+        r"\b(" + "|".join(map(str, ports)) + r")\b", lambda m: str(ports[int(m.group())]), block
+    )
+    back = {new: old for old, new in ports.items()}
+    assert (
+        re.sub(
+            r"\b(" + "|".join(map(str, back)) + r")\b", lambda m: str(back[int(m.group())]), text
+        )
+        == block
+    )
+    return text
 
 
 def _wait_gone(pgid: int, timeout: float = 30.0) -> None:
@@ -63,10 +85,13 @@ def _lab_on_path(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_proxy_block_records_what_curl_sent_through_it(tmp_path):
-    (block,) = _blocks("bash")
-    ports = [int(p) for p in re.findall(r"--port (\d+)", block)]
-    if not all(_free(p) for p in ports):
-        pytest.skip(f"ports {ports} are busy on this machine")
+    """The README's block, run verbatim except for its two port numbers (the fake server's
+    18901 and the proxy's 18787), which become ports free on this machine, so that two
+    runs at once (or anything else on those ports) cannot make it fail or skip."""
+    (readme_block,) = _blocks("bash")
+    assert [int(p) for p in re.findall(r"--port (\d+)", readme_block)] == [18901, 18787]
+    fake_port, proxy_port = _free_ports(2)
+    block = _on_ports(readme_block, {18901: fake_port, 18787: proxy_port})
     work = tmp_path / "app"
     work.mkdir()
     log, errors = tmp_path / "out.txt", tmp_path / "err.txt"
@@ -88,7 +113,7 @@ def test_the_proxy_block_records_what_curl_sent_through_it(tmp_path):
     assert proc.returncode == 0, err
     # the proxy prints its URL alone on its first line; the fake server's banner may come
     # before or after it (two background processes)
-    assert "http://127.0.0.1:18787" in out.splitlines()
+    assert f"http://127.0.0.1:{proxy_port}" in out.splitlines()
     assert "data: [DONE]" in out
     line = re.search(r"^openai fake/think-leak 200 eof .*$", out, flags=re.M).group(0)
     assert re.fullmatch(
