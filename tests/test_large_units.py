@@ -122,7 +122,7 @@ import json, sys
 import pyarrow as pa
 import lab.capture, lab.capture.reader, lab.capture.units
 lab.capture.units.LARGE_EXCHANGE_BYTES = int(sys.argv[2])
-lab.capture.reader.SELECT_BATCH_BYTES = int(sys.argv[3])
+lab.capture.units.SELECT_BATCH_BYTES = int(sys.argv[3])
 rest = lab.capture.units.capture_units(sys.argv[1])[0]
 capture = lab.capture.open(list(rest.files), select=rest.select)
 print(json.dumps({"reads": capture.chunks_table.num_rows,

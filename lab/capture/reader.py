@@ -58,7 +58,7 @@ from lab.capture.schema import (
     STREAMS_SCHEMA,
     UPGRADERS,
 )
-from lab.capture.units import Selection
+from lab.capture.units import Selection, read_selected
 
 __all__ = ["Capture", "open"]
 
@@ -773,7 +773,7 @@ def _read_part(
     except FileNotFoundError:
         raise _Vanished(f"{path}: no such file") from None
     try:
-        table = pf.read() if select is None else _read_selected(path, pf, select)
+        table = pf.read() if select is None else read_selected(path, pf, select)
     except FileNotFoundError:  # pragma: no cover - the file is open; kept for other filesystems
         raise _Vanished(f"{path}: no such file") from None
     except Exception as exc:
@@ -796,35 +796,6 @@ def _read_part(
         raise CaptureError(f"{path}: the lab.capture footer key's capture_id is not a string")
     redaction = _json_footer(metadata, FOOTER_REDACTION)
     return name, table, info, redaction, version
-
-
-SELECT_BATCH_BYTES = 16 * 1024 * 1024
-"""About how many decoded bytes a selected read (a unit's :class:`Selection`) decodes at a
-time before it keeps the rows of its requests."""
-
-
-def _read_selected(path: Path, pf: pq.ParquetFile, select: Selection) -> pa.Table:
-    """The rows of ``pf`` whose request ``select`` keeps, read batch by batch (about
-    :data:`SELECT_BATCH_BYTES` decoded each): the other rows never sit in memory."""
-    meta = pf.metadata
-    size = sum(
-        meta.row_group(g).column(c).total_uncompressed_size
-        for g in range(meta.num_row_groups)
-        for c in range(meta.num_columns)
-    )
-    rows = max(1, meta.num_rows)
-    batch = max(1, min(rows, SELECT_BATCH_BYTES * rows // max(1, size)))
-    kept = []
-    for b in pf.iter_batches(batch_size=batch):
-        names = b.schema.names
-        if "capture_id" not in names or "stream_id" not in names:
-            raise CaptureError(f"{path}: no capture_id and stream_id columns to select by")
-        mask = select.mask(
-            b.column(names.index("capture_id")).to_pylist(),
-            b.column(names.index("stream_id")).to_pylist(),
-        )
-        kept.append(b.filter(pa.array(mask, pa.bool_())))
-    return pa.Table.from_batches(kept, schema=pf.schema_arrow)
 
 
 def _json_footer(metadata: dict, key: bytes) -> dict:

@@ -31,11 +31,19 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab.capture.errors import CaptureWarning
 
-__all__ = ["LARGE_EXCHANGE_BYTES", "Selection", "Unit", "capture_units"]
+__all__ = [
+    "LARGE_EXCHANGE_BYTES",
+    "SELECT_BATCH_BYTES",
+    "Selection",
+    "Unit",
+    "capture_units",
+    "read_selected",
+]
 
 _PART = re.compile(r"^(streams|chunks)-(\d+)\.parquet$")
 
@@ -69,6 +77,37 @@ class Unit:
 
     def __len__(self) -> int:
         return len(self.files)
+
+
+SELECT_BATCH_BYTES = 16 * 1024 * 1024
+"""About how many decoded bytes a selected read (a unit's :class:`Selection`) decodes at a
+time before it keeps the rows of its requests."""
+
+
+def read_selected(path: Path, pf: pq.ParquetFile, select: Selection) -> pa.Table:
+    """The rows of ``pf`` whose request ``select`` keeps, read batch by batch (about
+    :data:`SELECT_BATCH_BYTES` decoded each): the other rows never sit in memory."""
+    meta = pf.metadata
+    size = sum(
+        meta.row_group(g).column(c).total_uncompressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+    )
+    rows = max(1, meta.num_rows)
+    batch = max(1, min(rows, SELECT_BATCH_BYTES * rows // max(1, size)))
+    kept = []
+    for b in pf.iter_batches(batch_size=batch):
+        names = b.schema.names
+        if "capture_id" not in names or "stream_id" not in names:
+            from lab.capture.errors import CaptureError
+
+            raise CaptureError(f"{path}: no capture_id and stream_id columns to select by")
+        mask = select.mask(
+            b.column(names.index("capture_id")).to_pylist(),
+            b.column(names.index("stream_id")).to_pylist(),
+        )
+        kept.append(b.filter(pa.array(mask, pa.bool_())))
+    return pa.Table.from_batches(kept, schema=pf.schema_arrow)
 
 
 def capture_units(path: str | Path, *, split_large: bool = True) -> list[Unit]:
