@@ -685,3 +685,15 @@ def test_a_value_open_past_the_hold_is_read_in_pieces_and_its_end_still_joins():
     text = _texts(b"".join(out))
     assert text == pad + "[REDACTED***" + "#" * (len(KEY) - 13) + "]."
     assert s.assembled == 1
+
+
+def test_a_long_value_cut_by_a_line_break_after_a_backslash_is_not_held_for_ever():
+    """A hostile value: open past the hold, then a backslash and a line break (no JSON
+    string goes on there); what follows is handed on, not held to the end of the stream."""
+    s = ResponseScrubber([KEY])
+    opened = b'data: {"content": "' + b"x" * (ASSEMBLED_HOLD_BYTES + 10)
+    assert s.feed(opened) == [opened]
+    cut = b"\\\n"
+    assert s.feed(cut) == [cut]
+    after = b"data: more\n\n"
+    assert s.feed(after) == [after]

@@ -201,10 +201,10 @@ class _AssembledScrubber:
         end = m.end() if m is not None else at
         if end > at:
             self._value(field, self._base + at, self._base + end)
-        if end < len(buf) and buf[end] not in b"\\":  # its closing quote (or a bad line)
-            self._open = None
-            return end + (buf[end] == 0x22), True
-        return end, False  # at the end of the bytes, or before a lone backslash
+        if end == len(buf) or (buf[end] == 0x5C and end + 1 == len(buf)):
+            return end, False  # at the end of the bytes, or before a backslash that ends them
+        self._open = None  # its closing quote (or a line break: no JSON string goes on)
+        return end + (buf[end] == 0x22), True
 
     def _release(self, safe: int) -> list[bytes]:
         """Hand on every held read that ends at or before ``safe`` and before every open
