@@ -436,3 +436,24 @@ def verdict(name: str, ok: bool | None, detail: str) -> bool:
     print(f"{word}: {name}: {detail}")
     sys.stdout.flush()
     return ok is not False
+
+
+def callgrind_instructions(script: str, *args: str) -> int:
+    """Instructions ``python script args...`` executes, counted by ``valgrind
+    --tool=callgrind`` with ``PYTHONHASHSEED=0`` (the same hash order in every run)."""
+    import re
+    import subprocess
+
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         os.path.realpath(sys.executable),
+         script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind run failed ({proc.returncode}): {proc.stderr[-600:]}")
+    return int(found.group(1))

@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -75,29 +72,10 @@ def _child(mode: str, reps: int, fleet: Path, work: Path) -> None:
 
 
 def _instructions(mode: str, reps: int, fleet: Path) -> int:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    from _common import callgrind_instructions
+
     with tempfile.TemporaryDirectory(prefix="lab-cgfleet-") as work:
-        proc = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--callgrind-out-file=/dev/null",
-                os.path.realpath(sys.executable),
-                __file__,
-                "--child",
-                mode,
-                str(reps),
-                str(fleet),
-                work,
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-    found = re.search(r"Collected : (\d+)", proc.stderr)
-    if proc.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind run failed ({proc.returncode}): {proc.stderr[-600:]}")
-    return int(found.group(1))
+        return callgrind_instructions(__file__, "--child", mode, str(reps), str(fleet), work)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,10 +28,7 @@ takes about a minute.
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,31 +79,12 @@ def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
 
 
 def _instructions(name: str, chunks: int, replays: int, detectors: str = "none") -> int:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            __file__,
-            "--child",
-            str(replays),
-            "--chunks",
-            str(chunks),
-            "--body",
-            name,
-            "--detector-mode",
-            detectors,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    found = re.search(r"Collected : (\d+)", proc.stderr)
-    if proc.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind run failed ({proc.returncode}): {proc.stderr[-600:]}")
-    return int(found.group(1))
+    from _common import callgrind_instructions
+
+    return callgrind_instructions(
+        __file__, "--child", str(replays), "--chunks", str(chunks), "--body", name,
+        "--detector-mode", detectors,
+    )  # fmt: skip
 
 
 def per_chunk(name: str, chunks: int, detectors: str = "none") -> float:
