@@ -18,7 +18,13 @@ import lab.capture
 from lab.cli import main
 from lab.cli.record import parse_param
 from tests.capture_scan import places_holding
-from tests.test_readme_record_your_app import README, _free, _lab_on_path, _wait_gone
+from tests.test_readme_record_your_app import (
+    README,
+    _free_ports,
+    _lab_on_path,
+    _on_ports,
+    _wait_gone,
+)
 
 BODY_SECRET = "sk-body-secret-0123456789"
 NESTED_SECRET = "tok-nested-secret-9876"
@@ -237,8 +243,9 @@ def test_the_readme_body_block_runs_as_written_and_prints_what_it_says(tmp_path)
     section = README[README.index("## Command line") : README.index("## In Python")]
     (block,) = [b for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S) if "--body" in b]
     (port,) = {int(p) for p in re.findall(r"--port (\d+)", block)}
-    if not _free(port):
-        pytest.skip(f"port {port} is busy on this machine")
+    # on a port free on this machine: only the port changes (mapping it back gives the block)
+    (free,) = _free_ports(1)
+    block = _on_ports(block, {port: free})
     work = tmp_path / "work"
     work.mkdir()
     proc = subprocess.Popen(
