@@ -25,6 +25,7 @@ from tests.test_notebook_live import (
     RUN_ALL_TIMEOUT_MS,
     _chromium_or_skip,
     jupyterlab,
+    launch_chromium,
 )
 
 NB02 = "notebooks/02-tune-spill-guard.ipynb"
@@ -106,16 +107,7 @@ def test_notebook_02_labels_a_seam_and_suggests_settings_in_jupyterlab(tuner_ser
     url = f"{tuner_server['base']}/lab/tree/{NB02}?token={tuner_server['token']}"
     corpus_path = tuner_server["data"] / "seam_corpus.jsonl"
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=browser_path,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            ],
-        )
+        browser = launch_chromium(pw, browser_path)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(RUN_ALL_TIMEOUT_MS)

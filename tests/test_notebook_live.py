@@ -45,6 +45,21 @@ def _chromium_or_skip() -> str:
     return browser
 
 
+def launch_chromium(pw, browser_path: str):
+    """Headless Chromium (Debian's) that reaches loopback only: every other name fails to
+    resolve."""
+    return pw.chromium.launch(
+        executable_path=browser_path,
+        headless=True,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        ],
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -209,17 +224,7 @@ def test_notebook_01_survives_a_reload_and_a_second_run_in_jupyterlab(lab_server
     url = f"{lab_server['base']}/lab/tree/{NB01}?token={lab_server['token']}"
     saved = lab_server["root"] / NB01
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=browser_path,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                # loopback only: every other name fails to resolve
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            ],
-        )
+        browser = launch_chromium(pw, browser_path)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(RUN_ALL_TIMEOUT_MS)
