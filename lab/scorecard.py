@@ -438,15 +438,14 @@ def scorecard(
     verdicts = list(counts)
     sameness = _same_model_part(st, backends, reference, alpha) if backends else None
     latency = _latency_part(st, confidence) if backends else None
+    timed = latency if latency is not None else pd.DataFrame()
     slow = [  # the timing figures tested on at least one backend
-        m
-        for m in LATENCY_TESTED
-        if latency is not None and f"{m}_p" in latency and latency[f"{m}_p"].notna().any()
+        m for m in LATENCY_TESTED if f"{m}_p" in timed and timed[f"{m}_p"].notna().any()
     ]
     flags = []
     for i in range(len(card)):
         flagged = [v for v in verdicts if card.at[i, f"{v}_worse"]]
-        flagged += [m for m in slow if bool(latency.at[backends[i], f"{m}_worse"])]  # type: ignore[union-attr]
+        flagged += [m for m in slow if bool(timed.at[backends[i], f"{m}_worse"])]
         if sameness is not None and sameness["same_model_verdict"].iat[i] == VERDICT_DIFFERS:
             flagged.append("same_model")
         flags.append(",".join(flagged))
