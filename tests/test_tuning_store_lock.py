@@ -86,7 +86,11 @@ def test_a_second_tuner_waits_for_the_first_and_keeps_its_label(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     path = tmp_path / "seam_corpus.jsonl"
     save_label(_row("earlier"), path)
-    log, go = ctx.Queue(), ctx.Event()
+    # A manager's queue: each put returns once the manager holds the message, so the order
+    # read here is the order the steps happened in (a plain Queue flushes from a feeder
+    # thread, and a's "a wrote" could arrive after b's "b read").
+    manager = ctx.Manager()
+    log, go = manager.Queue(), ctx.Event()
     a = ctx.Process(target=_holder, args=(str(path), log, go))
     a.start()
     assert _next(log) == "a read"  # a holds the lock, its read done, its write not yet
@@ -98,6 +102,7 @@ def test_a_second_tuner_waits_for_the_first_and_keeps_its_label(tmp_path):
     for p in (a, b):
         p.join(WAIT_S)
         assert p.exitcode == 0
+    manager.shutdown()
     assert _ids(path) == ["earlier", "a", "b"]  # without the lock b's rewrite drops "a"
     assert load_user_corpus(path)["id"].tolist() == ["earlier", "a", "b"]
     assert (tmp_path / f"seam_corpus.jsonl{LOCK_SUFFIX}").exists()
