@@ -13,53 +13,22 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 
 import pytest
 
-from tests.test_notebook_live import (
+from tests.jupyter_live import (
     ERRORS,
-    NOTEBOOK_READY,
+    OVERFLOW,
     RUN_ALL,
-    RUN_ALL_TIMEOUT_MS,
-    _chromium_or_skip,
-    jupyterlab,
+    chromium_or_skip,
+    jupyter_server,
     launch_chromium,
+    open_notebook,
+    playwright_or_skip,
 )
 
 NB02 = "notebooks/02-tune-spill-guard.ipynb"
-
-OVERFLOW = """(selector) => {
-  // text overflowing its box inside the tuner: an element past the output area's right edge
-  // with no box between them that scrolls or clips, or an element whose own text is wider
-  // than it is (overflow visible: the text spills out) or cut (a clipped button label)
-  const root = document.querySelector(selector);
-  if (!root) return ['no ' + selector];
-  const edge = root.getBoundingClientRect().right;
-  const within = (el) => {
-    for (let p = el.parentElement; p && p !== root; p = p.parentElement) {
-      const o = getComputedStyle(p).overflowX;
-      if (o === 'auto' || o === 'scroll' || o === 'hidden' || o === 'clip') return true;
-    }
-    return false;
-  };
-  const hasText = (el) => [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
-  const found = [];
-  for (const el of root.querySelectorAll('*')) {
-    const box = el.getBoundingClientRect();
-    if (box.width === 0 || el.offsetParent === null) continue;  // hidden tabs
-    const name = el.tagName + '.' + [...el.classList].slice(0, 2).join('.');
-    if (box.right > edge + 1 && !within(el)) found.push('past the edge: ' + name);
-    if (hasText(el) && el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) {
-      const o = getComputedStyle(el).overflowX;
-      if (o === 'visible' || el.tagName === 'BUTTON') {
-        found.push('text wider than its box: ' + name + ' "' + el.textContent.trim() + '"');
-      }
-    }
-  }
-  return found;
-}"""
 
 KERNEL = """async (code) => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
@@ -73,7 +42,7 @@ TUNER = ".jp-OutputArea-output:has(.widget-tab)"
 @pytest.fixture(scope="module")
 def tuner_server(tmp_path_factory):
     data = tmp_path_factory.mktemp("labdata")
-    with jupyterlab(tmp_path_factory, {"LAB_DATA_DIR": str(data)}) as server:
+    with jupyter_server(tmp_path_factory, "lab", {"LAB_DATA_DIR": str(data)}) as server:
         yield {**server, "data": data}
 
 
@@ -94,13 +63,8 @@ def _button(page, text: str):
 
 
 def test_notebook_02_labels_a_seam_and_suggests_settings_in_jupyterlab(tuner_server, tmp_path):
-    browser_path = _chromium_or_skip()
-    try:
-        from playwright import sync_api
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("playwright is not installed: .ci/run installs the [dev] extra")
-        pytest.skip("playwright not installed (python -m pip install -e '.[dev]')")
+    browser_path = chromium_or_skip()
+    sync_api = playwright_or_skip()
     from lab.tuning import load_corpus
     from lab.tuning_ui import SpillTuner
 
@@ -109,10 +73,7 @@ def test_notebook_02_labels_a_seam_and_suggests_settings_in_jupyterlab(tuner_ser
     with sync_api.sync_playwright() as pw:
         browser = launch_chromium(pw, browser_path)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(RUN_ALL_TIMEOUT_MS)
-            page.goto(url)
-            page.wait_for_function(NOTEBOOK_READY)
+            page = open_notebook(browser, url)
             page.evaluate(RUN_ALL)
             assert page.evaluate(ERRORS) == []
 
