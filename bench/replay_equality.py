@@ -7,7 +7,9 @@ and every real provider body (``tests/realworld/*.sse``) under the default confi
 - ``lab.tables.streams``, ``leaks``, ``attempts``, ``by_backend`` (and ``gaps`` where the
   version has it) of each source and config;
 - every result in full (``to_dict()``, its chunks, read offsets and divergence);
-- the Parquet tables ``lab replay captures --out DIR`` writes (the CLI, both configs);
+- the Parquet tables ``lab replay captures --out DIR`` writes (the CLI, both configs), as
+  DataFrames and as the Arrow tables in the files (types, nulls, schema metadata), and those
+  ``replay(path, out=DIR)`` writes for every bundled and fixture capture;
 - every real HTTP error body of ``tests/realworld/http_errors.json`` through
   ``lab.errors.normalize_http_error`` (default and complete body error codes).
 
@@ -101,6 +103,30 @@ def _sources() -> dict[str, Any]:
     return out
 
 
+def _capture_paths() -> dict[str, Path]:
+    """Every capture the repository holds: the bundled ones and each fixture's."""
+    out = {"captures": ROOT / "captures"}
+    for fx in sorted((ROOT / "tests" / "fixtures").iterdir()):
+        if (fx / "capture").is_dir():
+            out[f"fixture:{fx.name}"] = fx / "capture"
+    return out
+
+
+def _out_parquet(path: Path, cfg: Any) -> dict[str, Any]:
+    """The Arrow tables ``replay(path, out=DIR)`` writes (in this process)."""
+    import warnings
+
+    import pyarrow.parquet as pq
+
+    from lab.replay import replay
+
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = Path(tmp) / "out"
+        replay(path, out=out, config=cfg)
+        return {p.name: pq.read_table(p) for p in sorted(out.glob("*.parquet"))}
+
+
 def _http_errors() -> dict[str, Any]:
     from lab.config import LabConfig
     from lab.errors import normalize_http_error
@@ -120,6 +146,7 @@ def _http_errors() -> dict[str, Any]:
 
 def _cli_parquet(config: str) -> dict[str, Any]:
     import pandas as pd
+    import pyarrow.parquet as pq
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
@@ -127,7 +154,12 @@ def _cli_parquet(config: str) -> dict[str, Any]:
         if config != "default":
             cmd += ["--config", config]
         subprocess.run(cmd, check=True, capture_output=True, env=os.environ.copy())
-        return {p.name: pd.read_parquet(p) for p in sorted(out.glob("*.parquet"))}
+        files = sorted(out.glob("*.parquet"))
+        tables = {p.name: pd.read_parquet(p) for p in files}
+        # the files themselves too: column types, nulls and schema metadata, not only the
+        # DataFrame pandas makes of them
+        tables |= {f"{p.name} (arrow)": pq.read_table(p) for p in files}
+        return tables
 
 
 def dump(dest: Path) -> None:
@@ -142,6 +174,9 @@ def dump(dest: Path) -> None:
         for cname, cfg in configs.items():
             clocked = name.startswith("realworld:")
             everything[f"{name}/{cname}"] = _tables(results_of(cfg), clocked)
+    for name, path in _capture_paths().items():
+        for cname, cfg in configs.items():
+            everything[f"out-parquet:{name}/{cname}"] = _out_parquet(path, cfg)
     everything["http_errors"] = _http_errors()
     for cname in configs:
         everything[f"cli-parquet/{cname}"] = _cli_parquet(cname)
@@ -152,6 +187,12 @@ def dump(dest: Path) -> None:
 
 def _same(a: Any, b: Any) -> bool:
     import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(a, pa.Table) or isinstance(b, pa.Table):
+        return (
+            isinstance(a, pa.Table) and isinstance(b, pa.Table) and a.equals(b, check_metadata=True)
+        )
 
     if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
         if not (isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame)):

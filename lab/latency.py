@@ -38,7 +38,8 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,7 @@ __all__ = [
     "quantile",
     "stream_timing",
     "timing_row",
+    "timing_values",
 ]
 
 DEFAULT_STALL_S: float = LabConfig.model_fields["stall_s"].default
@@ -259,9 +261,17 @@ def _ms(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e6
 
 
+_TIMING_VALUES = attrgetter(*TIMING_COLUMNS)
+
+
+def timing_values(result: StreamResult, *, stall_s: float = DEFAULT_STALL_S) -> tuple:
+    """:func:`stream_timing` as a tuple in :data:`TIMING_COLUMNS` order (a row's cells)."""
+    return _TIMING_VALUES(stream_timing(result, stall_s=stall_s))
+
+
 def timing_row(result: StreamResult, *, stall_s: float = DEFAULT_STALL_S) -> dict[str, Any]:
     """:func:`stream_timing` as a dict keyed by :data:`TIMING_COLUMNS`."""
-    return dict(zip(TIMING_COLUMNS, astuple(stream_timing(result, stall_s=stall_s)), strict=True))
+    return dict(zip(TIMING_COLUMNS, timing_values(result, stall_s=stall_s), strict=True))
 
 
 # --------------------------------------------------------------------------- per backend

@@ -37,7 +37,7 @@ from lab.latency import (
     backend_latency,
     content_gaps,
     shared_scans,
-    timing_row,
+    timing_values,
 )
 from lab.numbers import format_percent, format_rate
 from lab.providers import PROVIDERS, get_adapter
@@ -46,23 +46,29 @@ from lab.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, DEFAULT_CONFIDENCE, w
 from lab.trends import CUSUM_PERMUTATIONS, trend_table
 
 __all__ = [
+    "ATTEMPT_COLUMNS",
     "GAP_COLUMNS",
+    "LEAK_COLUMNS",
     "LEAK_GUARDS",
     "MIN_STREAMS_TO_COMPARE",
     "STREAM_COLUMNS",
     "TOOL_CALL_COLUMNS",
+    "attempt_columns",
     "attempts",
     "backend_labels",
     "backend_verdicts",
     "by_backend",
     "classifiers",
+    "gap_columns",
     "gaps",
     "latency",
+    "leak_columns",
     "leak_kinds",
     "leaks",
     "safety_text",
     "scorecard",
     "shared_scans",
+    "stream_columns",
     "streams",
     "tool_calls",
     "trends",
@@ -316,6 +322,93 @@ def tool_calls(
     return pd.DataFrame(rows, columns=TOOL_CALL_COLUMNS)
 
 
+def _columns(names: list[str], rows: list[tuple]) -> dict[str, list]:
+    """``rows`` (tuples in ``names`` order) as one list per column."""
+    if not rows:
+        return {name: [] for name in names}
+    return dict(zip(names, map(list, zip(*rows, strict=True)), strict=True))
+
+
+def _stream_row(r: StreamResult, stall_s: float) -> tuple:
+    """One row of :func:`streams`, its cells in :data:`STREAM_COLUMNS` order."""
+    guard_events = r.guard_events
+    leak_events = [e for e in guard_events if e.guard in LEAK_GUARDS and e.moved]
+    kinds = leak_kinds(r)
+    checks = _tool_checks(r)
+    usage = r.usage
+    error = r.error
+    first = r.first_output()
+    ttft = r.ttft_ms
+    duration = _duration_ms(r)
+    out_tokens = usage.output_tokens if usage else None
+    tps = None
+    if (
+        out_tokens
+        and duration
+        and ttft is not None
+        and duration > ttft
+        and not _call_first(r, first)  # an assembled call arrives last: no generation time
+    ):
+        tps = out_tokens / ((duration - ttft) / 1000.0)
+    return (
+        r.stream_id,
+        r.provider,
+        r.model,
+        r.serving_provider,
+        bool(kinds),  # leaked
+        ",".join(sorted({e.guard for e in leak_events})),  # leak_guards
+        sum(len(e.moved) for e in leak_events),  # leak_chars
+        ",".join(kinds),  # leak_kind
+        len(guard_events),
+        r.classifier,
+        error.type if error else None,
+        error.message if error else None,
+        safety_text(r.facts.get("safety_ratings")),
+        error.retryable if error else None,
+        len(r.attempts),
+        r.degradation_path,
+        r.finish_reason,
+        ttft,
+        duration,
+        len(r.chunks),  # n_chunks
+        len(r.text),  # text_chars
+        len(r.reasoning),  # reasoning_chars
+        len(r.function_calls),  # n_tool_calls
+        ",".join(c.name for c in r.function_calls),  # tool_names
+        len(checks),  # tool_calls_checked
+        sum(c.valid for c in checks),  # tool_calls_valid
+        ",".join(c.error_kind for c in checks if c.error_kind),  # tool_error_kinds
+        usage.input_tokens if usage else None,
+        out_tokens,
+        usage.reasoning_tokens if usage else None,
+        usage.cache_read_tokens if usage else None,  # cached_tokens
+        # a priced model's cost over no usage at all is 0.0: no usage, no cost known
+        r.cost if usage is not None else None,
+        tps,  # tokens_per_s
+        *timing_values(r, stall_s=stall_s),
+        r.outcome,
+        ",".join(_anomalies(r)),
+        "; ".join(r.divergence),
+        _meta_text(r, "session"),
+        _meta_text(r, "source"),
+        _fact_text(r, "response_id"),
+        _fact_text(r, "response_model"),
+        _shapes_text(r),  # unhandled_shapes
+        r.started_at,
+        r.capture_id,
+    )
+
+
+def stream_columns(
+    results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S
+) -> dict[str, list]:
+    """The cells of :func:`streams` as one list per column (:data:`STREAM_COLUMNS`), before
+    pandas: what the result files (:mod:`lab.replay.files`) turn into Arrow columns
+    directly. Needs the results."""
+    rows = [_stream_row(r, stall_s) for r in _need_results(results, "streams")]
+    return _columns(STREAM_COLUMNS, rows)
+
+
 def streams(
     results: Iterable[StreamResult] | pd.DataFrame, *, stall_s: float = DEFAULT_STALL_S
 ) -> pd.DataFrame:
@@ -329,74 +422,7 @@ def streams(
     """
     if isinstance(results, pd.DataFrame):
         return _stream_table(results, "streams")
-    rows = []
-    for r in _need_results(results, "streams"):
-        leak_events = [e for e in r.guard_events if e.guard in LEAK_GUARDS and e.moved]
-        kinds = leak_kinds(r)
-        checks = _tool_checks(r)
-        usage = r.usage
-        first = r.first_output()
-        ttft = r.ttft_ms
-        duration = _duration_ms(r)
-        out_tokens = usage.output_tokens if usage else None
-        tps = None
-        if (
-            out_tokens
-            and duration
-            and ttft is not None
-            and duration > ttft
-            and not _call_first(r, first)  # an assembled call arrives last: no generation time
-        ):
-            tps = out_tokens / ((duration - ttft) / 1000.0)
-        rows.append(
-            {
-                "stream_id": r.stream_id,
-                "provider": r.provider,
-                "model": r.model,
-                "serving_provider": r.serving_provider,
-                "leaked": bool(kinds),
-                "leak_guards": ",".join(sorted({e.guard for e in leak_events})),
-                "leak_chars": sum(len(e.moved) for e in leak_events),
-                "leak_kind": ",".join(kinds),
-                "guard_events": len(r.guard_events),
-                "classifier": r.classifier,
-                "error_type": r.error.type if r.error else None,
-                "error_message": r.error.message if r.error else None,
-                "safety": safety_text(r.facts.get("safety_ratings")),
-                "retryable": r.error.retryable if r.error else None,
-                "attempts": len(r.attempts),
-                "degradation_path": r.degradation_path,
-                "finish_reason": r.finish_reason,
-                "ttft_ms": ttft,
-                "duration_ms": duration,
-                "n_chunks": len(r.chunks),
-                "text_chars": len(r.text),
-                "reasoning_chars": len(r.reasoning),
-                "n_tool_calls": len(r.function_calls),
-                "tool_names": ",".join(c.name for c in r.function_calls),
-                "tool_calls_checked": len(checks),
-                "tool_calls_valid": sum(c.valid for c in checks),
-                "tool_error_kinds": ",".join(c.error_kind for c in checks if c.error_kind),
-                "input_tokens": usage.input_tokens if usage else None,
-                "output_tokens": out_tokens,
-                "reasoning_tokens": usage.reasoning_tokens if usage else None,
-                "cached_tokens": usage.cache_read_tokens if usage else None,
-                # a priced model's cost over no usage at all is 0.0: no usage, no cost known
-                "cost": r.cost if usage is not None else None,
-                "tokens_per_s": tps,
-                **timing_row(r, stall_s=stall_s),
-                "outcome": r.outcome,
-                "anomalies": ",".join(_anomalies(r)),
-                "divergence": "; ".join(r.divergence),
-                "session": _meta_text(r, "session"),
-                "source": _meta_text(r, "source"),
-                "response_id": _fact_text(r, "response_id"),
-                "response_model": _fact_text(r, "response_model"),
-                "unhandled_shapes": _shapes_text(r),
-                "started_at": r.started_at,
-                "capture_id": r.capture_id,
-            }
-        )
+    rows = [_stream_row(r, stall_s) for r in _need_results(results, "streams")]
     df = pd.DataFrame(rows, columns=STREAM_COLUMNS)
     for col in _NULLABLE_INT_COLUMNS:
         df[col] = df[col].astype("Int64")
@@ -450,6 +476,37 @@ LEAK_COLUMNS = [
 ]
 
 
+def _leak_rows(results: Iterable[StreamResult]) -> list[tuple]:
+    rows = []
+    for r in _need_results(results, "leaks"):
+        for e in r.guard_events:
+            if not e.moved:
+                continue
+            read_seq, t_ms = _event_read(r, e.attempt, e.seq)
+            rows.append(
+                (
+                    r.stream_id,
+                    r.serving_provider,
+                    e.attempt,
+                    e.seq,
+                    read_seq,
+                    e.offset,
+                    t_ms,
+                    e.guard,
+                    e.detail.get("rule"),
+                    THINK_LEAK if e.guard in LEAK_GUARDS else e.detail.get("kind"),  # leak_kind
+                    e.moved,
+                    len(e.moved),  # moved_chars
+                )
+            )
+    return rows
+
+
+def leak_columns(results: Iterable[StreamResult]) -> dict[str, list]:
+    """The cells of :func:`leaks`, one list per column (:data:`LEAK_COLUMNS`)."""
+    return _columns(LEAK_COLUMNS, _leak_rows(results))
+
+
 def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
     """One row per guard event that moved or dropped text (where reasoning leaked, etc.).
 
@@ -459,29 +516,7 @@ def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
 
     Needs the results (guard events are not in the streams table).
     """
-    rows = []
-    for r in _need_results(results, "leaks"):
-        for e in r.guard_events:
-            if not e.moved:
-                continue
-            read_seq, t_ms = _event_read(r, e.attempt, e.seq)
-            rows.append(
-                {
-                    "stream_id": r.stream_id,
-                    "serving_provider": r.serving_provider,
-                    "attempt": e.attempt,
-                    "seq": e.seq,
-                    "read_seq": read_seq,
-                    "offset": e.offset,
-                    "t_ms": t_ms,
-                    "guard": e.guard,
-                    "rule": e.detail.get("rule"),
-                    "leak_kind": THINK_LEAK if e.guard in LEAK_GUARDS else e.detail.get("kind"),
-                    "moved": e.moved,
-                    "moved_chars": len(e.moved),
-                }
-            )
-    return pd.DataFrame(rows, columns=LEAK_COLUMNS)
+    return pd.DataFrame(_leak_rows(results), columns=LEAK_COLUMNS)
 
 
 def _event_read(r: StreamResult, attempt: int, seq: int) -> tuple[int | None, float | None]:
@@ -750,32 +785,42 @@ ATTEMPT_COLUMNS = [
 ]
 
 
+def _attempt_rows(results: Iterable[StreamResult]) -> list[tuple]:
+    rows = []
+    for r in _need_results(results, "attempts"):
+        last = len(r.attempts) - 1
+        for a in r.attempts:
+            rows.append(
+                (
+                    r.stream_id,
+                    r.provider,
+                    r.model,
+                    a.attempt,
+                    a.label,
+                    a.status,
+                    a.end_reason,
+                    a.committed,
+                    a.degradable,
+                    a.error,
+                    ",".join(a.body_keys),
+                    a.n_reads,
+                    a.attempt == last,  # final
+                )
+            )
+    return rows
+
+
+def attempt_columns(results: Iterable[StreamResult]) -> dict[str, list]:
+    """The cells of :func:`attempts`, one list per column (:data:`ATTEMPT_COLUMNS`)."""
+    return _columns(ATTEMPT_COLUMNS, _attempt_rows(results))
+
+
 def attempts(results: Iterable[StreamResult]) -> pd.DataFrame:
     """One row per degradation attempt (HTTP exchange) of every logical request.
 
     Needs the results (the streams table has one row per request, not per attempt).
     """
-    rows = []
-    for r in _need_results(results, "attempts"):
-        for a in r.attempts:
-            rows.append(
-                {
-                    "stream_id": r.stream_id,
-                    "provider": r.provider,
-                    "model": r.model,
-                    "attempt": a.attempt,
-                    "label": a.label,
-                    "status": a.status,
-                    "end_reason": a.end_reason,
-                    "committed": a.committed,
-                    "degradable": a.degradable,
-                    "error": a.error,
-                    "body_keys": ",".join(a.body_keys),
-                    "n_reads": a.n_reads,
-                    "final": a.attempt == len(r.attempts) - 1,
-                }
-            )
-    df = pd.DataFrame(rows, columns=ATTEMPT_COLUMNS)
+    df = pd.DataFrame(_attempt_rows(results), columns=ATTEMPT_COLUMNS)
     df["status"] = df["status"].astype("Int64")
     return df
 
@@ -809,6 +854,24 @@ def latency(
 GAP_COLUMNS = ["stream_id", "serving_provider", "attempt", "read_seq", "t_ms", "gap_ms", "stall"]
 
 
+def _gap_rows(results: Iterable[StreamResult], stall_s: float) -> list[tuple]:
+    rows = []
+    limit_ms = stall_s * 1000.0
+    for r in _need_results(results, "gaps"):
+        sid, backend = r.stream_id, r.serving_provider
+        for attempt, read_seq, t_ns, gap_ns in content_gaps(r):
+            gap_ms = gap_ns / 1e6
+            rows.append((sid, backend, attempt, read_seq, t_ns / 1e6, gap_ms, gap_ms > limit_ms))
+    return rows
+
+
+def gap_columns(
+    results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S
+) -> dict[str, list]:
+    """The cells of :func:`gaps`, one list per column (:data:`GAP_COLUMNS`)."""
+    return _columns(GAP_COLUMNS, _gap_rows(results, stall_s))
+
+
 def gaps(results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S) -> pd.DataFrame:
     """One row per gap between consecutive reads that carried visible text (the gaps the
     ``gap_*`` columns of :func:`streams` summarize): the read that ended it, its arrival
@@ -817,22 +880,7 @@ def gaps(results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S) -
 
     Needs the results (the streams table holds each stream's quantiles, not its gaps).
     """
-    rows = []
-    limit_ms = stall_s * 1000.0
-    for r in _need_results(results, "gaps"):
-        for attempt, read_seq, t_ns, gap_ns in content_gaps(r):
-            rows.append(
-                {
-                    "stream_id": r.stream_id,
-                    "serving_provider": r.serving_provider,
-                    "attempt": attempt,
-                    "read_seq": read_seq,
-                    "t_ms": t_ns / 1e6,
-                    "gap_ms": gap_ns / 1e6,
-                    "stall": gap_ns / 1e6 > limit_ms,
-                }
-            )
-    df = pd.DataFrame(rows, columns=GAP_COLUMNS)
+    df = pd.DataFrame(_gap_rows(results, stall_s), columns=GAP_COLUMNS)
     df["stall"] = df["stall"].astype(bool)
     return df
 

@@ -240,6 +240,73 @@ def test_the_writer_stops_a_part_at_its_target_size_between_whole_requests(tmp_p
     assert sizes == [1200] * 5
 
 
+def test_result_files_are_built_from_the_cells_as_the_dataframes_convert():
+    """The result files' tables built straight from each table's cells (no pandas) equal
+    the Arrow tables of lab.tables' DataFrames, schema and metadata included: every table
+    of the bundled capture and the fixtures under both configs, and an empty replay."""
+    from lab.config import LabConfig
+    from lab.replay import files
+
+    fixtures = sorted((ROOT / "tests" / "fixtures").glob("*/capture"))
+    for cfg in (LabConfig(), LabConfig.complete()):
+        results = replay(BUNDLED, config=cfg) + [r for d in fixtures for r in replay(d, config=cfg)]
+        for batch in (results, results[:1], []):
+            frames = files._builders(2.0)
+            with tables.shared_scans():
+                for name, build in files._column_builders(2.0).items():
+                    direct = files._arrow_columns(name, build(batch))
+                    assert direct is not None, name  # every cell takes the direct path
+                    assert direct.equals(files._arrow(name, frames[name](batch)), True), name
+
+
+def test_odd_cells_convert_as_the_dataframe_would_or_go_its_way():
+    """Cells the direct conversion takes (None, NaN, ints in a float column, an aware time
+    in another zone) give the DataFrame's array; others (a naive time, a bool among ints, a
+    number among strings) are refused, so the table takes the DataFrame path."""
+    from datetime import datetime, timedelta, timezone
+
+    import pyarrow as pa
+
+    from lab.replay import files
+
+    plain = {
+        files._FLOAT: ([1.5, None, float("nan"), 2], pd.Series([1.5, None, float("nan"), 2])),
+        files._INT: ([3, None, 4], pd.Series([3, None, 4]).astype("Int64")),
+        files._BOOL: ([True, None, False], pd.Series([True, None, False], dtype=object)),
+        pa.string(): (["a", None, ""], pd.Series(["a", None, ""])),
+    }
+    for kind, (cells, series) in plain.items():
+        assert files._plain(cells, kind).equals(files._column(series, kind)), kind
+    aware = [datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone(timedelta(hours=2))), None]
+    frame = pd.to_datetime(pd.Series(aware), utc=True).astype("datetime64[us, UTC]")
+    assert files._plain(aware, files._TIME).equals(files._column(frame, files._TIME))
+    assert files._plain(aware, files._TIME)[0].as_py().hour == 1  # 03:04 at +02:00
+    refused = {
+        files._TIME: [datetime(2026, 1, 2, 3, 4, 5)],  # naive: the DataFrame says what it is
+        files._INT: [1, True],
+        files._FLOAT: [1.0, "x"],
+        pa.string(): ["a", 7],
+        files._BOOL: [True, 1],
+    }
+    for kind, cells in refused.items():
+        assert files._plain(cells, kind) is None, kind
+    assert files._plain([2**70], files._INT) is None  # out of range: refused, not wrapped
+
+
+def test_a_table_with_an_odd_cell_is_written_as_its_dataframe_converts(tmp_path):
+    """A cell the direct conversion refuses (a model id that is a number) sends its table
+    down the DataFrame path: the file holds what lab.tables' DataFrame converts to."""
+    from lab.config import LabConfig
+    from lab.replay import files
+
+    results = replay(BUNDLED)
+    results[0].model = 7  # type: ignore[assignment]
+    files._write_unit(results, tmp_path, 0, LabConfig())
+    written = pq.read_table(tmp_path / "streams-00000.parquet")
+    assert written["model"][0].as_py() == "7"
+    assert written.equals(files._arrow("streams", tables.streams(results)), True)
+
+
 def test_result_columns_convert_whole_as_they_would_cell_by_cell():
     """The whole-column conversions of the result files give the arrays the cell-by-cell
     conversion gives, on every table of the bundled capture and the fixtures (errors, tool

@@ -45,6 +45,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,8 @@ class ResultFiles:
 
 
 def _builders(stall_s: float) -> dict[str, Callable[[list], pd.DataFrame]]:
+    """Each result table's DataFrame builder (``lab.tables``); the files are written from
+    :func:`_column_builders`, these are the reference they equal (and the fallback)."""
     # the one arrow up out of the replay layer (pyproject's import contracts): the result
     # tables these files hold are lab.tables' own; imported here, at the first write, so
     # that lab.tables (and its analysis) never loads with the replay
@@ -163,6 +166,19 @@ def _builders(stall_s: float) -> dict[str, Callable[[list], pd.DataFrame]]:
         "leaks": tables.leaks,
         "attempts": tables.attempts,
         "gaps": functools.partial(tables.gaps, stall_s=stall_s),
+    }
+
+
+def _column_builders(stall_s: float) -> dict[str, Callable[[list], dict[str, list]]]:
+    """Each result table's cells as one list per column (``lab.tables.stream_columns``, ...):
+    the same rows as :func:`_builders`, without pandas."""
+    from lab import tables  # the one arrow up (see _builders)
+
+    return {
+        "streams": functools.partial(tables.stream_columns, stall_s=stall_s),
+        "leaks": tables.leak_columns,
+        "attempts": tables.attempt_columns,
+        "gaps": functools.partial(tables.gap_columns, stall_s=stall_s),
     }
 
 
@@ -230,19 +246,74 @@ def _column(values: pd.Series, kind: pa.DataType) -> pa.Array:
     return pa.array([_cell(v, kind) for v in values.tolist()], type=kind)
 
 
+def _schema(table: str, columns: list[str]) -> pa.Schema:
+    """The table's fixed column types and metadata (the same schema in every unit)."""
+    types = _TYPES[table]
+    metadata = {
+        b"lab.table": f"results.{table}".encode(),
+        b"pandas": _pandas_metadata(columns, types),
+    }
+    return pa.schema([pa.field(c, types.get(c, pa.string())) for c in columns], metadata=metadata)
+
+
 def _arrow(table: str, df: pd.DataFrame) -> pa.Table:
     """``df`` with the table's fixed column types (the same schema in every unit)."""
     types = _TYPES[table]
-    fields, arrays = [], []
-    for col in df.columns:
-        kind = types.get(col, pa.string())
-        fields.append(pa.field(col, kind))
-        arrays.append(_column(df[col], kind))
-    metadata = {
-        b"lab.table": f"results.{table}".encode(),
-        b"pandas": _pandas_metadata(list(df.columns), types),
-    }
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
+    arrays = [_column(df[col], types.get(col, pa.string())) for col in df.columns]
+    return pa.Table.from_arrays(arrays, schema=_schema(table, list(df.columns)))
+
+
+_NONE = type(None)
+_PLAIN: dict[pa.DataType, frozenset[type]] = {
+    _INT: frozenset({int, _NONE}),
+    _FLOAT: frozenset({float, int, _NONE}),
+    _BOOL: frozenset({bool, _NONE}),
+    _TIME: frozenset({_NONE}),  # a datetime is checked for its time zone (_plain)
+    pa.string(): frozenset({str, _NONE}),
+}
+"""The Python types each column type converts straight from the cells (the table's
+DataFrame gives the same array for them); a cell of another type sends the table down the
+DataFrame path."""
+
+
+def _plain(values: list, kind: pa.DataType) -> pa.Array | None:
+    """``values`` as an array of ``kind`` straight from the cells, or None when a cell is not
+    of a type :data:`_PLAIN` takes (or does not convert): the DataFrame path decides."""
+    seen = set(map(type, values))
+    if kind == _TIME:
+        if datetime in seen and not any(v.tzinfo is None for v in values if v is not None):
+            seen.discard(datetime)  # aware: pandas and Arrow agree on the UTC instant
+    if not seen <= _PLAIN[kind]:
+        return None
+    try:  # from_pandas: a NaN float is null, as in the DataFrame path
+        return pa.array(values, type=kind, from_pandas=True)
+    except (TypeError, ValueError, OverflowError, pa.ArrowException):
+        return None
+
+
+def _arrow_columns(table: str, columns: dict[str, list]) -> pa.Table | None:
+    """The table from its cells (:func:`_column_builders`) with the fixed column types,
+    equal to :func:`_arrow` of its DataFrame; None when a cell needs the DataFrame path."""
+    types = _TYPES[table]
+    arrays = []
+    for col, values in columns.items():
+        array = _plain(values, types.get(col, pa.string()))
+        if array is None:
+            return None
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, schema=_schema(table, list(columns)))
+
+
+def _write_parquet(data: pa.Table, path: Path) -> None:
+    """``data`` as a zstd Parquet file at ``path``, written whole under a temporary name and
+    renamed (a file that exists is whole). Encoded into memory first and written with one
+    call: pyarrow's own file output costs several times the encoding of a small table."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink, compression="zstd")
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(sink.getvalue())
+    os.replace(tmp, path)
 
 
 def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:
@@ -250,11 +321,13 @@ def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]
 
     written = []
     with tables.shared_scans():  # the streams and gaps tables read each result's reads once
-        for table, build in _builders(config.stall_s).items():
+        frames = _builders(config.stall_s)
+        for table, build in _column_builders(config.stall_s).items():
+            data = _arrow_columns(table, build(results))
+            if data is None:  # an odd cell: the DataFrame's conversion, whatever it holds
+                data = _arrow(table, frames[table](results))
             path = out / f"{table}-{index:05d}.parquet"
-            tmp = path.with_name(f".{path.name}.tmp")
-            pq.write_table(_arrow(table, build(results)), tmp, compression="zstd")
-            os.replace(tmp, path)
+            _write_parquet(data, path)
             written.append(path)
     return written
 
