@@ -26,6 +26,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_recorder.py", [], ["--chunks", "5000", "--repeat", "5"]),
     ("bench_parallel_replay.py", [], ["--n", "10", "--repeat", "3"]),
     ("bench_proxy.py", [], ["--chunks", "5000", "--repeat", "3", "--ttfb-pairs", "11"]),
+    ("bench_proxy_paced.py", [], ["--streams", "50", "--events", "40", "--rounds", "1"]),
     ("bench_scale.py", [], ["--streams", "400"]),
 ]
 

@@ -74,6 +74,7 @@ __all__ = [
 JOURNAL_SUFFIX = ".journal"
 NO_EXCHANGE = 0xFFFFFFFF
 SEGMENT_BYTES = 64 * 1024 * 1024
+_NEVER = 2**63 - 1  # ``due_ns`` of a journal that writes every record at once (interval 0)
 
 MAGIC = b"\xd7LABJ\x02\r\n"  # a segment of this version (v1 segments start with b"G")
 SYNC = b"\xd7\x1a"
@@ -178,9 +179,10 @@ class JournalWriter:
         self.interval = interval
         self.idle_interval = idle_interval
         self._interval_ns = int(interval * 1e9)
-        self.due_ns = 0
+        self.due_ns = 0 if interval else _NEVER
         """``time.monotonic_ns()`` from which ``write_due`` writes (``interval`` after the
-        last write by any thread); recording threads compare each read's time with it."""
+        last write by any thread); recording threads compare each read's time with it.
+        Never reached with ``interval`` = 0 (every record is written at once then)."""
         self.segment_bytes = SEGMENT_BYTES
         self.error: OSError | None = None
         """The last write failure (kept after the journal recovered; ``ok`` says if it did)."""
@@ -287,7 +289,8 @@ class JournalWriter:
         """Write the queue, then every exchange's new reads, in one ``writev`` (caller holds
         ``_wlock``). Only records written whole count: the rest goes back to the queue (its
         reads stay unmarked) and is written again, whole, next time."""
-        self.due_ns = time.monotonic_ns() + self._interval_ns
+        if self._interval_ns:
+            self.due_ns = time.monotonic_ns() + self._interval_ns
         queue = self._queue
         items = [queue.popleft() for _ in range(len(queue))]
         buffers = [record for _, record in items]

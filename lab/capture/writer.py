@@ -245,22 +245,22 @@ class ExchangeRecorder:
         self, chunks: Iterable[bytes], on_error: Callable[[BaseException], None]
     ) -> Iterator[bytes]:
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
-        journal, write = self._journal, self._write_due
+        journal, write, clock = self._journal, self._write_due, _monotonic_ns
         try:
             for data in chunks:
-                t = _monotonic_ns() - t0
+                now = clock()  # compared as it is: one subtraction per read, no addition
                 if data and not self._ended:
                     reads.append(data if type(data) is bytes else bytes(data))  # read first
-                    ts.append(t)
+                    ts.append(now - t0)
                     if sync is not None:
                         try:
                             sync()
                         except (OSError, ValueError):  # disk trouble: Parquet still gets it
                             pass
                 yield data
-                if sync is None and t + t0 >= journal.due_ns:  # the read handed on
+                if now >= journal.due_ns:  # the read handed on (never, when sync is set)
                     try:
-                        write(t + t0)
+                        write(now)
                     except (OSError, ValueError):  # disk trouble: Parquet still gets it
                         pass
         except GeneratorExit:  # the consumer stopped early: the transport records it
@@ -297,16 +297,16 @@ class ExchangeRecorder:
         assert scrubber is not None
         try:
             for data in chunks:
-                t = _monotonic_ns() - t0
+                now = _monotonic_ns()
                 if not data:
                     continue
-                held_ts.append(t)
+                held_ts.append(now - t0)
                 pieces = scrubber.feed(data if type(data) is bytes else bytes(data))
                 self._release(pieces)
                 yield from pieces
-                if self._sync_reads is None and t + t0 >= journal.due_ns:
+                if now >= journal.due_ns:
                     try:
-                        write(t + t0)
+                        write(now)
                     except (OSError, ValueError):  # disk trouble: Parquet still gets it
                         pass
         except GeneratorExit:  # the consumer stopped early: on_end records what is held
@@ -338,17 +338,17 @@ class ExchangeRecorder:
         assert scrubber is not None
         try:
             async for data in chunks:
-                t = _monotonic_ns() - t0
+                now = _monotonic_ns()
                 if not data:
                     continue
-                held_ts.append(t)
+                held_ts.append(now - t0)
                 pieces = scrubber.feed(data if type(data) is bytes else bytes(data))
                 self._release(pieces)
                 for piece in pieces:
                     yield piece
-                if self._sync_reads is None and t + t0 >= journal.due_ns:
+                if now >= journal.due_ns:
                     try:
-                        write(t + t0)
+                        write(now)
                     except (OSError, ValueError):
                         pass
         except GeneratorExit:
@@ -370,22 +370,22 @@ class ExchangeRecorder:
         self, chunks: AsyncIterable[bytes], on_error: Callable[[BaseException], None]
     ) -> AsyncIterator[bytes]:
         reads, ts, t0, sync = self._reads, self._ts, self._t0, self._sync_reads
-        journal, write = self._journal, self._write_due
+        journal, write, clock = self._journal, self._write_due, _monotonic_ns
         try:
             async for data in chunks:
-                t = _monotonic_ns() - t0
+                now = clock()
                 if data and not self._ended:
                     reads.append(data if type(data) is bytes else bytes(data))
-                    ts.append(t)
+                    ts.append(now - t0)
                     if sync is not None:
                         try:
                             sync()
                         except (OSError, ValueError):
                             pass
                 yield data
-                if sync is None and t + t0 >= journal.due_ns:
+                if now >= journal.due_ns:
                     try:
-                        write(t + t0)
+                        write(now)
                     except (OSError, ValueError):
                         pass
         except GeneratorExit:
@@ -430,7 +430,7 @@ class ExchangeRecorder:
                             pass
                 yield batch
                 now = _monotonic_ns()
-                if sync is None and now >= journal.due_ns:  # the batch handed on
+                if now >= journal.due_ns:  # the batch handed on
                     try:
                         write(now)
                     except (OSError, ValueError):
@@ -461,7 +461,7 @@ class ExchangeRecorder:
                         out += pieces
                 yield out
                 now = _monotonic_ns()
-                if self._sync_reads is None and now >= journal.due_ns:
+                if now >= journal.due_ns:
                     try:
                         write(now)
                     except (OSError, ValueError):
