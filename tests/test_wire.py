@@ -220,6 +220,32 @@ def test_silence_past_the_read_timeout_is_a_read_timeout():
     assert asyncio.run(run()) == (200, [b"hi"])
 
 
+def test_reads_each_inside_the_read_timeout_never_time_out_however_long_the_stream():
+    # one wait timer per connection, re-armed when it fires during a later wait: six gaps
+    # of 0.15 s under a 0.4 s read timeout (0.9 s in all) pass, the silence after them not
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(OK_HEAD)
+        for i in range(6):
+            writer.write(b"1\r\n%d\r\n" % i)
+            await writer.drain()
+            await asyncio.sleep(0.15)
+        await asyncio.sleep(2)
+
+    async def run():
+        async with _server(handler) as (url, _):
+            timeout = httpx.Timeout(5, read=0.4)
+            async with httpx.AsyncClient(transport=AsyncWireTransport(), timeout=timeout) as c:
+                async with c.stream("GET", url) as response:
+                    got = []
+                    with pytest.raises(httpx.ReadTimeout):
+                        async for data in response.aiter_raw():
+                            got.append(data)
+                    return got
+
+    assert asyncio.run(run()) == [b"0", b"1", b"2", b"3", b"4", b"5"]
+
+
 def test_close_delimited_head_informational_and_no_content_responses():
     responses = {
         b"GET /close": b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end",

@@ -68,6 +68,8 @@ class _Connection(asyncio.Protocol):
         self.uses = 0
         self.idle_since = 0.0
         self._waiter: asyncio.Future | None = None
+        self._timer: asyncio.TimerHandle | None = None  # for every wait (``wait``)
+        self._wait_until = 0.0  # loop.time() at which the wait in progress times out
         self._drained: asyncio.Future | None = None
         self._paused = False
         self._reset()
@@ -117,6 +119,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.stop_timer()
         if not self.complete and self.error is None:
             if exc is not None:
                 self.error = httpx.ReadError(str(exc) or type(exc).__name__)
@@ -207,18 +210,49 @@ class _Connection(asyncio.Protocol):
         return reads, ts
 
     async def wait(self, timeout: float | None, error: type[httpx.TimeoutException]) -> None:
-        """Until the parser has something new (or the connection ended)."""
+        """Until the parser has something new (or the connection ended), for at most
+        ``timeout`` seconds.
+
+        The connection keeps one timer for its waits, not one per wait: a paced stream waits
+        once per event, and a timer per wait (a handle made, pushed on the loop's heap and
+        cancelled) was a good part of the proxy's CPU per event. The timer is armed for the
+        first wait's deadline; when it fires while a later wait is still inside its own
+        ``timeout``, it is armed again for that wait's deadline (``_check_wait``). A wait
+        whose deadline comes before the armed one re-arms it earlier."""
         loop = asyncio.get_running_loop()
         self._waiter = waiter = loop.create_future()
-        timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+        if timeout is not None:
+            self._wait_until = at = loop.time() + timeout
+            timer = self._timer
+            if timer is None or timer.when() > at:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(at, self._check_wait)
         try:
             await waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
         if waiter.result() is _TIMED_OUT:
             raise error("timed out")
+
+    def _check_wait(self) -> None:
+        """The wait timer fired: time out the wait in progress if it is at its deadline,
+        else arm the timer for that deadline (no wait in progress: the next one arms it)."""
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._wait_until:
+            waiter.set_result(_TIMED_OUT)
+        else:
+            self._timer = loop.call_at(self._wait_until, self._check_wait)
+
+    def stop_timer(self) -> None:
+        """Cancel the wait timer (the connection is released or closed)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def send(self, data: bytes, timeout: float | None) -> None:
         if self.closed or self.transport is None or self.transport.is_closing():
@@ -235,11 +269,6 @@ class _Connection(asyncio.Protocol):
 
 
 _TIMED_OUT = object()
-
-
-def _expire(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(_TIMED_OUT)
 
 
 class _WireStream(httpx.AsyncByteStream):
@@ -426,6 +455,7 @@ class AsyncWireTransport(httpx.AsyncBaseTransport):
         return conn
 
     def _release(self, conn: _Connection, *, reuse: bool) -> None:
+        conn.stop_timer()
         if reuse and conn.keep_alive and not conn.closed and not conn.no_body:
             conn.idle_since = time.monotonic()
             self._idle.setdefault(conn.key, []).append(conn)
