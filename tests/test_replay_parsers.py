@@ -5,7 +5,8 @@ msgspec is an optional speedup (the ``[speed]`` extra); without it the lab parse
 orjson, and without that with the standard library. The real-world corpus, a hostile
 stream and the benchmark bodies are replayed with each parser in turn (msgspec with the
 families' typed decoders: OpenRouter's ``decode_typed_chunk``, Gemini's ``decode_lean``,
-Anthropic's ``decode_delta``, the chat machine's ``decode_chat_chunk``;
+the Responses API's ``decode_text_delta``, Anthropic's ``decode_delta``, the chat
+machine's ``decode_chat_chunk``;
 the others with the lean dict checks) and once more the general way (the standard parser,
 every fast path off): every field of the results, every chunk and every fact must be
 identical.
@@ -21,10 +22,11 @@ import pytest
 
 from lab import _json
 from lab.config import LabConfig
-from lab.providers import anthropic, chat, google, openrouter
+from lab.providers import anthropic, chat, google, openai_responses, openrouter
 from lab.providers.anthropic import AnthropicAdapter
 from lab.providers.chat import OpenAICompatibleAdapter
 from lab.providers.google import GoogleAdapter
+from lab.providers.openai_responses import ResponsesAdapter
 from lab.providers.openrouter import OpenRouterAdapter
 from lab.replay import replay_sse
 from tests.result_parts import everything
@@ -59,6 +61,7 @@ TYPED = {
     "google": google.decode_lean,
     "anthropic": anthropic.decode_delta,
     "chat": chat.decode_chat_chunk,
+    "responses": openai_responses.decode_text_delta,
 }
 """Each family's typed decoder (None when msgspec is not the lab's parser)."""
 
@@ -76,6 +79,10 @@ def _replay_with(parser: str, monkeypatch, *args, **kwargs):
     monkeypatch.setattr(AnthropicAdapter, "lean", parser != "general")
     monkeypatch.setattr(chat, "decode_chat_chunk", TYPED["chat"] if msgspec else None)
     monkeypatch.setattr(OpenAICompatibleAdapter, "lean", parser != "general")
+    monkeypatch.setattr(
+        openai_responses, "decode_text_delta", TYPED["responses"] if msgspec else None
+    )
+    monkeypatch.setattr(ResponsesAdapter, "lean", parser != "general")
     return everything(replay_sse(*args, **kwargs))
 
 

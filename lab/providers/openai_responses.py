@@ -39,14 +39,23 @@ Lab choices (there is no reference adapter for this API): every parallel call is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from lab import _json
 from lab.degrade import ExtraClassifier
 from lab.errors import parse_status_code
 from lab.guards import RecentTextDedup, SpeakerBoundaryGuard, SpillGuard, ThinkBlockStripper
 from lab.http.sse import SSEEvent
-from lab.model import FunctionCall, ProcessedChunk, ProviderError, Usage, new_chunk, new_thought
+from lab.model import (
+    FunctionCall,
+    ProcessedChunk,
+    ProviderError,
+    Usage,
+    new_chunk,
+    new_raw_thought,
+    new_text_chunk,
+    new_thought,
+)
 from lab.providers.base import (
     RetryAttempt,
     StreamAdapter,
@@ -62,6 +71,7 @@ from lab.providers.openai_compat import (
     openai_compatible_stream_error,
 )
 from lab.providers.openrouter import OpenRouterAdapter, openrouter_stream_error
+from lab.providers.wire import MAX_WIRE_INT
 
 __all__ = [
     "RESPONSES_ADAPTERS",
@@ -265,6 +275,59 @@ def _flat_tool(tool: dict) -> dict:
 # --------------------------------------------------------------------------- the adapter
 
 
+# -- the lean path: output_text deltas straight to the guards --------------------------
+#
+# Nearly every event of a text stream is a ``response.output_text.delta``. With msgspec such
+# a line is decoded straight into the typed struct below, whose fields are exactly the keys
+# the general way knows for that event (``forbid_unknown_fields``: a line with another key
+# is declined, and the general way counts the key), with the output and content indexes as
+# plain counts and the delta a string. Without msgspec, ``_lean_text_fields`` checks the
+# parsed dict against the same rules. Any other line, or one that breaks a rule, goes the
+# general way, which decides as before. tests/test_responses_lean.py checks the two against
+# each other on generated streams.
+
+TEXT_DELTA = "response.output_text.delta"
+
+decode_text_delta: Callable[[str], Any] | None = None
+"""``decode_text_delta(line)``: the typed output_text delta of a data line, or None when the
+line is not one of the lean shape. None itself when msgspec is not the lab's parser."""
+
+if _json.PARSER == "msgspec":
+    import msgspec
+    from msgspec import Meta, Struct
+
+    _Count = Annotated[int, Meta(ge=0, le=MAX_WIRE_INT)]
+
+    class _TypedTextDelta(Struct, gc=False, forbid_unknown_fields=True):
+        type: str
+        delta: str
+        output_index: _Count
+        content_index: _Count | None = None
+        item_id: Any = None
+        sequence_number: Any = None
+        logprobs: Any = None
+        obfuscation: Any = None
+
+    _decode_text = msgspec.json.Decoder(_TypedTextDelta).decode
+
+    def _decode_text_delta(line: str) -> _TypedTextDelta | None:
+        if len(line) > _json.FAST_MAX_CHARS:
+            return None
+        try:
+            ev = _decode_text(line)
+        except (ValueError, RecursionError):  # another shape or type: the general way
+            return None
+        return ev if ev.type == TEXT_DELTA else None
+
+    decode_text_delta = _decode_text_delta
+
+
+def _plain_count(v: Any) -> bool:
+    """An index the general way takes as it is, with nothing to note (``wire_int``'s
+    rule, for a plain ``int``)."""
+    return type(v) is int and 0 <= v <= MAX_WIRE_INT
+
+
 class ResponsesAdapter(StreamAdapter):
     """The Responses API stream adapter; a subclass names its provider's ``chat_adapter``."""
 
@@ -374,6 +437,12 @@ class ResponsesAdapter(StreamAdapter):
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One typed event to its handler (``_HANDLERS``); a line that is not an event is
         named as an unhandled shape, invalid JSON counted and skipped."""
+        lean = self.lean and not self.stopped and (event.event is None or event.event == TEXT_DELTA)
+        if lean and decode_text_delta is not None:
+            ev = decode_text_delta(data)
+            if ev is not None:
+                self._lean_text(ev.delta, ev.output_index, ev.content_index, out)
+                return
         data = data.strip()
         if data == "[DONE]":  # OpenRouter's, after the terminal event
             self.facts["done_line"] = True
@@ -385,6 +454,9 @@ class ResponsesAdapter(StreamAdapter):
         except (ValueError, RecursionError):
             self.facts["invalid_json"] += 1
             return
+        if lean and type(raw) is dict and raw.get("type") == TEXT_DELTA:
+            if self._lean_text_fields(raw, out):
+                return
         if not isinstance(raw, dict):
             self._unhandled("<event that is not an object>")
             return
@@ -405,6 +477,38 @@ class ResponsesAdapter(StreamAdapter):
             return
         note_unknown_keys(self.facts, raw, _KNOWN_FIELDS[kind], kind)
         handler(self, raw, out)
+
+    lean: ClassVar[bool] = True
+    """Do output_text deltas take the lean path (typed with msgspec, a dict check
+    otherwise)? Off, every event goes the general way (the tests compare the two)."""
+
+    _TEXT_DELTA_KEYS: ClassVar[frozenset[str]] = frozenset()  # set below, from _KNOWN_FIELDS
+
+    def _lean_text_fields(self, raw: dict, out: list[ProcessedChunk]) -> bool:
+        """A parsed output_text delta of the lean shape, to :meth:`_lean_text`; False (and
+        nothing done) for any other."""
+        delta = raw.get("delta")
+        index: Any = raw.get("output_index")
+        part_index = raw.get("content_index")
+        if (
+            type(delta) is str
+            and _plain_count(index)
+            and (part_index is None or _plain_count(part_index))
+            and raw.keys() <= self._TEXT_DELTA_KEYS
+        ):
+            self._lean_text(delta, index, part_index, out)
+            return True
+        return False
+
+    def _lean_text(
+        self, delta: str, index: int, part_index: int | None, out: list[ProcessedChunk]
+    ) -> None:
+        """:meth:`_on_text_delta` for an event whose indexes are plain counts."""
+        part = ("text", index, part_index or 0)
+        chars = self.part_chars
+        chars[part] = chars.get(part, 0) + len(delta)
+        self.streamed = True
+        self._text(delta, out)
 
     def after_end(self, data: str) -> None:
         """OpenRouter's ``[DONE]`` comes after the terminal event: noted."""
@@ -465,14 +569,14 @@ class ResponsesAdapter(StreamAdapter):
             g = self.think.feed(text)
             text = g.content
             if g.reasoning and self.config.capture_think_blocks_as_thoughts:
-                thoughts.append(new_thought(kind="raw", content=g.reasoning))
+                thoughts.append(new_raw_thought(g.reasoning))
             if self.think.notes:
                 self._drain(self.think)
         if text:
             g = self.spill.filter(text)
             text = g.content
             if g.reasoning:
-                thoughts.append(new_thought(kind="raw", content=g.reasoning))
+                thoughts.append(new_raw_thought(g.reasoning))
             if self.spill.notes:
                 self._drain(self.spill)
         self._visible(text, thoughts, out)
@@ -490,7 +594,7 @@ class ResponsesAdapter(StreamAdapter):
             fired = self.speaker.fired
         if text or thoughts:
             self.committed = True
-            out.append(new_chunk(type="text", content=text, thoughts=thoughts, metadata={}))
+            out.append(new_text_chunk(text, thoughts, {}))
         if fired:
             self.stopped = True
             self.end_reason = "stopped_by_guard"
@@ -903,6 +1007,7 @@ _HANDLERS: dict[str, Callable[[ResponsesAdapter, dict, list[ProcessedChunk]], No
     "error": ResponsesAdapter._on_error,
 }
 assert set(_HANDLERS) == set(_KNOWN_FIELDS)
+ResponsesAdapter._TEXT_DELTA_KEYS = _KNOWN_FIELDS[TEXT_DELTA]
 
 
 def _openrouter_stream_error(provider: str, err: dict) -> ProviderError:
