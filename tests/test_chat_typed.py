@@ -64,6 +64,13 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
                 tc["function"] = {"name": "f", "arguments": ""}
             else:
                 tc["function"] = {"arguments": rng.choice(['{"a"', ": 1", "}", ""])}
+            if odd():  # an argument delta of another shape: the general way decides
+                tc["index"] = rng.choice([-1, None, 1.5, True, 2**60, "0"])
+            if odd():
+                tc["function"] = rng.choice(
+                    [None, "x", {"arguments": {"a": 1}}, {"name": "", "arguments": "x"},
+                     {"name": 5, "arguments": "y"}, {"arguments": 7}, {"arguments": "z", "k": 1}]
+                )  # fmt: skip
             delta["tool_calls"] = [tc]
         choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None,
                                   "finish_reason": None}  # fmt: skip

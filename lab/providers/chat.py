@@ -1285,6 +1285,14 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _accumulate_tools(self, delta: dict) -> None:
         acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
+            if self.lean and tc.keys() <= _ARGUMENTS_ONLY:  # an argument delta: its own way
+                index = tc.get("index")
+                fn = tc.get("function")
+                if type(index) is int and index >= 0 and type(fn) is dict and not fn.get("name"):
+                    a = fn.get("arguments")
+                    if type(a) is str:  # what the general way below does with such a delta
+                        acc.add(index, arguments=a)
+                        continue
             if not tc.keys() <= TOOL_CALL_KEYS:
                 note_unknown_keys(self.facts, tc, TOOL_CALL_KEYS, "choices[].delta.tool_calls[]")
             index = tc.get("index")
