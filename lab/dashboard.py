@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from lab import plots, tables
 from lab.anomalies import detect
 from lab.view import _pick_label, stream_html
+from lab.widgetview import widget_bundle
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -320,9 +321,9 @@ class StreamExplorer:
         )
 
     def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any]:
-        bundle = self.widget._repr_mimebundle_()
-        data = dict(bundle[0] if isinstance(bundle, tuple) else bundle or {})
-        r = self.result
-        if r is not None:  # a viewer without widgets still sees the picked stream
-            data["text/html"] = stream_html(r)
-        return data
+        r = self.result  # a viewer without widgets still sees the picked stream
+        what = (
+            f"A stream explorer of {len(self.results):,} streams (filters, a stream menu, "
+            "the picked stream's sections)"
+        )
+        return widget_bundle(self.widget, what, stream_html(r) if r is not None else None)

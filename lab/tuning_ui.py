@@ -40,6 +40,7 @@ from lab.tuning_store import (
     save_label,
     write_text_atomic,
 )
+from lab.widgetview import widget_bundle
 
 __all__ = ["CONTROL_LABEL_WIDTH", "CONTROL_WIDTH", "NON_EMPTY_FIELDS", "SpillTuner"]
 
@@ -850,10 +851,19 @@ class SpillTuner:
         )
         self.compare_html.value = stale + self._compare_table
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+    def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any]:
+        """The panel, with its current scores as the static copy (a viewer without widgets
+        sees where the settings stand, not the controls)."""
+        static = (
+            "<p><i>The tuner's controls need a live kernel; its scores at the settings it "
+            "was left at:</i></p>"
+            + "".join(
+                f"<div>{part.value}</div>"
+                for part in (self.summary_html, self.confusion_html, self.scores_html)
+            )
+        )
+        what = "The spill-guard tuner (its settings, scores, labelling and suggestions)"
+        return widget_bundle(self.widget, what, static)
 
     def __repr__(self) -> str:
         return f"SpillTuner({len(self.corpus)} cases; {self.score})"

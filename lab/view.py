@@ -31,6 +31,7 @@ from lab.console import DECIMALS, MISSING, format_cost, table_text
 from lab.numbers import format_rate
 from lab.reading import answer_pieces, arguments_json, reasoning_pieces
 from lab.tables import LEAK_GUARDS
+from lab.widgetview import widget_bundle
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -612,11 +613,11 @@ class TableView:
         self.next.disabled = self.page >= pages - 1
 
     def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any]:
-        bundle = self.widget._repr_mimebundle_()
-        data = dict(bundle[0] if isinstance(bundle, tuple) else bundle or {})
         note = "in the interactive table (run the notebook)."
-        data["text/html"] = _plain_table(self.shown, self.caption, TABLE_PREVIEW_ROWS, note)
-        return data
+        static = _plain_table(self.shown, self.caption, TABLE_PREVIEW_ROWS, note)
+        named = f" {self.caption!r}" if self.caption else ""
+        what = f"A table{named} of {len(self.frame):,} rows that searches, sorts and pages"
+        return widget_bundle(self.widget, what, static)
 
 
 def _sort_key(col: pd.Series) -> pd.Series:
@@ -694,7 +695,6 @@ class StreamPicker:
         with self.output:
             display(HTML(stream_html(self.result)))
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+    def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any]:
+        what = f"A menu of {len(self._by_id):,} streams and the picked stream below it"
+        return widget_bundle(self.widget, what, stream_html(self.result))

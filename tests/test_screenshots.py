@@ -8,10 +8,15 @@ text* ran. A hostile stream (``<script>``, an ``onerror`` image and markup in it
 ``</think>`` too in its reasoning) is shown in every view the lab has: the stream, the results
 summary, the interactive table and the report; none of it may run. A screenshot of each
 page is taken too (kept under pytest's tmp_path for a human to look at).
+
+The same executed notebooks are then drawn as VS Code's notebook renderer draws them
+(``tests/vscode_render.py``: one webview page, no RequireJS and no Jupyter globals, scripts
+in HTML outputs run, a widget shown by its fallbacks) and checked the same way.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -22,6 +27,10 @@ from pathlib import Path
 
 import pytest
 from test_notebooks import hostile_capture  # noqa: F401 - the fixture: a capture full of markup
+
+from lab.widgetview import NEEDS
+from tests import vscode_render
+from tests.jupyter_live import OVERFLOW, SHAPES, launch_chromium, playwright_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -103,9 +112,8 @@ def _look(page: Path, tmp_path: Path) -> dict[str, str]:
     return dict(re.findall(r'(data-lab-[a-z-]+)="([^"]*)"', body.group(1)))
 
 
-def _execute_to_html(nb, out: Path, cwd: Path) -> Path:
+def _execute(nb, cwd: Path) -> None:
     nbclient = pytest.importorskip("nbclient")
-    nbconvert = pytest.importorskip("nbconvert")
     nbclient.NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
     ).execute()
@@ -117,18 +125,73 @@ def _execute_to_html(nb, out: Path, cwd: Path) -> Path:
         if o.get("output_type") == "error"
     ]
     assert errors == []
+
+
+def _to_html(nb, out: Path) -> Path:
+    nbconvert = pytest.importorskip("nbconvert")
     html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     out.write_text(html, encoding="utf-8")
     return out
 
 
+def _execute_to_html(nb, out: Path, cwd: Path) -> Path:
+    _execute(nb, cwd)
+    return _to_html(nb, out)
+
+
+_EXECUTED: dict[str, object] = {}
+
+
+def _executed(path: Path):
+    """``path`` executed on the sample capture (once per session: the exported page and the
+    VS Code view read the same run); a copy, free to change."""
+    if path.name not in _EXECUTED:
+        nbformat = pytest.importorskip("nbformat")
+        nb = nbformat.read(path, as_version=4)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("MPLBACKEND", "Agg")
+            env.delenv("LAB_CAPTURES", raising=False)
+            _execute(nb, path.parent)
+        _EXECUTED[path.name] = nb
+    return copy.deepcopy(_EXECUTED[path.name])
+
+
+WIDGET_VIEWS = {  # each notebook's widget views (progress bars aside)
+    "01-openrouter-backends.ipynb": 2,  # the stream table and the stream explorer
+    "02-tune-spill-guard.ipynb": 1,  # the tuner
+    "03-regression-fixtures.ipynb": 0,
+}
+VSCODE_WIDTH = 1000  # px: a notebook editor in a VS Code window beside its side bar
+
+
+def _vscode_look(nb, tmp_path: Path, name: str) -> dict:
+    """``nb``'s outputs drawn as VS Code's renderer draws them, in headless Chromium: what
+    the page reports (:data:`vscode_render.CHECKS`), its script errors, the text that
+    overflows its box and the images not at their natural aspect; a screenshot is kept."""
+    sync_api = playwright_or_skip()
+    page_file = tmp_path / f"{name}.vscode.html"
+    page_file.write_text(vscode_render.page(nb, VSCODE_WIDTH), encoding="utf-8")
+    with sync_api.sync_playwright() as pw:
+        browser = launch_chromium(pw, _browser())
+        try:
+            page = browser.new_page(viewport={"width": VSCODE_WIDTH, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_file.as_uri())
+            seen = page.evaluate(vscode_render.CHECKS)
+            seen["errors"] = errors
+            seen["overflow"] = page.evaluate(OVERFLOW, "#container")
+            seen["shapes"] = page.evaluate(SHAPES, "#container")
+            seen["pwned"] = page.evaluate("() => window.__labPwned || 0")
+            page.screenshot(path=str(tmp_path / f"{name}.vscode.png"), full_page=True)
+        finally:
+            browser.close()
+    return seen
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_at_1280_px_has_no_error_and_nothing_overflows(path, tmp_path, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.delenv("LAB_CAPTURES", raising=False)
-    nb = nbformat.read(path, as_version=4)
-    page = _execute_to_html(nb, tmp_path / f"{path.stem}.html", path.parent)
+def test_notebook_at_1280_px_has_no_error_and_nothing_overflows(path, tmp_path):
+    page = _to_html(_executed(path), tmp_path / f"{path.stem}.html")
     seen = _look(page, tmp_path)
     assert seen["data-lab-errors"] == "0"
     assert seen["data-lab-pwned"] == "0"
@@ -186,3 +249,30 @@ def test_backends_notebook_on_a_hostile_capture_runs_no_script(
     seen = _look(page, tmp_path)
     assert seen["data-lab-pwned"] == "0"
     assert seen["data-lab-errors"] == "0"
+    # VS Code's renderer runs the scripts of an HTML output: none is planted in one
+    assert vscode_render.static_problems(nb, NEEDS) == []
+    in_vscode = _vscode_look(nb, tmp_path, "01-hostile")
+    assert (in_vscode["pwned"], in_vscode["scripts"], in_vscode["errors"]) == (0, 0, [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_in_vscode_renderer_needs_no_jupyter_script_and_says_what_each_widget_needs(
+    path, tmp_path
+):
+    """Every output has a view VS Code draws without a Jupyter page around it: a rich output
+    has text beside it, no output is or holds a script, each widget has a static HTML copy
+    and a text saying what it is and what to do, and its models are all from the widget
+    modules VS Code's renderer ships. Drawn as that renderer draws them: no error, no empty
+    output, no Jupyter global, no text out of its box, every plot at its natural aspect."""
+    nb = _executed(path)
+    assert vscode_render.static_problems(nb, NEEDS) == []
+    seen = _vscode_look(nb, tmp_path, path.stem)
+    drawn = vscode_render.drawn(nb)
+    assert seen["outputs"] == len(drawn) > 0
+    assert seen["errors"] == [] and seen["empty"] == [] and seen["globals"] == []
+    assert seen["scripts"] == 0 and seen["pwned"] == 0
+    assert seen["overflow"] == []
+    plots = sum(1 for d in drawn if d["mime"] == "image/png")
+    assert seen["shapes"] == {"seen": plots, "bad": []}
+    widgets = [d["mime"] for d in drawn if d.get("widget")]
+    assert widgets.count("text/html") == WIDGET_VIEWS[path.name]  # drawn by their HTML copy

@@ -726,3 +726,20 @@ def test_tuner_given_results_does_not_replay_the_captures_again(corpus, monkeypa
     tuner = SpillTuner(corpus, captures=root, results=results)
     assert tuner.compare_source == root
     assert (tuner.score.cases["category"] == "capture").sum() > 0
+
+
+def test_tuner_shows_its_scores_and_what_to_do_to_a_viewer_without_widgets(corpus):
+    from lab.widgetview import NEEDS
+
+    tuner = SpillTuner(corpus)
+    tuner.controls["strip_on_multi_word_clause"].value = False
+    bundle = tuner._repr_mimebundle_()
+    assert bundle["text/plain"] == (
+        "The spill-guard tuner (its settings, scores, labelling and suggestions) "
+        f"(interactive, ipywidgets): {NEEDS}; a static copy is in its HTML output."
+    )
+    page = bundle["text/html"]
+    assert page.startswith("<p><i>The tuner's controls need a live kernel; its scores at ")
+    assert "0.769" in page and "(+0.126)" in page  # the scores of the settings it was left at
+    assert "<script" not in page
+    assert "application/vnd.jupyter.widget-view+json" in bundle

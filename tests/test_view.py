@@ -302,3 +302,38 @@ def test_stream_html_marks_what_lab_reading_marks():
 def test_stream_html_keeps_each_section_on_its_own_line():
     page = stream_html(replay_sse("openrouter", _event({"content": "Hi"})))
     assert "<div><b>guard events (0)</b> none</div><div><b>attempts (1)</b>" in page
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def test_table_view_says_what_it_is_and_how_to_use_it_to_a_viewer_without_widgets():
+    """text/plain is what a terminal, a markdown export and VS Code with a screen reader
+    show: a sentence naming the view and what to do, never ipywidgets' ``VBox(children=``."""
+    from lab.widgetview import NEEDS
+
+    bundle = _table_view()._repr_mimebundle_()
+    assert bundle["text/plain"] == (
+        f"A table '<i>t</i>' of 4 rows that searches, sorts and pages (interactive, "
+        f"ipywidgets): {NEEDS}; a static copy is in its HTML output."
+    )
+    assert NEEDS == (
+        "run this cell with a live kernel in JupyterLab, Notebook 7 or VS Code (Jupyter "
+        "extension) to use it"
+    )
+    assert set(bundle[WIDGET_VIEW]) >= {"model_id", "version_major"}
+
+
+def test_stream_picker_bundle_carries_the_picked_stream_as_its_static_copy(sample):
+    pytest.importorskip("ipywidgets")
+    from lab.view import StreamPicker
+    from lab.widgetview import NEEDS
+
+    picker = StreamPicker(sample, value="s18ec9d7c919ad13206eb17")
+    bundle = picker._repr_mimebundle_()
+    assert bundle["text/plain"] == (
+        "A menu of 132 streams and the picked stream below it (interactive, ipywidgets): "
+        f"{NEEDS}; a static copy is in its HTML output."
+    )
+    assert bundle["text/html"] == stream_html(picker.result)
+    assert WIDGET_VIEW in bundle

@@ -180,3 +180,17 @@ def test_explorer_refuses_an_unknown_stream_and_no_results(sample, capture):
         _explorer(sample, capture, value="nope")
     with pytest.raises(ValueError, match="no stream to explore: the results are empty"):
         _explorer([], None)
+
+
+def test_explorer_says_what_it_is_to_a_viewer_without_widgets(sample, capture):
+    from lab.view import stream_html
+    from lab.widgetview import NEEDS
+
+    ex = _explorer(sample, capture, value=PARTIAL)
+    bundle = ex._repr_mimebundle_()
+    assert bundle["text/plain"] == (
+        "A stream explorer of 132 streams (filters, a stream menu, the picked stream's "
+        f"sections) (interactive, ipywidgets): {NEEDS}; a static copy is in its HTML output."
+    )
+    assert bundle["text/html"] == stream_html(ex.result)
+    assert "application/vnd.jupyter.widget-view+json" in bundle
