@@ -161,16 +161,48 @@ WIDGET_VIEWS = {  # each notebook's widget views (progress bars aside)
     "02-tune-spill-guard.ipynb": 1,  # the tuner
     "03-regression-fixtures.ipynb": 0,
 }
+WIDGET_MARKS = (  # what a drawn widget view shows, counted on the page
+    "table.lab-table tbody tr",  # the stream table's rows
+    ".lab-stream-picker select",  # the explorer's stream menu
+    ".lab-explorer img[alt^='timeline']",  # the picked stream's timeline
+    ".widget-tab .lm-TabBar-tab",  # the tuner's tabs
+)
+WIDGETS_SHOW = {  # notebook -> (rows, stream menus, timelines, tabs) at least
+    "01-openrouter-backends.ipynb": (10, 1, 1, 0),
+    "02-tune-spill-guard.ipynb": (0, 0, 0, 4),
+    "03-regression-fixtures.ipynb": (0, 0, 0, 0),
+}
 VSCODE_WIDTH = 1000  # px: a notebook editor in a VS Code window beside its side bar
 
 
-def _vscode_look(nb, tmp_path: Path, name: str) -> dict:
-    """``nb``'s outputs drawn as VS Code's renderer draws them, in headless Chromium: what
-    the page reports (:data:`vscode_render.CHECKS`), its script errors, the text that
-    overflows its box and the images not at their natural aspect; a screenshot is kept."""
+def _embed_or_skip() -> str:
+    """The URL of html-manager's embed.js; a skip without it (a failure on CI, where
+    ``.ci/run`` fetches it)."""
+    embed = vscode_render.embed_js()
+    if embed is None:
+        msg = (
+            f"@jupyter-widgets/html-manager {vscode_render.HTML_MANAGER} not fetched: .ci/run "
+            "fetches it with npm pack (or set LAB_WIDGETS_EMBED to its dist/embed.js)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return embed.as_uri()
+
+
+def _widget_outputs(nb) -> int:
+    return sum(1 for d in vscode_render.drawn(nb, widgets=True) if d.get("widget"))
+
+
+def _vscode_look(nb, tmp_path: Path, name: str, embed: str | None = None) -> dict:
+    """``nb``'s outputs drawn as VS Code's renderer draws them, in headless Chromium (the
+    widgets from their saved state with html-manager's **embed**, else by their HTML
+    copies): what the page reports (:data:`vscode_render.CHECKS`), its script errors, the
+    text that overflows its box and the images not at their natural aspect; a screenshot
+    is kept."""
     sync_api = playwright_or_skip()
     page_file = tmp_path / f"{name}.vscode.html"
-    page_file.write_text(vscode_render.page(nb, VSCODE_WIDTH), encoding="utf-8")
+    page_file.write_text(vscode_render.page(nb, VSCODE_WIDTH, embed), encoding="utf-8")
     with sync_api.sync_playwright() as pw:
         browser = launch_chromium(pw, _browser())
         try:
@@ -178,7 +210,12 @@ def _vscode_look(nb, tmp_path: Path, name: str) -> dict:
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(page_file.as_uri())
+            if embed is not None:  # html-manager draws the widgets on load
+                page.wait_for_function(vscode_render.WIDGETS_DRAWN, arg=_widget_outputs(nb))
             seen = page.evaluate(vscode_render.CHECKS)
+            seen["marks"] = {
+                mark: page.locator(f"#container {mark}").count() for mark in WIDGET_MARKS
+            }
             seen["errors"] = errors
             seen["overflow"] = page.evaluate(OVERFLOW, "#container")
             seen["shapes"] = page.evaluate(SHAPES, "#container")
@@ -253,6 +290,10 @@ def test_backends_notebook_on_a_hostile_capture_runs_no_script(
     assert vscode_render.static_problems(nb, NEEDS) == []
     in_vscode = _vscode_look(nb, tmp_path, "01-hostile")
     assert (in_vscode["pwned"], in_vscode["scripts"], in_vscode["errors"]) == (0, 0, [])
+    # and the widgets drawn from their saved state (html-manager puts an HTML widget's
+    # value in with innerHTML: an unescaped <img onerror> there would run)
+    drawn = _vscode_look(nb, tmp_path, "01-hostile-widgets", _embed_or_skip())
+    assert (drawn["pwned"], drawn["scripts"], drawn["errors"]) == (0, 0, [])
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -276,3 +317,22 @@ def test_notebook_in_vscode_renderer_needs_no_jupyter_script_and_says_what_each_
     assert seen["shapes"] == {"seen": plots, "bad": []}
     widgets = [d["mime"] for d in drawn if d.get("widget")]
     assert widgets.count("text/html") == WIDGET_VIEWS[path.name]  # drawn by their HTML copy
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_widgets_drawn_from_their_saved_state_as_vscode_draws_them(path, tmp_path):
+    """The widget views drawn from the notebook's saved widget state by
+    @jupyter-widgets/html-manager (the ipywidgets 8 controls VS Code's renderer draws), in
+    the same emulated webview: each drawn, showing what it is for (the stream table's rows,
+    the explorer's menu and timeline, the tuner's tabs), no error, nothing out of its box."""
+    embed = _embed_or_skip()
+    nb = _executed(path)
+    seen = _vscode_look(nb, tmp_path, f"{path.stem}-widgets", embed)
+    assert seen["errors"] == [] and seen["empty"] == [] and seen["globals"] == []
+    assert seen["scripts"] == 0 and seen["pwned"] == 0
+    assert seen["overflow"] == []
+    assert seen["shapes"]["bad"] == []
+    counts = tuple(seen["marks"][mark] for mark in WIDGET_MARKS)
+    least = WIDGETS_SHOW[path.name]
+    assert all(n >= m for n, m in zip(counts, least, strict=True)), (counts, least)
+    assert all(n == 0 for n, m in zip(counts, least, strict=True) if m == 0), counts

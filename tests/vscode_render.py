@@ -17,17 +17,23 @@ What is emulated, from VS Code's sources (``notebookCommon.ts``, the built-in
   word wrap off, its default), so what is checked is text spilling out of its own element,
   never the width of a wide table.
 
-What is not: a widget is not drawn here (it needs a kernel, or the widget state and
-``@jupyter-widgets/html-manager``, which the repository does not ship); its fallbacks are
-checked instead: the ``text/html`` copy VS Code shows under "change presentation" is drawn,
-and the ``text/plain`` must say what the view is and what to do (:func:`static_problems`).
-VS Code's own styles, fonts and cell chrome are not reproduced.
+Widgets are drawn two ways: by their fallbacks (the ``text/html`` copy VS Code shows under
+"change presentation"; the ``text/plain`` must say what the view is and what to do, see
+:func:`static_problems`), and from the notebook's saved widget state by
+``@jupyter-widgets/html-manager`` (:func:`embed_js`: its standalone ``dist/embed.js``, the
+ipywidgets 8 controls VS Code's renderer also draws; fetched by ``.ci/run`` from the npm
+registry, never shipped here). What is not emulated: a live kernel behind the widgets
+(a pick redrawing the sections is checked live in JupyterLab and Notebook 7), VS Code's own
+styles, fonts and cell chrome.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -45,6 +51,18 @@ DISPLAY_ORDER = (  # VS Code's NOTEBOOK_DISPLAY_ORDER (src/vs/workbench/contrib/
 )
 CORE_WIDGETS = {"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output"}
 # the widget modules VS Code's renderer ships; any other is fetched from a CDN, if allowed
+
+
+HTML_MANAGER = "1.0.15"  # @jupyter-widgets/html-manager for ipywidgets 8 (.ci/run fetches it)
+
+
+def embed_js() -> Path | None:
+    """html-manager's ``dist/embed.js``: ``LAB_WIDGETS_EMBED`` if set, else where
+    ``.ci/run`` puts it (``~/.cache/lab-npm/html-manager-VERSION/package/dist/embed.js``);
+    ``None`` when it is not there."""
+    default = Path.home() / ".cache" / "lab-npm" / f"html-manager-{HTML_MANAGER}"
+    path = Path(os.environ.get("LAB_WIDGETS_EMBED") or default / "package" / "dist" / "embed.js")
+    return path if path.is_file() else None
 
 
 def chosen(data: dict[str, Any]) -> str:
@@ -119,7 +137,13 @@ RENDER = """
     box.dataset.cell = String(o.cell);
     box.dataset.mime = o.mime;
     container.appendChild(box);
-    if (o.mime === 'text/html') {
+    if (o.mime === 'application/vnd.jupyter.widget-view+json') {
+      // drawn from the saved widget state by @jupyter-widgets/html-manager, on load
+      const view = document.createElement('script');
+      view.type = o.mime;
+      view.text = o.value;
+      box.appendChild(view);
+    } else if (o.mime === 'text/html') {
       const element = document.createElement('div');
       element.innerHTML = o.value;
       box.appendChild(element);
@@ -144,9 +168,10 @@ RENDER = """
 """
 
 
-def drawn(nb) -> list[dict[str, Any]]:
-    """Every output as VS Code draws it: ``{"cell", "mime", "value"}``; a widget output is
-    drawn as its ``text/html`` copy (VS Code's "change presentation"), marked ``widget``."""
+def drawn(nb, widgets: bool = False) -> list[dict[str, Any]]:
+    """Every output as VS Code draws it: ``{"cell", "mime", "value", "widget"}``; a widget
+    output is drawn as the widget (**widgets**, from its saved state) or as its ``text/html``
+    copy (VS Code's "change presentation")."""
     shown = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
@@ -159,7 +184,7 @@ def drawn(nb) -> list[dict[str, Any]]:
                 data = dict(out["data"])
                 mime = chosen(data)
                 widget = mime == WIDGET_VIEW
-                if widget:
+                if widget and not widgets:
                     data.pop(WIDGET_VIEW)
                     mime = chosen(data)
                 value = data[mime]
@@ -169,10 +194,19 @@ def drawn(nb) -> list[dict[str, Any]]:
     return shown
 
 
-def page(nb, width: int) -> str:
+def page(nb, width: int, embed: str | None = None) -> str:
     """The webview page of **nb**'s outputs at **width** px (the data as JSON, ``</``
-    written ``<\\/`` so that no output can close the data's script element)."""
-    data = json.dumps(drawn(nb)).replace("</", "<\\/")
+    written ``<\\/`` so that no output can close the data's script element). With
+    **embed** (the URL of ``@jupyter-widgets/html-manager``'s ``dist/embed.js``) the widgets
+    are drawn from the notebook's saved widget state; without it, by their HTML copies."""
+    data = json.dumps(drawn(nb, widgets=embed is not None)).replace("</", "<\\/")
+    state = ""
+    if embed is not None:
+        saved = json.dumps(nb.metadata["widgets"][WIDGET_STATE]).replace("</", "<\\/")
+        state = (
+            f"<script type='{WIDGET_STATE}'>{saved}</script>"
+            f"<script src='{html.escape(embed, quote=True)}'></script>"
+        )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><style>"
         f"body {{ margin: 0; width: {width}px; font-family: sans-serif; font-size: 13px }}"
@@ -180,7 +214,7 @@ def page(nb, width: int) -> str:
         ".output pre { overflow-x: auto; margin: 0 }"
         "</style></head><body><div id='container'></div>"
         f"<script type='application/json' id='lab-outputs'>{data}</script>"
-        f"<script>{RENDER}</script></body></html>"
+        f"<script>{RENDER}</script>{state}</body></html>"
     )
 
 
@@ -193,10 +227,19 @@ CHECKS = """() => {
   return {
     outputs: boxes.length,
     empty,
-    scripts: document.querySelectorAll('#container script').length,
+    // scripts a browser runs (not the widget views' JSON, which html-manager reads)
+    scripts: [...document.querySelectorAll('#container script')]
+      .filter(s => !s.type || /javascript|ecmascript|module/i.test(s.type)).length,
     globals: ['require', 'define', 'Jupyter', 'IPython'].filter(g => g in window),
   };
 }"""
 
 
-__all__ = ["CHECKS", "chosen", "drawn", "page", "static_problems"]
+WIDGETS_DRAWN = """(n) => {
+  // every widget output drawn by html-manager: n subareas, each holding a widget
+  const areas = [...document.querySelectorAll('#container .widget-subarea')];
+  return areas.length === n && areas.every(a => a.querySelector('.jupyter-widgets'));
+}"""
+
+
+__all__ = ["CHECKS", "WIDGETS_DRAWN", "chosen", "drawn", "embed_js", "page", "static_problems"]
