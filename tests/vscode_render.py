@@ -176,8 +176,20 @@ def drawn(nb, widgets: bool = False) -> list[dict[str, Any]]:
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             kind = out.get("output_type")
-            if kind == "stream":
-                shown.append({"cell": i, "mime": "text/plain", "value": _text(out["text"])})
+            if kind == "stream":  # consecutive writes to one stream are one output (as in
+                # VS Code and Lab: a print's text and its newline may arrive apart)
+                last = shown[-1] if shown else {}
+                if last.get("cell") == i and last.get("stream") == out["name"]:
+                    last["value"] += _text(out["text"])
+                    continue
+                shown.append(
+                    {
+                        "cell": i,
+                        "mime": "text/plain",
+                        "value": _text(out["text"]),
+                        "stream": out["name"],
+                    }
+                )
             elif kind == "error":
                 shown.append({"cell": i, "mime": "text/plain", "value": out["ename"]})
             elif kind in ("display_data", "execute_result"):
