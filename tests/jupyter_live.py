@@ -323,3 +323,50 @@ def explorer_checks(page) -> None:
     assert "cleaned only in part:" in page.locator(".lab-explorer").text_content()
     assert page.locator(".lab-explorer .lab-reads tr").count() >= 2
     assert page.locator(".lab-explorer img[alt^='timeline']").count() == 1
+
+
+def notebook_01_session(
+    browser, url: str, saved: Path, tmp_path: Path, name: str, *, plots: int | None = None
+) -> None:
+    """Notebook 01 as a user lives with it, in whichever front end serves **url**: run all,
+    save, reload the page, run all again (the saved file small and not growing), filter and
+    pick a stream (every section below the menu follows, each drawn once), then a second tab
+    on the same kernel with nothing re-run. **plots**: also check the look (no overflow,
+    **plots** images at their natural aspect, one more after the pick). Screenshots are kept
+    under **tmp_path**, named after **name**."""
+    page = open_notebook(browser, url)
+    page.evaluate(RUN_ALL)
+    page_checks(page, picked=None)
+    if plots is not None:
+        look_checks(page, images=plots)
+        page.locator(".jp-OutputArea-output").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / f"{name}-01-first-run.png"))
+    page.evaluate(SAVE)
+    first_size = saved.stat().st_size
+
+    # the same kernel, a fresh page: what a reload or a second tab sees
+    page.reload()
+    page.wait_for_function(NOTEBOOK_READY)
+    page.evaluate(RUN_ALL)
+    page_checks(page, picked=None)
+    page.evaluate(SAVE)
+    second_size = saved.stat().st_size
+    assert first_size < SAVED_LIMIT and second_size < SAVED_LIMIT
+    assert abs(second_size - first_size) < 20_000  # run-all twice does not grow it
+    assert largest_outputs(saved) == []
+
+    # filter, then pick: every section below the menu follows, each drawn once
+    pick_partial(page)
+    explorer_checks(page)
+    if plots is not None:
+        look_checks(page, images=plots + 1)  # and the picked stream's timeline
+    page.locator(".lab-explorer").screenshot(path=str(tmp_path / "explorer.png"))
+    page.screenshot(path=str(tmp_path / f"{name}-01-after-reload-and-pick.png"))
+
+    # a second tab on the same kernel, nothing re-run: the views come from the kernel
+    page.evaluate(SAVE)
+    second = open_notebook(browser, url)
+    second.locator(".jp-OutputArea-output b", has_text=PARTIAL).first.wait_for()
+    page_checks(second, picked=PARTIAL)
+    if plots is not None:
+        look_checks(second, images=plots + 1)

@@ -20,20 +20,11 @@ import pytest
 
 from tests.jupyter_live import (
     NB01,
-    NOTEBOOK_READY,
-    PARTIAL,
-    RUN_ALL,
-    SAVE,
-    SAVED_LIMIT,
     chromium_or_skip,
-    explorer_checks,
     jupyter_server,
-    largest_outputs,
     launch_chromium,
-    look_checks,
+    notebook_01_session,
     open_notebook,
-    page_checks,
-    pick_partial,
     playwright_or_skip,
 )
 
@@ -61,37 +52,7 @@ def test_notebook_01_survives_a_reload_and_a_second_run_in_notebook_7(notebook7_
         try:
             page = open_notebook(browser, url)
             assert page.locator("#main-panel .jp-Notebook").count() == 1  # Notebook 7's shell
-            page.evaluate(RUN_ALL)
-            page_checks(page, picked=None)
-            look_checks(page, images=PLOTS)
-            page.locator(".jp-OutputArea-output").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(tmp_path / "notebook7-01-first-run.png"))
-            page.evaluate(SAVE)
-            first_size = saved.stat().st_size
-
-            # the same kernel, a fresh page: what a reload or a second tab sees
-            page.reload()
-            page.wait_for_function(NOTEBOOK_READY)
-            page.evaluate(RUN_ALL)
-            page_checks(page, picked=None)
-            page.evaluate(SAVE)
-            second_size = saved.stat().st_size
-            assert first_size < SAVED_LIMIT and second_size < SAVED_LIMIT
-            assert abs(second_size - first_size) < 20_000  # run-all twice does not grow it
-            assert largest_outputs(saved) == []
-
-            # filter, then pick: every section below the menu follows, each drawn once
-            pick_partial(page)
-            explorer_checks(page)
-            look_checks(page, images=PLOTS + 1)  # and the picked stream's timeline
-            page.locator(".lab-explorer").screenshot(path=str(tmp_path / "explorer.png"))
-            page.screenshot(path=str(tmp_path / "notebook7-01-after-reload-and-pick.png"))
-
-            # a second tab on the same kernel, nothing re-run: the views come from the kernel
-            page.evaluate(SAVE)
-            second = open_notebook(browser, url)
-            second.locator(".jp-OutputArea-output b", has_text=PARTIAL).first.wait_for()
-            page_checks(second, picked=PARTIAL)
-            look_checks(second, images=PLOTS + 1)
+            page.close()
+            notebook_01_session(browser, url, saved, tmp_path, "notebook7", plots=PLOTS)
         finally:
             browser.close()

@@ -18,19 +18,10 @@ import pytest
 
 from tests.jupyter_live import (
     NB01,
-    NOTEBOOK_READY,
-    PARTIAL,
-    RUN_ALL,
-    SAVE,
-    SAVED_LIMIT,
     chromium_or_skip,
-    explorer_checks,
     jupyter_server,
-    largest_outputs,
     launch_chromium,
-    open_notebook,
-    page_checks,
-    pick_partial,
+    notebook_01_session,
     playwright_or_skip,
 )
 
@@ -50,33 +41,6 @@ def test_notebook_01_survives_a_reload_and_a_second_run_in_jupyterlab(lab_server
     with sync_api.sync_playwright() as pw:
         browser = launch_chromium(pw, browser_path)
         try:
-            page = open_notebook(browser, url)
-            page.evaluate(RUN_ALL)
-            page_checks(page, picked=None)
-            page.evaluate(SAVE)
-            first_size = saved.stat().st_size
-
-            # the same kernel, a fresh page: what a reload or a second tab sees
-            page.reload()
-            page.wait_for_function(NOTEBOOK_READY)
-            page.evaluate(RUN_ALL)
-            page_checks(page, picked=None)
-            page.evaluate(SAVE)
-            second_size = saved.stat().st_size
-            assert first_size < SAVED_LIMIT and second_size < SAVED_LIMIT
-            assert abs(second_size - first_size) < 20_000  # run-all twice does not grow it
-            assert largest_outputs(saved) == []
-
-            # filter, then pick: every section below the menu follows, each drawn once
-            pick_partial(page)
-            explorer_checks(page)
-            page.locator(".lab-explorer").screenshot(path=str(tmp_path / "explorer.png"))
-            page.screenshot(path=str(tmp_path / "notebook-01-after-reload-and-pick.png"))
-
-            # a second tab on the same kernel, nothing re-run: the views come from the kernel
-            page.evaluate(SAVE)
-            second = open_notebook(browser, url)
-            second.locator(".jp-OutputArea-output b", has_text=PARTIAL).first.wait_for()
-            page_checks(second, picked=PARTIAL)
+            notebook_01_session(browser, url, saved, tmp_path, "notebook")
         finally:
             browser.close()
