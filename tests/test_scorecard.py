@@ -10,6 +10,7 @@ from statsmodels.stats.multitest import multipletests
 from lab import tables
 from lab.model import FunctionCall, GuardEvent
 from lab.result import StreamResult
+from lab.scorecard import trigger_disagreements
 from lab.stats import fisher_greater, holm
 
 TOOLS = [
@@ -270,6 +271,28 @@ def test_scorecard_reference_backend_decides_trigger_agreement():
     assert ta.loc["A", "disagreeing_prompts"] == ",".join(str(p + 1) for p in range(0, 20, 2))
     card = tables.scorecard(st, reference="D").set_index("serving_provider")
     assert card.loc["D", "trigger_agreement_worse"] == False  # noqa: E712 - a numpy bool
+
+
+def test_trigger_disagreements_lists_each_prompt_a_backend_decided_otherwise():
+    st = _planted()
+    # majority: D alone leaves the tool uncalled on the 10 prompts that want it
+    rows = trigger_disagreements(st)
+    assert rows.to_dict("records") == [
+        {"serving_provider": "D", "prompt": p, "decision": "", "expected": "weather", "streams": 2}
+        for p in range(1, 20, 2)
+    ]
+    # against D, every other backend disagrees on those prompts, and D on none
+    rows = trigger_disagreements(st, reference="D")
+    assert sorted(set(rows["serving_provider"])) == ["A", "B", "C"]
+    for backend, g in rows.groupby("serving_provider"):
+        assert g["prompt"].tolist() == list(range(1, 20, 2)), backend
+        assert set(g[["decision", "expected", "streams"]].itertuples(index=False)) == {
+            ("weather", "", 2)
+        }
+    # the agreement table names the same prompts
+    ta = tables.trigger_agreement(st).set_index("serving_provider")
+    assert ta.loc["D", "disagreeing_prompts"] == ",".join(str(p) for p in range(1, 20, 2))
+    assert ta.loc["A", "disagreeing_prompts"] == ""
 
 
 def test_scorecard_with_one_backend_has_nothing_to_compare():
