@@ -78,6 +78,31 @@ def test_pipeline_complete_recovers_harmony_channels(provider):
     assert "".join(moved) == "User asks 2+2."
 
 
+def test_pipeline_leaks_table_names_the_markup_class_of_what_complete_moved():
+    """The leaks table (one row per event that moved text) says ``leak_kind`` harmony for
+    what recovery moved or removed; under the default nothing moved, so it has no row and
+    the streams table names the class."""
+    body = chat_body(HARMONY)
+    default = replay_sse("openai", body, stream_id="s")
+    assert tables.leaks([default]).empty
+    assert tables.streams([default]).loc[0, "leak_kind"] == "harmony"
+    full = replay_sse("openai", body, config=LabConfig.complete(), stream_id="s")
+    rows = tables.leaks([full])[["offset", "guard", "rule", "leak_kind", "moved"]]
+    assert rows.values.tolist() == [
+        [0, "markup", "removed_markup", "harmony", "<|channel|>analysis<|message|>"],
+        [30, "markup", "harmony_reasoning", "harmony", "User asks 2+2."],
+        [44, "markup", "removed_markup", "harmony", "<|end|>"],
+        [
+            51,
+            "markup",
+            "removed_markup",
+            "harmony",
+            "<|start|>assistant<|channel|>final<|message|>",
+        ],
+        [98, "markup", "removed_markup", "harmony", "<|return|>"],
+    ]
+
+
 def test_pipeline_complete_recovers_a_kimi_call_split_across_deltas():
     deltas = [
         "Checking.<|tool_calls_sec",
