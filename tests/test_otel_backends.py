@@ -178,3 +178,28 @@ def test_parent_of_reads_only_a_valid_traceparent():
     assert parent_of({}) is None
     assert parent_of({"traceparent": "00-" + "0" * 32 + f"-{APP_SPAN_ID}-01"}) is None
     assert parent_of({"traceparent": "not a traceparent"}) is None
+
+
+def test_exported_messages_are_redacted_again_whatever_the_capture_holds():
+    """A capture written before a secret field was known (or imported from a HAR) may hold
+    a key in its request body: ``--messages`` never exports it, in the body or a message."""
+    from lab.otel import message_attributes
+    from lab.result import StreamResult
+
+    result = StreamResult(stream_id="s", provider="openai")
+    result.text = "ok"
+    body = json.dumps(
+        {
+            "model": "m",
+            "api_key": SECRET,
+            "messages": [{"role": "user", "content": f"my key is {SECRET}, thanks"}],
+        }
+    ).encode()
+    attrs = message_attributes(result, body)
+    assert json.loads(attrs["input.value"]) == {
+        "model": "m",
+        "api_key": "[REDACTED]",
+        "messages": [{"role": "user", "content": "my key is [REDACTED], thanks"}],
+    }
+    assert attrs["llm.input_messages.0.message.content"] == "my key is [REDACTED], thanks"
+    assert SECRET not in json.dumps(attrs)
