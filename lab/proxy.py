@@ -1165,9 +1165,24 @@ def _replay_exchange(provider: str, state: _Exchange, config: LabConfig | None =
         read_t_ns=[0] * len(reads),
         end_reason=state.end_reason if state.end_reason != "incomplete" else "eof",
         error=state.error,
+        meta=_scrub_meta(state.recorder),
     )
     request = RecordedRequest(exchange.stream_id, provider, exchange.model, [exchange])
     return replay_request(request, config=config)
+
+
+def _scrub_meta(recorder: Any) -> dict[str, Any]:
+    """What the recorder did about secrets in this exchange, as the capture's ``meta`` says
+    it (``lab.redacted``, ``lab.undecoded``), so the summary line names the anomalies
+    ``secret_redacted`` / ``secret_unchecked`` as a replay of the capture does."""
+    if recorder is None:
+        return {}
+    meta: dict[str, Any] = {}
+    if recorder.redacted:
+        meta["lab.redacted"] = recorder.redacted
+    if recorder.undecoded:
+        meta["lab.undecoded"] = recorder.undecoded
+    return meta
 
 
 # -- serving -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import http.server
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -247,4 +248,97 @@ def test_no_notebook_output_and_no_file_holds_the_key_echoed_in_every_form(tmp_p
         for cell in nbformat.read(p, as_version=4).cells
     ]
     assert outputs and not any(n in text for text in outputs for n in NEEDLES)
+    assert _hits(tmp_path) == []
+
+
+@pytest.mark.parametrize("upstream_http", ["wire", "httpx"])
+def test_through_lab_proxy_no_client_line_or_command_output_holds_the_key(
+    tmp_path, echo_upstream, capsys, upstream_http
+):
+    """The same upstream behind ``lab proxy``: what each client reads (and the text its SDK
+    would assemble), the proxy's lines, and the output and files of ``lab replay``,
+    ``lab show --raw --all``, ``lab report`` and ``lab fixtures export`` (lab and vcr) hold
+    no needle; each line and each replayed stream names ``secret_redacted``."""
+    pytest.importorskip("uvicorn")
+    import httpx
+
+    from lab.cli import main
+    from lab.proxy import ProxyConfig, ProxyServer
+
+    cap = tmp_path / "cap"
+    cfg = ProxyConfig(
+        provider="openrouter",
+        upstream=echo_upstream + "/api/v1",
+        out=cap,
+        upstream_http=upstream_http,
+    )
+    client_text = []
+    with ProxyServer(cfg) as p:
+        for form in FORMS:
+            body = {"model": f"canary/{form}", "messages": [], "stream": True}
+            r = httpx.post(
+                p.url + "/chat/completions",
+                json=body,
+                headers={"Authorization": f"Bearer {KEY}", "Accept-Encoding": "identity"},
+                timeout=30,
+            )
+            assert r.status_code == (401 if form == "error-401" else 200), form
+            client_text.append(r.text)
+            for block in r.text.split("\n\n"):  # decoded as the client's JSON parser reads it
+                if block.startswith("data: {"):
+                    client_text.append(repr(json.loads(block[6:])))
+        deadline = time.monotonic() + 20
+        while len(p.exchanges) < len(FORMS) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = [ex.line() for ex in p.exchanges]
+    assert len(lines) == len(FORMS)
+    assert all(" anomalies=secret_redacted " in line for line in lines), lines
+    joined = "".join(client_text)
+    assert not [n for n in NEEDLES if n in joined]
+    # what an SDK assembles: the reasoning and content tokens joined, in stream order
+    assembled = "".join(
+        (c["delta"].get("reasoning") or "") + (c["delta"].get("content") or "")
+        for text in client_text
+        for block in text.split("\n\n")
+        if block.startswith("data: {")
+        for c in json.loads(block[6:]).get("choices", [])
+    )
+    assert KEY[:10] not in assembled and KEY[-10:] not in assembled
+
+    outputs = ["\n".join(lines)]
+
+    def run(*args: str) -> None:
+        assert main(list(args)) == 0, args
+        out, err = capsys.readouterr()
+        outputs.append(out + err)
+
+    run("replay", str(cap), "--format", "json")
+    replayed = json.loads(outputs[-1])
+    assert len(replayed) == len(FORMS)
+    assert all("secret_redacted" in row["anomalies"] for row in replayed), replayed
+    ids = sorted(row["stream_id"] for row in replayed)
+    run("replay", str(cap))
+    for sid in ids:
+        run("show", str(cap), sid, "--raw", "--all")
+    run("report", str(cap), "--out", str(tmp_path / "report"))
+    for sid in ids:
+        run("fixtures", "export", str(cap), "--stream", sid, "--dest", str(tmp_path / "fx"))
+    streams = [a for sid in ids for a in ("--stream", sid)]
+    run(
+        "fixtures",
+        "export",
+        str(cap),
+        *streams,
+        "--format",
+        "vcr",
+        "--name",
+        "all",
+        "--dest",
+        str(tmp_path / "vcr"),
+    )
+    assert len(outputs) == 1 + 2 + 2 * len(ids) + 1 + 1
+    assert {p.name for p in (tmp_path / "fx").rglob("*")} >= {"expected.json", "stream.sse.txt"}
+    assert (tmp_path / "vcr" / "all.yaml").is_file()
+    assert (tmp_path / "report" / "report.html").is_file()
+    assert [n[:12] for text in outputs for n in NEEDLES if n in text] == []
     assert _hits(tmp_path) == []
