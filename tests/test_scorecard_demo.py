@@ -4,7 +4,7 @@ its planted fault (``lab.fakes.tools``), and no clean one."""
 from __future__ import annotations
 
 from lab import tables
-from lab.demo import tools_sweep
+from lab.demo import DEMO_SWEEPS, DEMO_TOOLS_MODEL, planted_sentences, tools_sweep
 from lab.fakes.tools import SCHEMA_BREAK_RATE, TOOLS_BACKENDS
 
 
@@ -37,6 +37,31 @@ def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
         s.startswith("Together: worse with confidence on tool-call validity, ") for s in sentences
     )
     assert "DeepInfra: not worse with confidence on any verdict (54 streams)." in sentences
+    # each planted backend's interval lies clear of the clean backends' intervals
+    clean = card.loc[["DeepInfra", "Fireworks"]]
+    for backend, verdict in (
+        ("Parasail", "markup_harmony"),
+        ("Novita", "markup_kimi_tool_section"),
+        ("SiliconFlow", "markup_xml_tool_call"),
+    ):
+        assert card.loc[backend, f"{verdict}_ci_low"] > clean[f"{verdict}_ci_high"].max()
+        assert card.loc[backend, "markup_leak_ci_low"] > clean["markup_leak_ci_high"].max()
+    assert together["tool_call_valid_ci_high"] < clean["tool_call_valid_ci_low"].min()
+    # what lab demo prints under the scorecard: every planted fault found, nothing else
+    (spec,) = [s for s in DEMO_SWEEPS if s.model == DEMO_TOOLS_MODEL]
+    assert planted_sentences(spec, tables.scorecard(st)) == [
+        "Planted by the fake server in fake/tools (scripted scenarios, not findings about any "
+        "real provider):",
+        "- Parasail: gpt-oss harmony channels in the content of every answer: found (flagged: "
+        "markup_harmony, markup_leak).",
+        "- Novita: its calls written as Kimi K2 tool sections in the content, no tool_calls: "
+        "found (flagged: markup_kimi_tool_section, markup_leak, trigger_agreement).",
+        "- SiliconFlow: its calls written as GLM <tool_call> XML in the content, no "
+        "tool_calls: found (flagged: markup_leak, markup_xml_tool_call, trigger_agreement).",
+        "- Together: the tool schema broken on 40 % of its calls: found (flagged: "
+        "tool_call_valid).",
+        "- DeepInfra, Fireworks: nothing planted: flagged for nothing.",
+    ]
     # the per-call table agrees with the counts
     kinds = st.loc[st["serving_provider"] == "Together", "tool_error_kinds"]
     assert set(",".join(kinds).replace(",", " ").split()) <= {
