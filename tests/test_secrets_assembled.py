@@ -158,6 +158,27 @@ def test_the_hold_is_bounded_a_carry_over_settles_past_the_hold():
     assert out == [_content("sk-or"), filler]
 
 
+def test_the_hold_is_the_read_where_the_open_value_starts_plus_at_most_the_hold_bytes():
+    """Reads are handed on whole: a value opened at the end of a 1 MiB read holds that whole
+    read, and the reads after it while fewer than ``ASSEMBLED_HOLD_BYTES`` follow the value's
+    key; the read that takes it past that hands on all of them (the value is then read in
+    pieces). So what is held is at most the read where it starts plus the hold bytes."""
+    s = ResponseScrubber([KEY])
+    first = b": " + b"y" * (1 << 20) + b"\n" + b'data: {"choices":[{"delta":{"content":"sk-or'
+    opened_at = first.rindex(b'"content"')
+    after = len(first) - opened_at
+    assert s.feed(first) == []
+    more = b"z" * (100 * 1024)
+    reads = [first]
+    while after + len(more) <= ASSEMBLED_HOLD_BYTES:
+        reads.append(more)
+        after += len(more)
+        assert s.feed(more) == []
+    assert len(reads) == 3 and sum(map(len, reads)) <= len(first) + ASSEMBLED_HOLD_BYTES
+    assert s.feed(more) == [*reads, more]  # past the hold: every held read handed on
+    assert s.feed(more) == [more]
+
+
 def test_a_line_longer_than_the_hold_is_handed_on_before_it_ends():
     s = ResponseScrubber([KEY])
     big = b'data: {"content": "' + b"x" * (ASSEMBLED_HOLD_BYTES + 10)
