@@ -170,6 +170,40 @@ def test_replay_out_writes_the_timing_columns_with_their_types(tmp_path):
         check_dtype=False,
     )
     assert str(st["started_at"].dtype) == "datetime64[us, UTC]"
+    # the latency table per backend comes from the written streams as from the results
+    pd.testing.assert_frame_equal(tables.latency(st), tables.latency(direct))
+
+
+USAGE = (
+    b"data: "
+    + json.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 50}}).encode()
+    + b"\n\n"
+)
+# reasoning at 100 ms, content at 250 and 300 ms, usage (50 output tokens) at 550, [DONE] at 600
+USAGE_READS = [reasoning("plan"), content("Hello"), content(" world"), USAGE, DONE]
+USAGE_TIMES = [100 * MS, 250 * MS, 300 * MS, 550 * MS, 600 * MS]
+
+
+def test_tokens_per_second_are_the_output_tokens_over_the_time_after_the_first_token(tmp_path):
+    write_capture(tmp_path, [(exchange_row("s", USAGE_READS), USAGE_READS, USAGE_TIMES)])
+    row = tables.streams(replay(tmp_path)).iloc[0]
+    # the first token (reasoning) at 100 ms, the last read at 600 ms: 50 tokens in 0.5 s
+    assert (row["ttft_ms"], row["duration_ms"], row["output_tokens"]) == (100.0, 600.0, 50)
+    assert row["tokens_per_s"] == 100.0
+    assert (row["ttft_content_ms"], row["ttft_reasoning_ms"], row["ttfb_ms"]) == (
+        250.0,
+        100.0,
+        100.0,
+    )
+    assert (row["first_chunk_chars"], row["gap_max_ms"], row["content_reads"]) == (5, 50.0, 2)
+
+
+def test_an_imported_exchange_without_read_timing_has_no_duration_nor_speed(tmp_path):
+    body = [b"".join(USAGE_READS)]
+    write_capture(tmp_path, [(exchange_row("s", body, timing="none"), body, [0])])
+    row = tables.streams(replay(tmp_path)).iloc[0]
+    assert row["output_tokens"] == 50 and not row["timed"]  # the usage is still read
+    assert row[["ttft_ms", "duration_ms", "tokens_per_s"]].isna().all()
 
 
 def _two_backends(tmp_path):
