@@ -89,6 +89,7 @@ __all__ = [
     "scorecard_sentences",
     "slower_than_rest",
     "trigger_agreement",
+    "trigger_disagreement_lines",
     "trigger_disagreements",
 ]
 
@@ -244,6 +245,36 @@ def trigger_disagreements(streams: pd.DataFrame, *, reference: str | None = None
     rows = rows[rows["decision"] != rows["expected"]]
     cols = ["serving_provider", "prompt", "decision", "expected"]
     return rows.groupby(cols, sort=True).size().rename("streams").reset_index()
+
+
+def _line_ranges(lines: list[int]) -> str:
+    """``[1, 2, 3, 7, 9, 10]`` -> ``"1–3, 7, 9–10"``."""
+    runs: list[list[int]] = []
+    for n in sorted(set(lines)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def trigger_disagreement_lines(streams: pd.DataFrame, *, reference: str | None = None) -> list[str]:
+    """One sentence per backend whose tool decision (call or not, and which tools) differed
+    from the ``reference`` backend's (or the majority's) on some prompt: how many of its
+    compared streams and the prompt lines where it did (``lab sweep`` prints them under
+    the scorecard). Empty when every backend agreed or the table is not a sweep's."""
+    whom = f"the reference {reference}'s" if reference else "the majority's"
+    out = []
+    for row in trigger_agreement(streams, reference=reference).itertuples(index=False):
+        if not row.disagreeing_prompts:
+            continue
+        prompts = [int(p) for p in str(row.disagreeing_prompts).split(",")]
+        out.append(
+            f"{row.serving_provider}: tool decision unlike {whom} on "
+            f"{row.compared - row.agreed} of {row.compared} streams, prompt line(s) "
+            f"{_line_ranges(prompts)}."
+        )
+    return out
 
 
 def _verdict_counts(

@@ -10,7 +10,7 @@ from statsmodels.stats.multitest import multipletests
 from lab import tables
 from lab.model import FunctionCall, GuardEvent
 from lab.result import StreamResult
-from lab.scorecard import trigger_disagreements
+from lab.scorecard import trigger_disagreement_lines, trigger_disagreements
 from lab.stats import fisher_greater, holm
 
 TOOLS = [
@@ -293,6 +293,27 @@ def test_trigger_disagreements_lists_each_prompt_a_backend_decided_otherwise():
     ta = tables.trigger_agreement(st).set_index("serving_provider")
     assert ta.loc["D", "disagreeing_prompts"] == ",".join(str(p) for p in range(1, 20, 2))
     assert ta.loc["A", "disagreeing_prompts"] == ""
+
+
+def test_trigger_disagreement_lines_name_each_backend_and_its_prompt_lines():
+    st = _planted()
+    odd = "1, 3, 5, 7, 9, 11, 13, 15, 17, 19"
+    assert trigger_disagreement_lines(st) == [
+        f"D: tool decision unlike the majority's on 20 of 40 streams, prompt line(s) {odd}."
+    ]
+    assert trigger_disagreement_lines(st, reference="D") == [
+        f"{b}: tool decision unlike the reference D's on 20 of 40 streams, prompt line(s) {odd}."
+        for b in "ABC"
+    ]
+    # no line when every backend agreed; consecutive lines read as a range
+    assert trigger_disagreement_lines(st[st["serving_provider"] != "D"]) == []
+    ranged = st.copy()  # the tool prompts (odd lines) renumbered 1..10, the others 101..110
+    ranged["sweep_prompt"] = ranged["sweep_prompt"].map(
+        lambda p: (p + 1) // 2 if p % 2 else 100 + p // 2
+    )
+    assert trigger_disagreement_lines(ranged) == [
+        "D: tool decision unlike the majority's on 20 of 40 streams, prompt line(s) 1–10."
+    ]
 
 
 def test_scorecard_with_one_backend_has_nothing_to_compare():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from lab import tables
 from lab.demo import DEMO_SWEEPS, DEMO_TOOLS_MODEL, planted_sentences, tools_sweep
 from lab.fakes.tools import SCHEMA_BREAK_RATE, TOOLS_BACKENDS
+from lab.scorecard import trigger_disagreement_lines
 
 
 def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
@@ -47,6 +48,11 @@ def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
         assert card.loc[backend, f"{verdict}_ci_low"] > clean[f"{verdict}_ci_high"].max()
         assert card.loc[backend, "markup_leak_ci_low"] > clean["markup_leak_ci_high"].max()
     assert together["tool_call_valid_ci_high"] < clean["tool_call_valid_ci_low"].min()
+    # the prompts where the markup writers made no call: the 30 that want a tool
+    assert trigger_disagreement_lines(st) == [
+        f"{b}: tool decision unlike the majority's on 30 of 54 streams, prompt line(s) 1–30."
+        for b in ("Novita", "SiliconFlow")
+    ]
     # what lab demo prints under the scorecard: every planted fault found, nothing else
     (spec,) = [s for s in DEMO_SWEEPS if s.model == DEMO_TOOLS_MODEL]
     assert planted_sentences(spec, tables.scorecard(st)) == [

@@ -243,6 +243,24 @@ def test_lab_sweep_preset_tools_sends_the_shipped_prompts_with_their_tools(tmp_p
     ) in lines
 
 
+def test_lab_sweep_lists_the_prompt_lines_where_a_backend_decided_otherwise(tmp_path, capsys):
+    """Novita (fake/tools) writes its calls as markup in the content, so it makes no call
+    on the 30 prompts that want one: lab sweep says so under the scorecard, by line."""
+    with FakeServer(delay_scale=0) as srv:
+        rc = _sweep(
+            srv, tmp_path, "--model", "fake/tools", "--preset", "tools", "--n", "1",
+            "--backends", "DeepInfra,Novita", "--reference", "DeepInfra",
+        )  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    said = [ln for ln in lines if "tool decision unlike" in ln]
+    assert said == [
+        "Novita: tool decision unlike the reference DeepInfra's on 30 of 54 streams, "
+        "prompt line(s) 1–30."
+    ]
+    assert lines.index(said[0]) > lines.index("== backend scorecard against DeepInfra (2 rows) ==")
+
+
 def test_lab_sweep_with_a_reference_ends_with_the_same_model_verdicts(tmp_path, capsys):
     with FakeServer(delay_scale=0) as srv:
         rc = _sweep(

@@ -158,9 +158,10 @@ def print_sweep(
 ) -> Any:
     """The end of a sweep: what was sent, then the backend scorecard
     (:func:`lab.tables.scorecard` against ``reference``) as a compact table and its
-    sentences. Returns the scorecard."""
+    sentences, then the prompt lines where a backend's tool decision differed
+    (:func:`lab.scorecard.trigger_disagreement_lines`). Returns the scorecard."""
     from lab import sweep, tables
-    from lab.scorecard import compact_scorecard
+    from lab.scorecard import compact_scorecard, trigger_disagreement_lines
 
     print(
         f"lab sweep: {targets} target(s) x {prompts} prompt(s) x {n} = "
@@ -183,6 +184,8 @@ def print_sweep(
             "or a different model (Holm-adjusted p); ttft: time to first token in ms)"
         )
     for sentence in card.attrs["sentences"]:
+        print(displayable(sentence))
+    for sentence in trigger_disagreement_lines(st, reference=reference):
         print(displayable(sentence))
     elsewhere = int(st["pinned_elsewhere"].sum()) if len(st) else 0
     if elsewhere:
