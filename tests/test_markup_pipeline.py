@@ -124,6 +124,51 @@ def test_pipeline_complete_recovers_a_kimi_call_split_across_deltas():
     assert tc["valid"].tolist() == [True]  # tools unknown: name and schema unchecked
 
 
+IN_REASONING = [
+    "Let me think.<|im",
+    "_end|> Then call.<|tool_calls_sec",
+    "tion_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>",
+    '{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>',
+]
+
+
+def reasoning_body(provider: str, reasoning: list[str], answer: str) -> bytes:
+    """A chat stream whose reasoning field (``reasoning_content``; OpenRouter's
+    ``reasoning``) carries ``reasoning``, then ``answer`` as content."""
+    field = "reasoning" if provider == "openrouter" else "reasoning_content"
+    deltas = [{field: piece} for piece in reasoning] + [{"content": answer}]
+    out = []
+    for d in deltas:
+        chunk = {"provider": "Novita", "choices": [{"index": 0, "delta": d}]}
+        out.append(f"data: {json.dumps(chunk)}\n\n")
+    end = {"provider": "Novita", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    out.append(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+@pytest.mark.parametrize("provider", ["openai", "deepseek", "openrouter"])
+def test_pipeline_markup_in_the_reasoning_is_named_and_recovered_there(provider):
+    """The guard reads the reasoning field too: a special token and a Kimi section split
+    across reasoning deltas are named by default (reasoning untouched) and under complete()
+    the token is removed and the section becomes the call."""
+    body = reasoning_body(provider, IN_REASONING, "Sunny.")
+    plain = replay_sse(provider, body)
+    assert (plain.reasoning, plain.text, plain.function_calls) == (
+        "".join(IN_REASONING),
+        "Sunny.",
+        [],
+    )
+    assert markup_leak_kinds(plain) == ["kimi_tool_section", "special_token"]
+    assert "markup_leak" in detect(plain)
+    full = replay_sse(provider, body, config=LabConfig.complete())
+    assert (full.reasoning, full.text) == ("Let me think. Then call.", "Sunny.")
+    assert [(c.name, c.args, c.id, c.provider_fields) for c in full.function_calls] == [
+        ("get_weather", {"city": "Oslo"}, "functions.get_weather:0",
+         {"recovered_from": "kimi_tool_section"}),
+    ]  # fmt: skip
+    assert markup_leak_kinds(full) == ["kimi_tool_section", "special_token"]
+
+
 def test_pipeline_a_block_cut_by_the_end_of_stream_is_recovered_as_cut():
     deltas = ["<tool_call>\n", '{"name": "f", "arguments": {"a": 1, "b": "x']
     r = replay_sse("openai", chat_body(deltas), config=LabConfig.complete())
