@@ -600,6 +600,13 @@ class ProxyApp:
         size = len(target) + sum(len(k) + len(v) + 4 for k, v in raw)
         if len(raw) > cfg.max_headers or size > cfg.max_header_bytes:
             raise _Refused(431, headers_too_large(cfg.max_header_bytes, cfg.max_headers))
+        query = scope.get("query_string") or b""
+        if b"#" in target or b"#" in query:  # (httptools keeps it in the target, h11 in the query)
+            raise _Refused(
+                400,
+                "lab proxy: the request target holds '#': a fragment is never part of a "
+                "request target, so nothing was forwarded",
+            )
         target = target.partition(b"?")[0]
         token, target = _split_token(target)
         if self._token is not None:
@@ -614,10 +621,14 @@ class ProxyApp:
         path = upstream_path(target)
         headers, session = _forward_headers(raw)
         body = await self._read_body(raw, receive)
-        query = scope.get("query_string") or b""
-        url = self._base.copy_with(
-            raw_path=self._base_path + path.encode("ascii") + (b"?" + query if query else b"")
-        )
+        try:
+            url = self._base.copy_with(
+                raw_path=self._base_path + path.encode("ascii") + (b"?" + query if query else b"")
+            )
+        except httpx.InvalidURL as exc:  # what httpx refuses in a URL: a 400, no traceback
+            raise _Refused(
+                400, f"lab proxy: the request target makes no upstream URL httpx takes: {exc}"
+            ) from None
         request = httpx.Request(scope["method"], url, headers=headers, content=body)
         return request, session, path
 

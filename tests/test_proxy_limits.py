@@ -352,6 +352,48 @@ def test_at_host_or_double_slash_never_change_the_upstream_host(tmp_path, http):
 
 
 @pytest.mark.parametrize("http", SERVERS)
+@pytest.mark.parametrize("target", [b"/x#@evil.example", b"/models?a=1#b"])
+def test_a_fragment_in_the_request_target_is_a_clean_400(tmp_path, http, target):
+    """``#`` never belongs in a request target; httptools keeps it in the target, h11 in the
+    query. Before, httpx refused the upstream URL and the client got a 500 (a traceback in
+    the proxy's log)."""
+    with _recording_upstream() as up, _proxy(up.url + "/v1", tmp_path, http) as p:
+        answer = _raw(
+            p.url, b"GET " + target + b" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+    assert up.heads == []
+    assert _status_and_json(answer) == (
+        400,
+        _error(
+            400,
+            "lab proxy: the request target holds '#': a fragment is never part of a request "
+            "target, so nothing was forwarded",
+        ),
+    )
+
+
+@pytest.mark.parametrize("http", SERVERS)
+def test_a_target_that_makes_an_upstream_url_httpx_refuses_is_a_clean_400(tmp_path, http):
+    """A path within the header limit under a long upstream base path: past httpx's URL
+    length (65,536) the URL cannot be built; the client gets a 400 saying so, not a 500."""
+    base = "/v1/" + "b" * 1000
+    target = b"/" + b"a" * 65_300
+    with _recording_upstream() as up, _proxy(up.url + base, tmp_path, http) as p:
+        answer = _raw(
+            p.url, b"GET " + target + b" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+    assert up.heads == []
+    assert _status_and_json(answer) == (
+        400,
+        _error(
+            400,
+            "lab proxy: the request target makes no upstream URL httpx takes: "
+            "URL component 'path' too long",
+        ),
+    )
+
+
+@pytest.mark.parametrize("http", SERVERS)
 def test_a_header_value_that_is_not_ascii_is_a_clean_400(tmp_path, http):
     with _recording_upstream() as up, _proxy(up.url + "/v1", tmp_path, http) as p:
         answer = _raw(
