@@ -264,15 +264,17 @@ def test_serial_replay_builds_its_records_with_the_collector_paused(monkeypatch)
     import gc
 
     built: list[bool] = []
+    real = lab.capture.Capture.requests
 
-    class Source:
-        def requests(self):
-            built.append(gc.isenabled())
-            return []
+    def requests(self):
+        built.append(gc.isenabled())
+        return real(self)
 
-    monkeypatch.setattr(lab.replay.many, "_open_source", lambda _: Source())
-    assert replay("a capture") == []
-    assert built == [False]
+    monkeypatch.setattr(lab.capture.Capture, "requests", requests)
+    capture = Path(__file__).parent / "fixtures" / "think-leak-chutes" / "capture"
+    assert len(replay(capture)) == 1  # a path: read unit by unit
+    assert len(replay(lab.capture.open(capture))) == 1  # a loaded Capture
+    assert built == [False, False]
     assert gc.isenabled()
 
 

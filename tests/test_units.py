@@ -335,3 +335,90 @@ def test_result_columns_convert_whole_as_they_would_cell_by_cell():
     for kind, series in odd.items():
         slow = pa.array([files._cell(v, kind) for v in series.tolist()], type=kind)
         assert files._column(series, kind).equals(slow), kind
+
+
+def test_replay_of_a_path_reads_one_unit_at_a_time_and_equals_replaying_the_whole_capture(
+    monkeypatch,
+):
+    import weakref
+
+    from lab.replay.one import replay_request
+
+    whole = [replay_request(r) for r in lab.capture.open(BUNDLED).requests()]
+    alive: list[weakref.ref] = []
+    most = [0]
+    real_open = lab.capture.open
+
+    def open_one(*args, **kwargs):
+        most[0] = max(most[0], sum(ref() is not None for ref in alive))
+        capture = real_open(*args, **kwargs)
+        alive.append(weakref.ref(capture))
+        return capture
+
+    monkeypatch.setattr(lab.capture, "open", open_one)
+    results = replay(BUNDLED)
+    assert len(alive) == 12  # one open per unit (the bundled capture has 12)
+    assert most[0] == 0  # each unit's Capture was let go before the next was read
+    # every field of every result, in the capture's order (across units: a request split
+    # over two parts sits in a unit of its own, after units whose requests start later)
+    assert [r.stream_id for r in results] == [r.stream_id for r in whole]
+    assert list(results) == whole
+    assert type(results).__name__ == "Results"
+
+
+def _exchange(writer, sid: str) -> None:
+    with writer.logical_request(sid):
+        rec = writer.exchange(
+            stream_id=sid,
+            attempt=0,
+            attempt_label="default",
+            provider="openrouter",
+            model="m",
+            method="POST",
+            url="http://127.0.0.1:9/v1/chat/completions",
+            request_headers={},
+            request_body=b"{}",
+        )
+        rec.on_response(200, {"content-type": "text/event-stream"}, "HTTP/1.1")
+        rec.on_read(f'data: {{"choices":[{{"delta":{{"content":"{sid}"}}}}]}}\n\n'.encode())
+        rec.on_end("eof")
+
+
+def test_replay_of_a_path_keeps_capture_order_across_units_that_interleave_in_time(tmp_path):
+    import lab.capture.writer as writer_mod
+    from lab.replay.one import replay_request
+
+    with (
+        writer_mod.CaptureWriter(tmp_path, label="a") as a,
+        writer_mod.CaptureWriter(tmp_path, label="b") as b,
+    ):
+        for i in range(3):  # two recordings, their requests alternating in time
+            _exchange(a, f"a{i}")
+            _exchange(b, f"b{i}")
+    assert len(capture_units(tmp_path)) == 2
+    results = replay(tmp_path)
+    assert [r.text for r in results] == ["a0", "b0", "a1", "b1", "a2", "b2"]
+    assert list(results) == [replay_request(r) for r in lab.capture.open(tmp_path).requests()]
+
+
+def test_records_are_the_same_whatever_order_the_reads_table_is_in():
+    # the reader takes each exchange's reads where open() sorted them (one run, seq order)
+    # and sorts only when they are not: apart, or out of seq order
+    import random
+
+    import pyarrow as pa
+
+    from lab.capture.reader import _exchange_ranges, _Rows
+
+    capture = lab.capture.open(BUNDLED)
+    streams, chunks = capture.streams_table, capture.chunks_table
+    assert _exchange_ranges(chunks) is not None  # as open() leaves it: no second sort
+    rows = list(range(chunks.num_rows))
+    random.Random(7).shuffle(rows)
+    shuffled = chunks.take(pa.array(rows))
+    assert _exchange_ranges(shuffled) is None
+    swapped = chunks.take(pa.array([1, 0, *range(2, chunks.num_rows)]))  # one seq pair
+    assert _exchange_ranges(swapped) is None
+    expected = [_Rows(streams, chunks).exchange(i) for i in range(streams.num_rows)]
+    for table in (shuffled, swapped):
+        assert [_Rows(streams, table).exchange(i) for i in range(streams.num_rows)] == expected

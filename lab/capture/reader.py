@@ -35,10 +35,11 @@ import re
 import struct
 import warnings
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -59,6 +60,9 @@ from lab.capture.schema import (
     UPGRADERS,
 )
 from lab.capture.units import Selection, read_selected
+
+if TYPE_CHECKING:  # pandas is imported when a table is first asked for as a DataFrame
+    import pandas as pd
 
 __all__ = ["Capture", "open"]
 
@@ -870,6 +874,8 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def _streams_frame(streams: pa.Table) -> pd.DataFrame:
+    import pandas as pd  # heavy: replay and the records need only the Arrow tables
+
     df = streams.to_pandas()
     nullable = {
         pa.int16(): pd.Int16Dtype(),
@@ -890,22 +896,17 @@ class _Rows:
     """
 
     def __init__(self, streams: pa.Table, chunks: pa.Table) -> None:
-        self.columns = [streams[name].to_pylist() for name in _EXCHANGE_COLUMNS]
-        ordered = chunks.sort_by(
-            [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
-        )
-        self.raw: list[bytes] = ordered["raw"].to_pylist()
-        self.t_ns: list[int] = ordered["t_ns"].to_pylist()
-        self.ranges: dict[tuple[str, int], tuple[int, int]] = {}
-        start, previous = 0, None
-        keys = zip(ordered["capture_id"].to_pylist(), ordered["exchange"].to_pylist(), strict=True)
-        for i, key in enumerate(keys):
-            if previous is not None and key != previous:
-                self.ranges[previous] = (start, i)
-                start = i
-            previous = key
-        if previous is not None:
-            self.ranges[previous] = (start, ordered.num_rows)
+        self.columns = [_pylist(streams[name]) for name in _EXCHANGE_COLUMNS]
+        ranges = _exchange_ranges(chunks)
+        if ranges is None:  # an exchange's reads apart or out of order: sort them together
+            chunks = chunks.sort_by(
+                [("capture_id", "ascending"), ("exchange", "ascending"), ("seq", "ascending")]
+            )
+            ranges = _exchange_ranges(chunks)
+        assert ranges is not None  # sorted by exchange and seq, each exchange is one run
+        self.ranges: dict[tuple[str, int], tuple[int, int]] = ranges
+        self.raw: list[bytes] = chunks["raw"].to_pylist()
+        self.t_ns: list[int] = chunks["t_ns"].to_pylist()
 
     def exchange(self, row: int) -> RecordedExchange:
         """The exchange in ``streams`` row ``row``, with its reads."""
@@ -942,6 +943,46 @@ class _Rows:
             exchange=r["exchange"],
             started_at=r["started_at"],
         )
+
+
+def _pylist(column: pa.ChunkedArray) -> list:
+    """``column.to_pylist()``; a UTC timestamp column converted here, to the same datetimes
+    (``zoneinfo`` UTC), because pyarrow imports pandas to convert one (40 MB a replay does
+    not otherwise need)."""
+    kind = column.type
+    if not (pa.types.is_timestamp(kind) and kind.tz == "UTC" and kind.unit == "us"):
+        return column.to_pylist()
+    epoch, step = _EPOCH_UTC, timedelta
+    return [
+        None if v is None else epoch + step(microseconds=v)
+        for v in column.cast(pa.int64()).to_pylist()
+    ]
+
+
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=ZoneInfo("UTC"))
+
+
+def _exchange_ranges(chunks: pa.Table) -> dict[tuple[str, int], tuple[int, int]] | None:
+    """Each exchange's rows of ``chunks``, ``(capture_id, exchange) -> (start, stop)``, when
+    each exchange's reads are one run of rows in ``seq`` order, as :func:`open` sorts them
+    (by stream, attempt, exchange, seq); None otherwise. Reading the runs where they are
+    spares a second sort, which copied every read of the table."""
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    start, previous, last_seq = 0, None, -1
+    keys = zip(chunks["capture_id"].to_pylist(), chunks["exchange"].to_pylist(), strict=True)
+    for i, (key, seq) in enumerate(zip(keys, chunks["seq"].to_pylist(), strict=True)):
+        if key != previous:
+            if key in ranges:  # this exchange's reads seen before, apart from these
+                return None
+            if previous is not None:
+                ranges[previous] = (start, i)
+            start, previous = i, key
+        elif seq < last_seq:
+            return None
+        last_seq = seq
+    if previous is not None:
+        ranges[previous] = (start, chunks.num_rows)
+    return ranges
 
 
 _EXCHANGE_COLUMNS = (

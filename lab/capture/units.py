@@ -42,6 +42,7 @@ __all__ = [
     "Selection",
     "Unit",
     "capture_units",
+    "read_columns",
     "read_selected",
 ]
 
@@ -82,6 +83,13 @@ class Unit:
 SELECT_BATCH_BYTES = 16 * 1024 * 1024
 """About how many decoded bytes a selected read (a unit's :class:`Selection`) decodes at a
 time before it keeps the rows of its requests."""
+
+
+def read_columns(path: Path, names: list[str]) -> pa.Table:
+    """These columns of the Parquet file at ``path``: ``ParquetFile.read``, not
+    ``pq.read_table``, whose dataset layer imports pandas, which a replay never needs."""
+    with pq.ParquetFile(path) as pf:
+        return pf.read(columns=names)
 
 
 def read_selected(path: Path, pf: pq.ParquetFile, select: Selection) -> pa.Table:
@@ -128,6 +136,14 @@ def capture_units(path: str | Path, *, split_large: bool = True) -> list[Unit]:
                     f"{exc.filename}: listed and gone before it was read, "
                     f"{VANISHED_RETRIES + 1} times (is a compaction or a recorder running?)"
                 ) from None
+        except CaptureError:
+            raise
+        except Exception as exc:  # a part the listing could not read: open() names why
+            from lab.capture.reader import _one_line
+            from lab.capture.reader import open as open_capture
+
+            open_capture(path)  # raises the reader's one clear CaptureError for the part
+            raise CaptureError(f"{path}: could not list its units ({_one_line(exc)})") from None
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -176,7 +192,7 @@ def _split_large(unit: Unit) -> list[Unit]:
     for f in unit.files:
         if not f.name.startswith("streams-"):
             continue
-        table = pq.read_table(f, columns=["capture_id", "stream_id", "n_bytes"])
+        table = read_columns(f, ["capture_id", "stream_id", "n_bytes"])
         rows = zip(
             table["capture_id"].to_pylist(),
             table["stream_id"].to_pylist(),
@@ -210,7 +226,7 @@ def _join_split_requests(groups: list[list[Path]]) -> list[list[Path]]:
         for f in files:
             if not f.name.startswith("streams-"):
                 continue
-            table = pq.read_table(f, columns=["capture_id", "stream_id"])
+            table = read_columns(f, ["capture_id", "stream_id"])
             ids = zip(table["capture_id"].to_pylist(), table["stream_id"].to_pylist(), strict=True)
             for key in set(ids):
                 j = owner.setdefault(key, i)
@@ -236,7 +252,7 @@ def _duplicates(parts: list[Path]) -> list[str]:
     for f in parts:
         if not _PART.match(f.name) or not f.name.startswith("streams-"):
             continue
-        table = pq.read_table(f, columns=["capture_id", "exchange"])
+        table = read_columns(f, ["capture_id", "exchange"])
         keys = zip(table["capture_id"].to_pylist(), table["exchange"].to_pylist(), strict=True)
         for key in keys:
             kept = first.setdefault(key, f)

@@ -6,11 +6,16 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 import lab.capture
+from lab.capture.errors import CaptureWarning, PartTooLarge
+from lab.capture.units import Unit, capture_units, read_columns
 from lab.config import LabConfig
 from lab.replay import _gc, pool
 from lab.replay.one import replay_request
@@ -49,7 +54,10 @@ def replay(
     """Replay every logical request of a capture (path, directory, glob or Capture).
 
     Returns a :class:`~lab.result.Results`: a ``list`` of :class:`StreamResult` in capture
-    order that a notebook shows as the summary table.
+    order that a notebook shows as the summary table. A capture on disk is read one unit at
+    a time (:func:`lab.capture.units.capture_units`, as ``out=`` reads it): each unit's
+    reads are let go before the next unit is read, so memory holds the results and one
+    unit, not the whole capture.
 
     **workers** > 1 replays on that many processes — this one and ``workers - 1`` children —
     each taking the next share of requests until none is left; results keep capture order
@@ -88,6 +96,8 @@ def replay(
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1 (or None: this process only), not {workers}")
     cfg = LabConfig.coerce(config)
+    if isinstance(capture_or_path, (str, Path)) and not (workers and workers > 1):
+        return _replay_units(capture_or_path, cfg, provider, progress)
     source = _open_source(capture_or_path)
     if workers and workers > 1:
         # a Capture's plan holds row numbers only: each process builds its own records
@@ -111,6 +121,88 @@ def replay(
         if bar is not None:
             bar.close()
     return results
+
+
+def _replay_units(
+    path: str | Path, cfg: LabConfig, provider: str | None, progress: bool
+) -> Results:
+    """A capture on disk replayed one unit at a time (:func:`lab.capture.units.capture_units`):
+    each unit's tables, reads and records are let go before the next is read, so what stays
+    is the results. They come back in capture order (the order of ``lab.capture.open(path)``
+    over the whole capture): each result is placed by the sort key of its request's first
+    exchange, the key the reader sorts a capture's exchanges by."""
+    units = capture_units(path)
+    counts = [_requests_in(u) for u in units] if progress else []
+    bar = pool.progress_bar(sum(counts)) if progress else None
+    keyed: list[tuple[tuple, StreamResult]] = []
+    refused: list[PartTooLarge] = []
+    try:
+        for i, unit in enumerate(units):
+            with warnings.catch_warnings():  # capture_units said them once for the capture
+                warnings.simplefilter("ignore", CaptureWarning)
+                try:
+                    capture = lab.capture.open(list(unit.files), select=unit.select)
+                except PartTooLarge as too_large:
+                    refused.append(too_large)
+                    continue
+            for message in capture.metadata["refused_parts"]:
+                warnings.warn(message, CaptureWarning, stacklevel=3)
+            keys = _order_keys(capture)
+            with _gc.paused():  # thousands of long-lived records: nothing to collect
+                requests = capture.requests()
+            del capture
+            if bar is not None and len(requests) != counts[i]:  # a journal's, say
+                bar.total += len(requests) - counts[i]
+                bar.refresh()
+            for key, request in zip(keys, requests, strict=True):
+                keyed.append((key, replay_request(request, config=cfg, provider=provider)))
+                if bar is not None:
+                    bar.update(1)
+            del requests
+    finally:
+        if bar is not None:
+            bar.close()
+    if refused and len(refused) == len(units):  # nothing left to replay: as open() raises
+        raise refused[0]
+    for exc in refused:  # the other units were replayed
+        warnings.warn(f"{exc}. Left out of this replay", CaptureWarning, stacklevel=2)
+    keyed.sort(key=lambda pair: pair[0])
+    return Results(result for _, result in keyed)
+
+
+def _order_keys(capture: lab.capture.Capture) -> list[tuple]:
+    """Per logical request (``requests()`` order), the sort key of its first exchange: the
+    columns ``lab.capture.open`` sorts exchanges by, a missing value after every other."""
+    table = capture.streams_table
+    columns = [_sortable(table[name]) for name in _ORDER_COLUMNS]
+    return [
+        tuple((column[row] is None, column[row]) for column in columns)
+        for row in (group[0] for group in capture.request_plan())
+    ]
+
+
+def _sortable(column: pa.ChunkedArray) -> list:
+    """A column's values as Python values that sort as Arrow sorts them: a timestamp as its
+    integer (converting one to ``datetime`` makes pyarrow import pandas)."""
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.int64())
+    return column.to_pylist()
+
+
+_ORDER_COLUMNS = ("started_at", "stream_id", "attempt", "capture_id", "exchange")
+"""The columns, in order, that ``lab.capture.open`` sorts a capture's exchanges by."""
+
+
+def _requests_in(unit: Unit) -> int:
+    """How many logical requests a unit holds (its streams tables' ids; no reads touched)."""
+    keys: set[tuple[str, str]] = set()
+    for f in unit.files:
+        if f.name.startswith("streams-"):
+            t = read_columns(f, ["capture_id", "stream_id"])
+            keys.update(zip(t["capture_id"].to_pylist(), t["stream_id"].to_pylist(), strict=True))
+    if unit.select is not None:
+        keys = {k for k in keys if (k in unit.select.requests) == unit.select.keep}
+    return len(keys)
 
 
 def compare(
