@@ -40,11 +40,26 @@ ErrorType = Literal[
 _new = object.__new__
 # BaseModel's own descriptors for the instance dict and its three slots: setting through
 # them directly skips object.__setattr__'s lookup (~35 ns each, four per chunk built)
-_set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_get_dict = BaseModel.__dict__["__dict__"].__get__
 _M = TypeVar("_M", bound=BaseModel)
+
+# How the unvalidated builders store a model's fields: into the dict the object makes for
+# itself (``_get_dict``), key by key in field order, not as a dict of their own
+# (``_set_dict``). CPython 3.11 then keeps the dict as a split table: the field names once
+# per class, only the values per model (a chunk costs 224 bytes instead of 352, a replay's
+# results about a fifth less; docs/PERFORMANCE.md). :func:`_share_keys` makes each class's
+# first such dict, in field order, as the class is created, so a program that made many
+# models of a class another way first (pydantic's own constructor, unpickling) does not
+# keep the class from sharing. Elsewhere (another Python, keys in another order) the dict
+# is an ordinary one: the same contents, only larger.
+
+
+def _share_keys(cls: type[BaseModel]) -> None:
+    """The class's first instance dict, its fields in order (see the comment above)."""
+    _get_dict(_new(cls)).update(dict.fromkeys(cls.model_fields))
 
 
 class _SharedFieldsSet(set):
@@ -91,7 +106,7 @@ def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any)
     """A model from its state, without validating it: how one is unpickled (the state as
     it was pickled) and how :func:`_trusted` builds one."""
     obj: Any = _new(cls)
-    _set_dict(obj, fields)
+    _get_dict(obj).update(fields)
     _set_fields_set(obj, fields_set)
     _set_extra(obj, extra)
     _set_private(obj, private)
@@ -159,7 +174,7 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
     env: dict[str, Any] = {
         "_new": _new,
         "_cls": cls,
-        "_set_dict": _set_dict,
+        "_get_dict": _get_dict,
         "_set_fields_set": _set_fields_set,
         "_set_extra": _set_extra,
         "_set_private": _set_private,
@@ -180,12 +195,13 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
         else:
             value = f"_default{i}"
             env[value] = f.default
-        items.append(f"{name!r}: {value}")
+        items.append(f"    d[{name!r}] = {value}\n")
     params = ", ".join(f"_a{i}" for i in range(len(names)))
     src = (
         f"def build({params}):\n"
         "    obj = _new(_cls)\n"
-        f"    _set_dict(obj, {{{', '.join(items)}}})\n"
+        "    d = _get_dict(obj)\n"
+        f"{''.join(items)}"
         "    _set_fields_set(obj, _fields_set)\n"
         "    _set_extra(obj, None)\n"
         "    _set_private(obj, None)\n"
@@ -227,6 +243,11 @@ def _checked(cls: type[_M], build: Callable[..., _M]) -> Callable[..., _M]:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _share_keys(cls)
 
     # A model an unvalidated builder made shares its fields set with its call shape
     # (_SharedFieldsSet). pydantic adds to the set on assignment and in
