@@ -12,6 +12,8 @@ Prints the table, then, last, one line:
     scale: N=<n> peak_rss_mb=<a> 4N peak_rss_mb=<b> ratio=<b/a> us_per_chunk=<c>
 
 (``us_per_chunk``: CPU microseconds of the 4N replay per SSE chunk.) Goal: ratio <= 1.2.
+The 4N fleet is also replayed into memory (``replay(path)``, read unit by unit, every
+result kept): its peak RSS over the fleet's raw bytes, goal <= 3.0.
 The 4N fleet is also replayed with ``workers=2`` (units on two forked processes), and the
 CPU seconds of that (children included) over the serial loop's are printed: the local
 process pool must not cost more CPU than a serial loop over units.
@@ -41,6 +43,7 @@ from _common import Table, machine_notes, openrouter_chunks, verdict  # noqa: E4
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.2
+MEMORY_TARGET = 3.0  # issue 34 item 1: in-memory replay() peak RSS over the raw bytes
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -159,6 +162,18 @@ def main(argv: list[str] | None = None) -> int:
                     f"{two['peak_mb']:.0f} (parent)",
                     f"{two['cpu_s'] / chunks * 1e6:.1f}",
                 )
+            if label == "4N":  # issue 34 item 1: the in-memory replay against the raw bytes
+                mem4 = measure("memory", path, tmp / "unused")
+                runs["4N-memory"] = (mem4, raw)
+                table.add(
+                    label,
+                    mem4["streams"],
+                    f"{raw / 1e6:.1f}",
+                    parts,
+                    "in memory",
+                    f"{mem4['peak_mb']:.0f}",
+                    f"{mem4['cpu_s'] / chunks * 1e6:.1f}",
+                )
             if label == "N":
                 mem = measure("memory", path, tmp / "unused")
                 table.add(
@@ -185,6 +200,17 @@ def main(argv: list[str] | None = None) -> int:
             "bench_scale",
             ratio <= TARGET,
             f"peak RSS of replay(out=DIR) at 4N / at N = {ratio:.2f} (target <= {TARGET})",
+        )
+        mem4, raw4 = runs["4N-memory"]
+        in_memory = mem4["peak_mb"] * 2**20 / raw4
+        ok = (
+            verdict(
+                "bench_scale in memory",
+                in_memory <= MEMORY_TARGET,
+                f"peak RSS of replay(path) at 4N / its raw bytes = {in_memory:.2f} "
+                f"(target <= {MEMORY_TARGET})",
+            )
+            and ok
         )
         print(
             f"scale: N={n} peak_rss_mb={a:.0f} 4N peak_rss_mb={b:.0f} ratio={ratio:.2f} "
