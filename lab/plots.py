@@ -29,6 +29,7 @@ __all__ = [
     "trend",
     "ttft_by_backend",
     "ttft_ecdf",
+    "verdict_by_backend",
     "write_all",
 ]
 
@@ -121,6 +122,64 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
     ax.set_title("Reasoning leaks by serving backend")
     if has_ci or "rest_leak_rate" in df:
         ax.legend(loc="lower right", fontsize=7)
+    return fig
+
+
+def verdict_by_backend(card: pd.DataFrame, verdict: str) -> Figure:
+    """One verdict of the backend scorecard (:func:`lab.tables.scorecard`): the rate per
+    serving backend as a dot with its Wilson interval, the rest's pooled rate as a tick, and
+    the backends worse than the rest with confidence (``{verdict}_worse``) drawn dark red
+    and labelled "worse". Backends with no trial of the verdict are left out."""
+    from lab.scorecard import VERDICT_LABELS
+
+    label = VERDICT_LABELS.get(verdict, verdict).split(" (")[0]  # stall's gloss left out
+    df = card[card[f"{verdict}_n"] > 0].sort_values(f"{verdict}_rate", kind="mergesort")
+    fig, ax = _figure(7.0, max(2.4, 0.45 * len(df) + 1.2))
+    ax.set_title(_literal(f"{label[:1].upper()}{label[1:]}, by serving backend"))
+    if df.empty:
+        ax.text(0.5, 0.5, "no stream to judge", ha="center", va="center")
+        return fig
+    ys = list(range(len(df)))
+    rate = df[f"{verdict}_rate"].to_numpy(float) * 100
+    low = df[f"{verdict}_ci_low"].to_numpy(float) * 100
+    high = df[f"{verdict}_ci_high"].to_numpy(float) * 100
+    worse = df[f"{verdict}_worse"].to_numpy(bool)
+    ax.errorbar(
+        rate,
+        ys,
+        xerr=[rate - low, high - rate],
+        fmt="none",
+        ecolor="#333333",
+        elinewidth=1,
+        capsize=3,
+        label="Wilson 95 % interval",
+    )
+    ax.scatter(rate, ys, color=["#8b0000" if w else "#f08080" for w in worse], zorder=3)
+    rest = df[f"{verdict}_rest"].to_numpy(float) * 100
+    known = [i for i in ys if rest[i] == rest[i]]  # NaN: no rest to compare with
+    if known:
+        ax.scatter(
+            [rest[i] for i in known],
+            known,
+            marker="|",
+            s=160,
+            color="#1f77b4",
+            zorder=3,
+            label="rest of the backends (pooled)",
+        )
+    ax.set_yticks(ys, [_literal(b) for b in df["serving_provider"]])
+    for i, n in enumerate(df[f"{verdict}_n"]):
+        ax.annotate(
+            f"n = {int(n)}" + ("  worse" if worse[i] else ""),
+            (high[i], i),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
+    ax.set_xlabel(f"{label} (%)")
+    ax.set_xlim(0, 125)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=7)
     return fig
 
 

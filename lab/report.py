@@ -289,9 +289,117 @@ def _with_interval(value: Any, low: Any, high: Any) -> str:
     return format_interval(value, low, high)
 
 
-def _latency_section(results: list[StreamResult], st: pd.DataFrame) -> str:
-    """Timing per backend from the recorded reads: the quantiles with their bootstrap
-    intervals, the ECDF of TTFT and the gap histogram."""
+def _p_cells(values: Any) -> list[str | None]:
+    """p-values as the scorecard's sentences write them, two significant digits."""
+    return [None if _missing(p) else f"{p:.2g}" for p in values]
+
+
+def _verdict_sections(card: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """One section per verdict of the scorecard: the backends worse than the rest on it,
+    its plot (the rate per backend with its Wilson interval against the rest's pooled rate,
+    :func:`lab.plots.verdict_by_backend`) and its tests. A verdict every backend did well on
+    is said in a sentence, with no plot."""
+    from lab import plots
+    from lab.scorecard import VERDICT_LABELS, quiet_verdicts
+
+    quiet = set(quiet_verdicts(card))
+    sections = []
+    for v in card.attrs.get("verdicts", []):
+        label = VERDICT_LABELS.get(v, v)
+        judged = card[card[f"{v}_n"] > 0]
+        trials = int(judged[f"{v}_n"].sum())
+        if v in quiet or judged.empty:
+            body = (
+                f"<p class='note'>The same on every backend ({trials} streams judged): "
+                "nothing to compare.</p>"
+            )
+        else:
+            worse = [str(b) for b in judged.loc[judged[f"{v}_worse"], "serving_provider"]]
+            said = (
+                f"Worse than the rest with confidence: {', '.join(worse)}."
+                if worse
+                else "No backend is worse than the rest with confidence."
+            )
+            shown = pd.DataFrame(
+                {
+                    "serving_provider": judged["serving_provider"],
+                    "n": judged[f"{v}_n"],
+                    "rate": [
+                        _rate(r, lo, hi)
+                        for r, lo, hi in zip(
+                            judged[f"{v}_rate"],
+                            judged[f"{v}_ci_low"],
+                            judged[f"{v}_ci_high"],
+                            strict=True,
+                        )
+                    ],
+                    "rest": [None if _missing(r) else _rate(r) for r in judged[f"{v}_rest"]],
+                    "p": _p_cells(judged[f"{v}_p"]),
+                    "p_holm": _p_cells(judged[f"{v}_p_holm"]),
+                    "worse": judged[f"{v}_worse"],
+                }
+            )
+            body = (
+                f"<p class='note'>{html.escape(said)} Per backend the rate over the "
+                "streams it applies to, with its 95 % Wilson interval, against the pooled "
+                "rate of the other backends (one-sided Fisher exact test, Holm-adjusted "
+                "over the whole card).</p>"
+                + f"<div class='figs'>{_imgs({label: plots.verdict_by_backend(card, v)})}</div>"
+                + _table(shown)
+            )
+        sections.append((f"verdict-{v.replace('_', '-')}", f"Verdict: {label}", body))
+    return sections
+
+
+def _slower_than_rest(card: pd.DataFrame) -> str:
+    """The latency verdict of the scorecard: per tested timing figure, each backend's median
+    with its interval against the rest's, the one-sided Mann–Whitney p-value, its Holm
+    adjustment over the backends and the flag."""
+    from lab.scorecard import LATENCY_LABELS
+
+    out = []
+    for m in card.attrs.get("latency_tested", []):
+        judged = card[card[f"{m}_p"].notna()]
+        worse = [str(b) for b in judged.loc[judged[f"{m}_worse"].astype(bool), "serving_provider"]]
+        label = LATENCY_LABELS.get(m, m)
+        said = (
+            f"Slower than the rest with confidence on {label}: {', '.join(worse)}."
+            if worse
+            else f"No backend is slower than the rest with confidence on {label}."
+        )
+        shown = pd.DataFrame(
+            {
+                "serving_provider": judged["serving_provider"],
+                "n": judged[f"{m}_n"],
+                "median": [
+                    _with_interval(v, lo, hi)
+                    for v, lo, hi in zip(
+                        judged[f"{m}_p50"],
+                        judged[f"{m}_p50_ci_low"],
+                        judged[f"{m}_p50_ci_high"],
+                        strict=True,
+                    )
+                ],
+                "rest median": judged[f"{m}_rest_p50"],
+                "p": _p_cells(judged[f"{m}_p"]),
+                "p_holm": _p_cells(judged[f"{m}_p_holm"]),
+                "slower": judged[f"{m}_worse"].astype(bool),
+            }
+        )
+        out.append(
+            f"<p class='note'>{html.escape(said)} Each backend's timed streams against the "
+            "other backends' pooled: one-sided Mann–Whitney U test, Holm-adjusted over the "
+            "backends tested; medians in ms with their bootstrap intervals.</p>" + _table(shown)
+        )
+    return "".join(out)
+
+
+def _latency_section(
+    results: list[StreamResult], st: pd.DataFrame, card: pd.DataFrame | None = None
+) -> str:
+    """Timing per backend from the recorded reads: which backends are slower than the rest
+    (``card``'s latency verdict), the quantiles with their bootstrap intervals, the ECDF of
+    TTFT and the gap histogram."""
     from lab import plots, tables
 
     lt = tables.latency(st)
@@ -324,7 +432,11 @@ def _latency_section(results: list[StreamResult], st: pd.DataFrame) -> str:
         "stalls (gaps over <code>LabConfig.stall_s</code>); characters in the first "
         "content read (a bundled first chunk). Per backend the p50, p90 and p99 over its "
         "streams, each with its 95 % bootstrap interval (2000 resamples, fixed seed); "
-        "times in ms.</p>" + notes + f"<div class='figs'>{imgs}</div>" + _table(shown)
+        "times in ms.</p>"
+        + notes
+        + (_slower_than_rest(card) if card is not None else "")
+        + f"<div class='figs'>{imgs}</div>"
+        + _table(shown)
     )
 
 
@@ -553,6 +665,8 @@ def build_html(
             + _verdicts(card.attrs["sentences"], "scorecard")
             + _table(_scorecard_cells(card)),
         ),
+        *_verdict_sections(card),
+        ("latency", "Latency by serving backend", _latency_section(results, st, card)),
         ("plots", "Plots", f"<div class='figs'>{imgs}</div>"),
         (
             "backends",
@@ -568,7 +682,6 @@ def build_html(
             "<p class='note'>One row per logical request; the table scrolls sideways and "
             "down inside its box.</p>" + _table(st[[c for c in _STREAM_COLUMNS if c in st]]),
         ),
-        ("latency", "Latency by serving backend", _latency_section(results, st)),
         (
             "leaks",
             "Where reasoning leaked (guard events)",
@@ -579,8 +692,9 @@ def build_html(
         ("stream-sections", "Streams to read", streams_html),
     ]
     sameness = _sameness_section(results)
-    if sameness is not None:
-        sections.insert(3, ("sameness", "Same model? (sweeps)", sameness))
+    if sameness is not None:  # the last verdict, after latency
+        at = next(i for i, (sid, _, _) in enumerate(sections) if sid == "latency") + 1
+        sections.insert(at, ("sameness", "Same model? (sweeps)", sameness))
     toc = "".join(f"<li><a href='#{sid}'>{html.escape(name)}</a></li>" for sid, name, _ in sections)
     body = [
         f"<h1>{html.escape(title)}</h1>",

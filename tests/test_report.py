@@ -25,7 +25,8 @@ def report(tmp_path_factory) -> Path:
 
 def test_report_page_embeds_every_figure_and_table(report):
     page = report.read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 6  # the latency section has two
+    # the latency section has two, the verdicts that differ between backends one each
+    assert page.count("data:image/png;base64,") == 9
     for heading in (
         "By serving backend",
         "Streams",
@@ -99,8 +100,8 @@ def _body_attrs(browser: str, page: Path, profile: Path, width: int) -> dict[str
 
 def test_report_opens_in_headless_chromium_and_shows_the_plots(report, tmp_path):
     attrs = _body_attrs(_browser_or_skip(), report, tmp_path / "profile", 1280)
-    assert attrs["data-images"] == "6"
-    assert attrs["data-images-ok"] == "6"
+    assert attrs["data-images"] == "9"
+    assert attrs["data-images-ok"] == "9"
     assert attrs["data-errors"] == "0"
 
 
@@ -125,10 +126,15 @@ def test_report_has_a_table_of_contents_linking_every_section(report):
     links = re.findall(r"<li><a href='#([a-z-]+)'>", page)
     assert links == [
         "scorecard",
+        "verdict-think-leak",
+        "verdict-markup-leak",
+        "verdict-error",
+        "verdict-stall",
+        "verdict-tool-call-valid",
+        "latency",
         "plots",
         "backends",
         "streams",
-        "latency",
         "leaks",
         "classifiers",
         "attempts",
@@ -137,12 +143,13 @@ def test_report_has_a_table_of_contents_linking_every_section(report):
     for sid in links:
         assert f"<h2 id='{sid}'>" in page
     tables = page[: page.index("<h2 id='stream-sections'>")]
-    assert tables.count("<div class='scroll'>") == 7
+    # 7, a test table per verdict that differs (3) and the slower-than-rest test's
+    assert tables.count("<div class='scroll'>") == 11
 
 
 def test_report_latency_section_shows_each_quantile_with_its_bootstrap_interval(report):
     page = report.read_text(encoding="utf-8")
-    section = page[page.index("<h2 id='latency'>") : page.index("<h2 id='leaks'>")]
+    section = page[page.index("<h2 id='latency'>") : page.index("<h2 id='plots'>")]
     assert "<th>p50</th><th>p90</th><th>p99</th>" in section
     assert "Time to first token by backend (ECDF)" in section
     assert "Gaps between reads with visible text" in section
@@ -152,6 +159,43 @@ def test_report_latency_section_shows_each_quantile_with_its_bootstrap_interval(
         r"<td class='num'>0</td><td>[0-9.]+ \([0-9.]+–[0-9.]+\)</td>",
         section,
     )
+
+
+def _section(page: str, sid: str) -> str:
+    start = page.index(f"<h2 id='{sid}'>")
+    return page[start : page.index("<h2 id=", start + 1)]
+
+
+def test_report_has_a_section_per_verdict_with_its_plot_and_tests(report):
+    page = report.read_text(encoding="utf-8")
+    errors = _section(page, "verdict-error")
+    assert errors.startswith("<h2 id='verdict-error'>Verdict: errors</h2>")
+    assert "Worse than the rest with confidence: openai (direct)." in errors
+    assert errors.count("data:image/png;base64,") == 1 and "<img alt='errors'" in errors
+    assert (
+        "<tr><td>openai (direct)</td><td class='num'>42</td><td>57.1 % (42.2–70.9 %)</td>"
+        "<td>25.9 %</td><td>0.00071</td><td>0.042</td>"
+        "<td>yes</td></tr>"
+    ) in errors
+    for sid in ("verdict-think-leak", "verdict-tool-call-valid"):
+        section = _section(page, sid)
+        assert "No backend is worse than the rest with confidence." in section
+        assert section.count("data:image/png;base64,") == 1
+    # no backend stalled nor leaked markup: said, no plot
+    for sid in ("verdict-stall", "verdict-markup-leak"):
+        section = _section(page, sid)
+        assert "The same on every backend (123 streams judged): nothing to compare." in section
+        assert "data:image/png" not in section
+    # the latency verdict: the backend slower to first token than the rest
+    latency = _section(page, "latency")
+    assert (
+        "Slower than the rest with confidence on time to first token: anthropic (direct)."
+    ) in latency
+    assert (
+        "<tr><td>anthropic (direct)</td><td class='num'>15</td><td>36.1 (24.9–43.6)</td>"
+        "<td class='num'>22.7</td><td>0.001</td><td>0.013</td>"
+        "<td>yes</td></tr>"
+    ) in latency
 
 
 def test_report_shows_the_backend_scorecard_first(report):
@@ -298,7 +342,7 @@ def test_report_images_carry_their_natural_size(report):
     imgs = re.findall(
         r"<img [^>]*width='(\d+)' height='(\d+)' src='data:image/png;base64,([^']+)'", page
     )
-    assert len(imgs) == 6
+    assert len(imgs) == 9
     for width, height, data in imgs:
         png = base64.b64decode(data)
         assert struct.unpack(">II", png[16:24]) == (int(width), int(height))

@@ -184,7 +184,7 @@ def test_a_sweep_over_the_fake_backends_finds_the_substituted_model(tmp_path):
     from lab.report import build_html
 
     page = build_html(results)
-    section = page[page.index("<h2 id='sameness'>") : page.index("<h2 id='latency'>")]
+    section = page[page.index("<h2 id='sameness'>") : page.index("<h2 id='plots'>")]
     assert "<td>Novita</td><td>(the other backends)</td>" in section
     assert "differs with confidence" in section
     # its verdicts rest on Holm-adjusted p-values over the backends tested, as the scorecard's

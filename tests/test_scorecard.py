@@ -240,6 +240,27 @@ def test_scorecard_flags_exactly_the_planted_backends_for_their_faults():
     assert card.loc["D", "trigger_agreement_n"] == 40
 
 
+def test_verdict_plot_draws_each_backends_rate_interval_and_rest_and_marks_the_worse():
+    from lab import plots
+
+    card = tables.scorecard(_planted())
+    ax = plots.verdict_by_backend(card, "markup_leak").axes[0]
+    assert ax.get_title() == "Protocol markup leaked, by serving backend"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["A", "C", "D", "B"]  # by rate
+    dots, rest = ax.collections[1], ax.collections[2]  # after the error bars' lines
+    assert dots.get_offsets()[:, 0].tolist() == [0.0, 0.0, 0.0, 100.0]
+    rows = card.set_index("serving_provider").loc[["A", "C", "D", "B"]]
+    assert rest.get_offsets()[:, 0].tolist() == pytest.approx(
+        (rows["markup_leak_rest"] * 100).tolist()
+    )
+    assert [t.get_text() for t in ax.texts] == ["n = 40", "n = 40", "n = 40", "n = 40  worse"]
+    # a verdict no backend had a trial of
+    empty = card.assign(markup_leak_n=0)
+    assert plots.verdict_by_backend(empty, "markup_leak").axes[0].texts[0].get_text() == (
+        "no stream to judge"
+    )
+
+
 def test_scorecard_p_values_are_fisher_then_holm_over_the_whole_card():
     card = tables.scorecard(_planted())
     p_cols = [f"{v}_p" for v in card.attrs["verdicts"]]  # the Fisher tests: one family
