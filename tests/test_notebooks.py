@@ -284,15 +284,16 @@ def test_backends_notebook_compares_with_the_run_named_by_lab_previous(monkeypat
     assert "No change with confidence in " in text  # the same capture on both sides
 
 
-def _days_long_capture(root: Path) -> Path:
-    """A recording over four days, 12 streams a day, whose answers start leaking reasoning
-    on the third day (written through the capture writer, with per-read timing)."""
+def _days_long_capture(root: Path, days: range = range(4)) -> Path:
+    """A recording over four days (or those of ``days``), 12 streams a day, whose answers
+    start leaking reasoning on the third day (written through the capture writer, with
+    per-read timing)."""
     from datetime import timedelta
 
     from tests.latency_captures import DONE, MS, STARTED, content, exchange_row, sse, write_capture
 
     exchanges = []
-    for day in range(4):
+    for day in days:
         for i in range(12):
             text = "<think>plan the answer</think>Hello there" if day >= 2 else "Hello there"
             reads = [content(text), sse({}), DONE]
@@ -300,11 +301,31 @@ def _days_long_capture(root: Path) -> Path:
                 f"s{day}{i:02d}",
                 reads,
                 k=len(exchanges),
-                timing="monotonic",
                 started_at=STARTED + timedelta(days=day, minutes=i),
             )
             exchanges.append((row, reads, [100 * MS, 120 * MS, 130 * MS]))
     return write_capture(root, exchanges)
+
+
+def test_backends_notebook_says_what_changed_since_the_run_named_by_lab_previous(
+    monkeypatch, tmp_path
+):
+    """Two runs of one backend: the first two days answer cleanly, the last two leak."""
+    before = _days_long_capture(tmp_path / "before", range(2))
+    monkeypatch.setenv("LAB_PREVIOUS", str(before))
+    nb, text = _execute(
+        NB01, monkeypatch, captures=_days_long_capture(tmp_path / "after", range(2, 4))
+    )
+    _check_outputs(NB01, nb)
+    cell = next(c for c in nb.cells if "lab.compare(before, after" in c.source)
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+    assert printed == (
+        "openai (direct): leak rate up from 0.0 % (0.0–13.8 %) to 100.0 % (86.2–100.0 %), "
+        "p < 0.001\n"
+        "p-values adjusted for 4 comparisons by the Holm method.\n"
+    )
+    (table,) = [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
+    assert "leak_rate" in table and "True" in table
 
 
 def test_backends_notebook_shows_the_daily_trend_of_a_capture_over_days(monkeypatch, tmp_path):
