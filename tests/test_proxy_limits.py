@@ -539,6 +539,38 @@ def test_lab_proxy_client_retry_window_sets_how_retries_are_told(
     assert app.config.lab_config.client_retry_window_s == window
 
 
+@pytest.mark.parametrize(
+    ("env", "argv", "token"),
+    [
+        ("from-env", [], "from-env"),
+        ("from-env", ["--auth-token", "from-flag"], "from-flag"),
+        (None, [], None),
+        ("", [], None),
+    ],
+)
+def test_lab_proxy_takes_its_token_from_lab_proxy_token_unless_auth_token_is_given(
+    monkeypatch, tmp_path, env, argv, token
+):
+    import lab.proxy
+    from lab.cli import main
+
+    served = []
+
+    class Stopped:
+        def run(self, sockets):
+            pass
+
+    if env is None:
+        monkeypatch.delenv("LAB_PROXY_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("LAB_PROXY_TOKEN", env)
+    monkeypatch.setattr(lab.proxy, "_server", lambda app, sock: served.append(app) or Stopped())
+    base = ["proxy", "--provider", "openai", "--port", "0", "--out", str(tmp_path)]
+    assert main(base + ["--upstream", "http://127.0.0.1:9/v1", *argv]) == 0
+    (app,) = served
+    assert app.config.auth_token == token
+
+
 def test_lab_proxy_refuses_a_negative_client_retry_window(capsys, tmp_path):
     from lab.cli import main
 
