@@ -45,6 +45,13 @@ def test_lab_sweep_ends_with_what_changed_since_the_previous_sweep(tmp_path, cap
     assert f"lab sweep: what changed since {tmp_path / 'before'}" in out
     tail = out[out.index("lab sweep: what changed since") :]
     assert "comparisons by the Holm method." in tail
+    assert out.endswith(" comparisons by the Holm method.\n")  # the sweep ends with it
+    # lab compare takes the two sweeps' --out directories as they are
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    compared = capsys.readouterr().out
+    said = tail.splitlines()[1:]  # the sentences, then the correction's note
+    assert compared.splitlines()[: len(said)] == said  # the same comparisons, in words
+    assert "== compare (" in compared and "Chutes" in compared
 
 
 def test_lab_sweep_refuses_a_missing_previous_run_before_sending(tmp_path, capsys):
