@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import netguard
 import pytest
@@ -14,6 +17,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # every unvalidated chunk the adapters build is validated and compared as well
 # (lab.model.CHECK_UNVALIDATED_ENV): the suite proves each call site passes valid values
 os.environ.setdefault("LAB_CHECK_UNVALIDATED", "1")
+# what the tuner saves (labels, configs) goes to a directory of this run, never to the
+# user's ~/.local/share/stream-lab: notebooks executed by the tests inherit it too
+_DATA_DIR = tempfile.mkdtemp(prefix="lab-test-data-")
+os.environ["LAB_DATA_DIR"] = _DATA_DIR
+atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
