@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -274,6 +275,19 @@ def test_backends_notebook_drills_into_the_stream_named_by_lab_stream(monkeypatc
     assert "LAB_PREVIOUS is not set: comparing the first 24 stream(s) of ../captures" in text
     assert "comparisons by the Holm method." in text
     assert "a daily trend needs more than a day" in text
+    # latency per backend, a row each: DeepInfra's 8 timed streams, TTFB and TTFT medians with
+    # their bootstrap intervals; then the TTFT ECDF and the gap histogram
+    cell = next(c for c in nb.cells if "latency = tables.latency(subject)" in c.source)
+    (html,) = [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
+    assert re.search(
+        r"<th>DeepInfra</th>\s*<td>8</td>\s*<td>13.9 \(8.6–15.5\)</td>\s*"
+        r"<td>30.6 \(24.3–36.9\)</td>",
+        html,
+    )
+    assert "<th>Targon</th>" in html and "rows ×" not in html  # every backend, none cut
+    for call in ("plots.ttft_ecdf(subject)", "plots.gap_histogram(content_gaps"):
+        cell = next(c for c in nb.cells if call in c.source)
+        assert [o for o in cell.outputs if "image/png" in o.get("data", {})], call
 
 
 def test_backends_notebook_compares_with_the_run_named_by_lab_previous(monkeypatch):
