@@ -56,7 +56,8 @@ def decoded_reads(capture: Capture, result: StreamResult) -> pd.DataFrame:
     """The network reads of ``result``'s final attempt as they arrived: ``seq``, ``t_ms``,
     ``n_bytes``, ``text`` (UTF-8 decoded incrementally: a character split across two reads
     shows in the read that completes it) and ``guard`` (True where the read completed an
-    SSE event in which a guard moved text, from ``lab.tables.leaks``)."""
+    SSE event in which a guard moved text or the markup guard saw a leaked marker, from
+    ``lab.tables.leaks``)."""
     import pandas as pd
 
     final = len(result.attempts) - 1

@@ -684,7 +684,7 @@ def build_html(
         ),
         (
             "leaks",
-            "Where reasoning leaked (guard events)",
+            "Where reasoning or markup leaked (guard events)",
             _table(tables.leaks(results), links=links),
         ),
         ("classifiers", "Error classifiers", _table(tables.classifiers(st))),

@@ -4,6 +4,7 @@ A result directory holds several tables side by side, one file per capture unit:
 
     DIR/streams-00000.parquet    lab.tables.streams   one row per logical request
     DIR/leaks-00000.parquet      lab.tables.leaks     one row per guard event that moved text
+                                                      or leaked marker the markup guard saw
     DIR/attempts-00000.parquet   lab.tables.attempts  one row per HTTP exchange
     DIR/gaps-00000.parquet       lab.tables.gaps      one row per gap between content reads
 

@@ -4,7 +4,8 @@ Column names are stable (notebooks and users rely on them); see ``docs/tables.md
 meaning of each and its OpenTelemetry GenAI equivalent where one exists.
 
 - :func:`streams` – one row per logical request.
-- :func:`leaks` – one row per guard event that moved or dropped text.
+- :func:`leaks` – one row per guard event that moved or dropped text, and per leaked
+  protocol marker the markup guard saw (and did not recover).
 - :func:`by_backend` – one row per serving backend.
 - :func:`classifiers` – error classifier counts.
 - :func:`attempts` – one row per degradation attempt (HTTP exchange).
@@ -26,6 +27,7 @@ DataFrame or anything else that is not results, they raise a ``TypeError`` sayin
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 
 import pandas as pd
@@ -476,12 +478,24 @@ LEAK_COLUMNS = [
 ]
 
 
+MARKUP_DETECTED = "markup_detected"
+"""The markup guard's rule for a marker it recognized (:mod:`lab.guards.markup`): a
+:func:`leaks` row of its own, with nothing moved, unless recovery took the marker out."""
+
+
 def _leak_rows(results: Iterable[StreamResult]) -> list[tuple]:
     rows = []
     for r in _need_results(results, "leaks"):
-        for e in r.guard_events:
+        events = r.guard_events
+        recovered: set[int] | None = None  # computed at the stream's first detection
+        for i, e in enumerate(events):
             if not e.moved:
-                continue
+                if e.guard != _MARKUP_GUARD or e.detail.get("rule") != MARKUP_DETECTED:
+                    continue
+                if recovered is None:
+                    recovered = _recovered_detections(events)
+                if i in recovered:
+                    continue  # its marker is in a moved event's row already
             read_seq, t_ms = _event_read(r, e.attempt, e.seq)
             rows.append(
                 (
@@ -502,17 +516,83 @@ def _leak_rows(results: Iterable[StreamResult]) -> list[tuple]:
     return rows
 
 
+_MARKUP_GUARD = "markup"
+
+
+def _recovered_detections(events: list) -> set[int]:
+    """Indices (in ``events``) of the markup guard's detections whose marker one of its
+    moved events took out of the text: same attempt, the moved text spans the marker's
+    characters (``offset`` to ``offset + len(marker)``) and holds exactly the marker there.
+
+    The guard notes a detection per marker (rule ``markup_detected``, nothing moved) in
+    both modes; under ``recover_markup`` it also notes what it removed or moved, grouped
+    by its own units, not per marker: a header and its ``<|message|>`` as one
+    ``removed_markup``, a whole tool block as one ``recovered_call``, a stray token as one
+    ``removed_markup`` at the token's offset. A detection with no such event (a block that
+    did not parse, one past ``max_block_chars``, markers of a harmony ``final`` message or
+    after a ``commentary`` boundary) stayed in the text and keeps its row.
+
+    The content and reasoning guards write offsets in their own inputs and the events do
+    not say which; requiring the marker itself at that place in the moved text keeps one
+    guard's removal from covering the other's detection unless both had the same marker
+    at the same offset. One sweep over both lists sorted by offset: linear up to the sort.
+    """
+    moved = sorted(
+        (e.attempt, e.offset, e.offset + len(e.moved), e.moved)
+        for e in events
+        if e.guard == _MARKUP_GUARD and e.moved
+    )
+    if not moved:
+        return set()
+    found = sorted(
+        (e.attempt, e.offset, i, e.detail.get("marker") or "")
+        for i, e in enumerate(events)
+        if e.guard == _MARKUP_GUARD and not e.moved and e.detail.get("rule") == MARKUP_DETECTED
+    )
+    covered: set[int] = set()
+    active: list[tuple[int, int, str]] = []  # (end, start, moved) spanning the offset
+    attempt: int | None = None
+    j = 0
+    for att, offset, i, marker in found:
+        if att != attempt:
+            attempt, active = att, []
+            while j < len(moved) and moved[j][0] < att:
+                j += 1
+        while j < len(moved) and moved[j][0] == att and moved[j][1] <= offset:
+            heapq.heappush(active, (moved[j][2], moved[j][1], moved[j][3]))
+            j += 1
+        while active and active[0][0] <= offset:
+            heapq.heappop(active)
+        for _, start, text in active:
+            at = offset - start
+            if text[at : at + len(marker)] == marker:
+                covered.add(i)
+                break
+    return covered
+
+
 def leak_columns(results: Iterable[StreamResult]) -> dict[str, list]:
     """The cells of :func:`leaks`, one list per column (:data:`LEAK_COLUMNS`)."""
     return _columns(LEAK_COLUMNS, _leak_rows(results))
 
 
 def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
-    """One row per guard event that moved or dropped text (where reasoning leaked, etc.).
+    """One row per guard event that moved or dropped text (where reasoning leaked, etc.),
+    and one per protocol marker that leaked and stayed where it leaked.
 
     ``leak_kind`` is ``think`` for reasoning moved out of content, the markup class
-    (``harmony``, ``kimi_tool_section``, ...) for what the markup guard recovered or removed
-    under ``LabConfig.recover_markup``, and empty for other guards (dedup, speaker, ...).
+    (``harmony``, ``kimi_tool_section``, ...) for the markup guard's rows, and empty for
+    other guards (dedup, speaker, ...).
+
+    The markup guard's rows: under the default config it changes nothing and notes each
+    marker it recognizes (rule ``markup_detected``); each is a row with ``moved`` empty and
+    ``moved_chars`` 0, at the offset, event and read where the marker was completed. Under
+    ``LabConfig.recover_markup`` (:meth:`~lab.config.LabConfig.complete`) the rows are what
+    it moved or removed (``removed_markup``, ``harmony_reasoning``, ``recovered_call``, with
+    the text), and a detection has a row of its own only where its marker stayed in the text
+    (a tool block that did not parse, markers of a harmony ``final`` message): a marker is
+    never counted twice. The marker itself is in the guard event's ``detail["marker"]``
+    (``r.guard_events``; the columns stay :data:`LEAK_COLUMNS`).
 
     Needs the results (guard events are not in the streams table).
     """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,10 @@ from lab import tables
 from lab.anomalies import detect, markup_leak_kinds
 from lab.config import LabConfig
 from lab.guards import MarkupGuard, MarkupGuardConfig, scan_markup
-from lab.replay import replay_sse
+from lab.guards.markup import markup_kinds
+from lab.replay import replay, replay_sse
+from lab.resultfiles import read_results
+from tests.latency_captures import DONE, MS, content, exchange_row, write_capture
 
 HERE = Path(__file__).parent / "realworld"
 MARKUP = json.loads((HERE / "markup" / "sources.json").read_text(encoding="utf-8"))
@@ -78,29 +82,106 @@ def test_pipeline_complete_recovers_harmony_channels(provider):
     assert "".join(moved) == "User asks 2+2."
 
 
-def test_pipeline_leaks_table_names_the_markup_class_of_what_complete_moved():
-    """The leaks table (one row per event that moved text) says ``leak_kind`` harmony for
-    what recovery moved or removed; under the default nothing moved, so it has no row and
-    the streams table names the class."""
-    body = chat_body(HARMONY)
-    default = replay_sse("openai", body, stream_id="s")
-    assert tables.leaks([default]).empty
-    assert tables.streams([default]).loc[0, "leak_kind"] == "harmony"
-    full = replay_sse("openai", body, config=LabConfig.complete(), stream_id="s")
-    rows = tables.leaks([full])[["offset", "guard", "rule", "leak_kind", "moved"]]
-    assert rows.values.tolist() == [
-        [0, "markup", "removed_markup", "harmony", "<|channel|>analysis<|message|>"],
-        [30, "markup", "harmony_reasoning", "harmony", "User asks 2+2."],
-        [44, "markup", "removed_markup", "harmony", "<|end|>"],
-        [
-            51,
-            "markup",
-            "removed_markup",
-            "harmony",
-            "<|start|>assistant<|channel|>final<|message|>",
-        ],
-        [98, "markup", "removed_markup", "harmony", "<|return|>"],
+def _capture(root: Path, deltas: list[str]) -> Path:
+    """A recorded capture of one chat stream carrying ``deltas`` as content, one SSE event
+    per read, read ``i`` arriving at ``10 * (i + 1)`` ms (so ``t_ms`` is exact)."""
+    reads = [content(d) for d in deltas] + [DONE]
+    times = [(10 + 10 * i) * MS for i in range(len(reads))]
+    row = exchange_row("s", reads, timing="reads")
+    return write_capture(root, [(row, reads, times)])
+
+
+def _rows(df: pd.DataFrame) -> list[list]:
+    return df.astype(object).where(df.notna(), None).values.tolist()
+
+
+# stream_id, serving_provider, attempt, seq, read_seq, offset, t_ms, guard, rule, leak_kind,
+# moved, moved_chars (tables.LEAK_COLUMNS)
+HARMONY_DEFAULT_ROWS = [
+    ["s", None, 0, 0, 0, 0, 10.0, "markup", "markup_detected", "harmony", "", 0],
+    ["s", None, 0, 1, 1, 19, 20.0, "markup", "markup_detected", "harmony", "", 0],
+    ["s", None, 0, 2, 2, 44, 30.0, "markup", "markup_detected", "harmony", "", 0],
+    ["s", None, 0, 2, 2, 51, 30.0, "markup", "markup_detected", "harmony", "", 0],
+    ["s", None, 0, 3, 3, 69, 40.0, "markup", "markup_detected", "harmony", "", 0],
+    ["s", None, 0, 3, 3, 85, 40.0, "markup", "markup_detected", "harmony", "", 0],
+    ["s", None, 0, 4, 4, 98, 50.0, "markup", "markup_detected", "harmony", "", 0],
+]
+HARMONY_COMPLETE_ROWS = [
+    ["s", None, 0, 1, 1, 0, 20.0, "markup", "removed_markup", "harmony",
+     "<|channel|>analysis<|message|>", 30],
+    ["s", None, 0, 1, 1, 30, 20.0, "markup", "harmony_reasoning", "harmony",
+     "User asks 2+2.", 14],
+    ["s", None, 0, 2, 2, 44, 30.0, "markup", "removed_markup", "harmony", "<|end|>", 7],
+    ["s", None, 0, 3, 3, 51, 40.0, "markup", "removed_markup", "harmony",
+     "<|start|>assistant<|channel|>final<|message|>", 45],
+    ["s", None, 0, 4, 4, 98, 50.0, "markup", "removed_markup", "harmony", "<|return|>", 10],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("config", ["default", "complete"])
+def test_pipeline_leaks_table_has_a_row_per_markup_detection_and_none_twice(config, tmp_path):
+    """Default: one row per marker the guard saw (rule ``markup_detected``, the class as
+    ``leak_kind``, nothing moved), at the read that brought it. complete(): the rows of
+    what recovery moved or removed, and no detection row beside them (every marker of
+    this body is inside one of them). ``replay(out=DIR)`` writes exactly these rows."""
+    cfg = LabConfig.complete() if config == "complete" else None
+    capture = _capture(tmp_path / "cap", HARMONY)
+    results = replay(capture, config=cfg)
+    want = HARMONY_COMPLETE_ROWS if cfg else HARMONY_DEFAULT_ROWS
+    assert list(tables.leaks(results).columns) == tables.LEAK_COLUMNS
+    assert _rows(tables.leaks(results)) == want
+    # the guard sees the same markers in both modes
+    assert [e.offset for e in _detections(results[0])] == [0, 19, 44, 51, 69, 85, 98]
+    replay(capture, config=cfg, out=tmp_path / "out")
+    written = read_results(tmp_path / "out", "leaks")
+    assert list(written.columns) == tables.LEAK_COLUMNS
+    assert _rows(written) == want
+
+
+def test_pipeline_leaks_table_keeps_the_detection_of_markup_recovery_left_in_the_text(tmp_path):
+    """complete(): a GLM block that yields no call goes back into the text (``unparsed_block``,
+    nothing moved), so its detection keeps its row; the stray ``<|im_end|>`` was removed, so
+    its ``removed_markup`` row stands for it and its detection has no row of its own. The
+    default lists both detections."""
+    body = "A <tool_call>tool_12</arg_value></tool_call> B<|im_end|>"
+    # 9-character deltas: each marker is found in the event that completes it (seq 1: the
+    # opener ends at character 13; seq 6: the token ends at 56), read i at 10 * (i + 1) ms
+    deltas = [body[i : i + 9] for i in range(0, len(body), 9)]
+    capture = _capture(tmp_path / "cap", deltas)
+    (plain,) = replay(capture)
+    assert _rows(tables.leaks([plain])) == [
+        ["s", None, 0, 1, 1, 2, 20.0, "markup", "markup_detected", "xml_tool_call", "", 0],
+        ["s", None, 0, 6, 6, 46, 70.0, "markup", "markup_detected", "special_token", "", 0],
     ]
+    (full,) = replay(capture, config=LabConfig.complete())
+    assert full.text == "A <tool_call>tool_12</arg_value></tool_call> B"
+    assert [e.detail["rule"] for e in full.guard_events] == [
+        "markup_detected",
+        "unparsed_block",
+        "markup_detected",
+        "removed_markup",
+    ]
+    assert _rows(tables.leaks([full])) == [
+        ["s", None, 0, 1, 1, 2, 20.0, "markup", "markup_detected", "xml_tool_call", "", 0],
+        ["s", None, 0, 6, 6, 46, 70.0, "markup", "removed_markup", "special_token",
+         "<|im_end|>", 10],
+    ]  # fmt: skip
+
+
+def test_pipeline_leaks_table_under_complete_lists_each_marker_once_on_the_mixed_body():
+    """Every marker of the mixed body (harmony, an XML call, a special token) is recovered
+    or removed under complete(): each detection lies inside exactly one moved row of the
+    markup guard, and no detection row is left."""
+    r = replay_sse("openai", chat_body([MIXED]), config=LabConfig.complete(), stream_id="s")
+    lk = tables.leaks([r])
+    assert "markup_detected" not in set(lk["rule"])
+    cells = zip(lk["offset"], lk["moved_chars"], lk["moved"], strict=True)
+    spans = [(o, o + n, m) for o, n, m in cells]
+    for e in r.guard_events:
+        if e.detail["rule"] == "markup_detected":
+            marker, at = e.detail["marker"], e.offset
+            holding = [s for s in spans if s[0] <= at and at + len(marker) <= s[1]]
+            assert [m[at - a : at - a + len(marker)] for a, _, m in holding] == [marker]
 
 
 def test_pipeline_complete_recovers_a_kimi_call_split_across_deltas():
@@ -203,6 +284,10 @@ MIXED = (
 )
 
 
+def _detections(r) -> list:
+    return [e for e in r.guard_events if e.detail.get("rule") == "markup_detected"]
+
+
 def _markup_events(r) -> list[tuple]:
     return [
         (e.detail["rule"], e.detail.get("kind"), e.offset, e.moved)
@@ -270,12 +355,22 @@ def test_pipeline_real_leaked_outputs_framed_as_a_stream(src):
     assert full.reasoning == want["reasoning"]
     assert [[c.name, c.args, c.id] for c in full.function_calls] == want["calls"]
     assert markup_leak_kinds(full) == src["classes"]
+    # the leaks table: a detection row per marker by default; under complete() one only for
+    # markup recovery left in the text (a block that did not parse), whose marker is there
+    lk = tables.leaks([plain])
+    assert lk["rule"].tolist() == ["markup_detected"] * len(_detections(plain))
+    assert sorted(set(lk["leak_kind"])) == src["classes"]
+    kept = tables.leaks([full]).query("rule == 'markup_detected'")["offset"].tolist()
+    markers = {e.offset: e.detail["marker"] for e in _detections(full)}
+    assert all(markers[o] in full.text for o in kept)
+    assert bool(kept) == bool(markup_kinds(full.text))  # none where none is left
 
 
 @pytest.mark.parametrize("config", ["default", "complete"])
 def test_pipeline_no_markup_leak_on_any_real_body_without_markup(config):
     """The false-positive check over the whole real corpus: no real provider body in
-    tests/realworld carries markup, and none gets a markup guard event or the anomaly."""
+    tests/realworld carries markup, and none gets a markup guard event, the anomaly or a
+    markup row in the leaks table."""
     cfg = LabConfig.complete() if config == "complete" else None
     assert SOURCES
     flagged = []
@@ -284,6 +379,9 @@ def test_pipeline_no_markup_leak_on_any_real_body_without_markup(config):
         r = replay_sse(
             src["provider"], body, config=cfg, stream_id=src["name"], path=src.get("request_path")
         )
+        markup_rows = (tables.leaks([r])["guard"] == "markup").any()
         if any(e.guard == "markup" for e in r.guard_events) or "markup_leak" in detect(r):
             flagged.append(src["name"])
+        elif markup_rows:
+            flagged.append(f"{src['name']} (leaks table)")
     assert flagged == []

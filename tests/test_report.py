@@ -31,7 +31,7 @@ def test_report_page_embeds_every_figure_and_table(report):
         "By serving backend",
         "Streams",
         "Latency by serving backend",
-        "Where reasoning leaked",
+        "Where reasoning or markup leaked",
         "Error classifiers",
         "Degradation attempts",
     ):

@@ -159,7 +159,7 @@ def print_report(results: list, out: Path | None, view: TableView | None = None)
     print_table(
         "leaks",
         tables.leaks(results),
-        ["stream_id", "serving_provider", "guard", "rule", "moved"],
+        ["stream_id", "serving_provider", "guard", "rule", "leak_kind", "moved"],
         view,
     )
     print_table("classifiers", tables.classifiers(st), None, view)

@@ -6,7 +6,8 @@ each result table and lets it go before the next, so memory is bounded by the la
 not by the capture. The files are named after their table and unit::
 
     DIR/streams-00000.parquet   lab.tables.streams   (one row per logical request)
-    DIR/leaks-00000.parquet     lab.tables.leaks     (one row per guard event that moved text)
+    DIR/leaks-00000.parquet     lab.tables.leaks     (one row per guard event that moved text
+                                                      or leaked marker the markup guard saw)
     DIR/attempts-00000.parquet  lab.tables.attempts  (one row per HTTP exchange)
     DIR/gaps-00000.parquet      lab.tables.gaps      (one row per gap between content reads)
 
