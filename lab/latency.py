@@ -351,8 +351,11 @@ def backend_latency(
             row["mean"] = float(values.mean()) if len(values) else math.nan
             rows.append(row)
     out = pd.DataFrame(rows, columns=LATENCY_COLUMNS)
-    for col in ("streams", "untimed", "n"):
-        out[col] = out[col].astype("int64")
+    for col in LATENCY_COLUMNS:  # typed even when empty (no stream: the same columns)
+        if col in ("serving_provider", "metric"):
+            out[col] = out[col].astype(str)
+        else:
+            out[col] = out[col].astype("int64" if col in ("streams", "untimed", "n") else "float64")
     untimed_total = int((~timed).sum())
     out.attrs["untimed"] = untimed_total
     out.attrs["notes"] = _untimed_notes(frame, timed)

@@ -8,7 +8,9 @@ Views (each only when its files exist):
   request: ``lab.tables.streams``),
 - ``leaks`` – ``leaks-*.parquet`` of the same directory (``lab.tables.leaks``),
 - ``attempts`` – ``attempts-*.parquet`` of the same directory (``lab.tables.attempts``),
-- ``gaps`` – ``gaps-*.parquet`` of the same directory (``lab.tables.gaps``).
+- ``gaps`` – ``gaps-*.parquet`` of the same directory (``lab.tables.gaps``),
+- ``latency`` – ``latency.parquet`` of the same directory (``lab.tables.latency``: per
+  backend and timing figure, written after the last unit).
 
 Each view globs one table's prefix: ``DIR/*.parquet`` would mix ``streams`` and ``chunks``
 rows into one union (``docs/capture-schema.md``, "DuckDB"). Journals (an exchange still
@@ -27,7 +29,7 @@ import pandas as pd
 
 __all__ = ["SQL_VIEWS", "connect", "sql"]
 
-SQL_VIEWS = ("streams", "chunks", "results", "leaks", "attempts", "gaps")
+SQL_VIEWS = ("streams", "chunks", "results", "leaks", "attempts", "gaps", "latency")
 
 
 def _duckdb() -> Any:
@@ -81,6 +83,8 @@ def connect(captures: str | Path | None = None, results: str | Path | None = Non
             ("gaps", "gaps"),
         ):
             views[view] = _files(res, table, recursive=False)
+        latency = res / "latency.parquet"  # one file, not one per unit
+        views["latency"] = [str(latency)] if res.is_dir() and latency.is_file() else []
         if not views["results"]:
             raise ValueError(
                 f"results={results}: no streams-*.parquet (write it with replay(out=))"
@@ -98,7 +102,7 @@ def sql(
     query: str, *, captures: str | Path | None = None, results: str | Path | None = None
 ) -> pd.DataFrame:
     """Run ``query`` over the views (``streams``, ``chunks``, ``results``, ``leaks``,
-    ``attempts``, ``gaps``) and return a DataFrame.
+    ``attempts``, ``gaps``, ``latency``) and return a DataFrame.
 
     >>> lab_sql = sql  # lab.sql
     >>> lab_sql("SELECT count(*) AS exchanges FROM streams", captures="captures")
@@ -118,7 +122,7 @@ def sql(
         con.close()
 
 
-_RESULT_VIEWS = ("results", "leaks", "attempts", "gaps")
+_RESULT_VIEWS = ("results", "leaks", "attempts", "gaps", "latency")
 
 
 def _missing_view_hint(message: str, con: Any) -> str | None:

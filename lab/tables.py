@@ -35,6 +35,7 @@ import pandas as pd
 from lab.anomalies import detect
 from lab.latency import (
     DEFAULT_STALL_S,
+    LATENCY_METRICS,
     TIMING_COLUMNS,
     backend_latency,
     content_gaps,
@@ -50,6 +51,7 @@ from lab.trends import CUSUM_PERMUTATIONS, trend_table
 __all__ = [
     "ATTEMPT_COLUMNS",
     "GAP_COLUMNS",
+    "LATENCY_INPUT_COLUMNS",
     "LEAK_COLUMNS",
     "LEAK_GUARDS",
     "MIN_STREAMS_TO_COMPARE",
@@ -903,6 +905,11 @@ def attempts(results: Iterable[StreamResult]) -> pd.DataFrame:
     df = pd.DataFrame(_attempt_rows(results), columns=ATTEMPT_COLUMNS)
     df["status"] = df["status"].astype("Int64")
     return df
+
+
+LATENCY_INPUT_COLUMNS = ("stream_id", "provider", "serving_provider", "timed", *LATENCY_METRICS)
+"""The columns of the streams table :func:`latency` reads (``replay(..., out=DIR)`` reads
+only these of its streams files to write ``latency.parquet``)."""
 
 
 def latency(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lab import tables
 from lab.cli import main
 from lab.replay import replay
 from lab.resultfiles import RESULT_TABLES, read_results
@@ -33,10 +34,15 @@ def test_dask_on_a_two_worker_cluster_writes_the_tables_a_serial_replay_writes(c
     )
     assert (done.units, done.streams) == (serial.units, serial.streams) == (12, 132)
     assert [p.name for p in done.files] == [p.name for p in serial.files]
-    for table in RESULT_TABLES:
+    assert done.files[-1].name == "latency.parquet"
+    for table in RESULT_TABLES:  # latency.parquet too
         pd.testing.assert_frame_equal(
             read_results(tmp_path / "dask", table), read_results(tmp_path / "serial", table)
         )
+    latency = read_results(tmp_path / "dask", "latency")
+    expected = tables.latency(read_results(tmp_path / "dask"))
+    pd.testing.assert_frame_equal(latency, expected, check_exact=True)
+    assert list(latency.dtypes) == list(expected.dtypes) and latency.attrs == expected.attrs
 
 
 def test_lab_replay_engine_dask_with_a_scheduler_address(cluster, tmp_path, capsys):

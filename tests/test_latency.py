@@ -434,3 +434,58 @@ def test_shared_scans_read_each_results_chunks_once_and_change_no_figure(monkeyp
     calls.clear()
     tables.gaps(results)  # outside the block: scanned again
     assert len(calls) == len(timed)
+
+
+def _written_latency_is_the_latency_of_the_written_streams(out) -> pd.DataFrame:
+    from lab.resultfiles import read_results
+
+    got, expected = read_results(out, "latency"), tables.latency(read_results(out))
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert list(got.dtypes) == list(expected.dtypes) and got.attrs == expected.attrs
+    return got
+
+
+def test_replay_out_without_streams_writes_an_empty_latency_table_with_its_columns(tmp_path):
+    from lab.latency import LATENCY_COLUMNS
+
+    write_capture(tmp_path / "cap", [])
+    written = replay(tmp_path / "cap", out=tmp_path / "out")
+    assert (written.units, written.streams) == (1, 0)
+    lt = _written_latency_is_the_latency_of_the_written_streams(tmp_path / "out")
+    assert len(lt) == 0 and list(lt.columns) == LATENCY_COLUMNS
+    assert [str(t) for t in lt.dtypes] == [
+        *(str(pd.Series(["x"]).dtype),) * 2,  # the string dtype pandas infers
+        *("int64",) * 3,
+        *("float64",) * 10,
+    ]
+    assert lt.attrs == {"untimed": 0, "notes": []}
+
+
+def test_replay_out_of_untimed_streams_only_writes_latency_counting_them_untimed(tmp_path):
+    """Imported exchanges without per-read timing: no figure, every stream ``untimed``, the
+    note in ``attrs`` read back from the file."""
+    body = [content("imported"), DONE]
+    exchanges = [
+        (exchange_row(f"u{k}", [b"".join(body)], k=k, timing="none"), [b"".join(body)], [0])
+        for k in range(2)
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    replay(tmp_path / "cap", out=tmp_path / "out")
+    lt = _written_latency_is_the_latency_of_the_written_streams(tmp_path / "out")
+    assert set(lt["n"]) == {0} and set(lt["untimed"]) == {2} and set(lt["streams"]) == {2}
+    assert lt[["p50", "p90", "p99", "mean"]].isna().all().all()
+    assert lt.attrs["notes"] == [
+        "2 streams without per-read timing (imported from a cassette or a HAR) left out of "
+        "every timing figure (openai (direct): 2)."
+    ]
+
+
+def test_replay_out_latency_parquet_has_the_figures_of_known_read_offsets(tmp_path):
+    """Three timed streams and one untimed (:func:`_two_backends`), through the file."""
+    _two_backends(tmp_path / "cap")
+    replay(tmp_path / "cap", out=tmp_path / "out")
+    lt = _written_latency_is_the_latency_of_the_written_streams(tmp_path / "out")
+    ttfb = lt.set_index("metric").loc["ttfb_ms"]
+    assert (ttfb["streams"], ttfb["untimed"], ttfb["n"]) == (4, 1, 3)
+    assert (ttfb["p50"], ttfb["p90"], ttfb["mean"]) == (200.0, 280.0, 200.0)
+    assert lt.attrs["untimed"] == 1

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import lab.replay.files as files
+from lab import tables
 from lab.cli import main
 from lab.replay import replay
 from lab.replay.files import IncompleteResults, run_state
@@ -25,7 +26,7 @@ from lab.resultfiles import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "captures"
-TABLES = ("streams", "leaks", "attempts", "gaps")
+TABLES = ("streams", "leaks", "attempts", "gaps", "latency")
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,10 @@ def whole(tmp_path_factory) -> dict[str, pd.DataFrame]:
 def _same_tables(out: Path, whole: dict[str, pd.DataFrame]) -> None:
     for table in TABLES:
         pd.testing.assert_frame_equal(read_results(out, table), whole[table])
+    # latency.parquet is the latency of the resumed run's streams files, dtypes and attrs
+    latency, expected = read_results(out, "latency"), tables.latency(read_results(out))
+    pd.testing.assert_frame_equal(latency, expected, check_exact=True)
+    assert list(latency.dtypes) == list(expected.dtypes) and latency.attrs == expected.attrs
 
 
 def _crash_after(monkeypatch, n_units: int) -> None:
@@ -64,6 +69,7 @@ def test_an_interrupted_run_warns_on_read_and_the_same_replay_resumes_it(
     monkeypatch.undo()
     state = run_state(out)
     assert (state["status"], state["units"], state["units_written"]) == ("running", 12, 5)
+    assert not state["latency_written"] and not (out / "latency.parquet").exists()
     with pytest.warns(IncompleteResults) as caught:
         read_results(out, "streams")
     assert str(caught[0].message) == (
@@ -72,6 +78,49 @@ def test_an_interrupted_run_warns_on_read_and_the_same_replay_resumes_it(
     )
     done = replay(BUNDLED, out=out)
     assert (done.units, done.streams, done.resumed) == (12, 132, 5)
+    assert done.files[-1] == out / "latency.parquet"
+    state = run_state(out)
+    assert (state["status"], state["units_written"], state["latency_written"]) == (
+        "complete",
+        12,
+        True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IncompleteResults)
+        _same_tables(out, whole)
+
+
+def test_a_run_killed_before_latency_parquet_is_unfinished_and_resuming_writes_it(
+    tmp_path, monkeypatch, whole
+):
+    """Every unit on disk but not latency.parquet: the run is not complete, reading says
+    so, and the same replay replays no unit and writes latency.parquet."""
+    out = tmp_path / "r"
+
+    def killed(out):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(files, "_write_latency", killed)
+    with pytest.raises(KeyboardInterrupt):
+        replay(BUNDLED, out=out)
+    monkeypatch.undo()
+    state = run_state(out)
+    assert (state["status"], state["units_written"], state["latency_written"]) == (
+        "running",
+        12,
+        False,
+    )
+    with pytest.warns(IncompleteResults) as caught:
+        read_results(out, "streams")
+    assert str(caught[0].message) == (
+        f"{out}: an unfinished replay (all 12 units written, not yet latency.parquet): run "
+        "the same replay into it again to write it"
+    )
+    replayed: list[int] = []
+    real = files.replay_unit
+    monkeypatch.setattr(files, "replay_unit", lambda *a, **k: replayed.append(1) or real(*a, **k))
+    done = replay(BUNDLED, out=out)
+    assert (done.units, done.streams, done.resumed, replayed) == (12, 132, 12, [])
     assert run_state(out)["status"] == "complete"
     with warnings.catch_warnings():
         warnings.simplefilter("error", IncompleteResults)
@@ -134,7 +183,7 @@ def test_lab_replay_killed_with_sigkill_resumes_to_the_uninterrupted_tables(
     assert first == (
         f"lab replay: 132 streams from 12 unit(s) ({state['units_written']} of them written by "
         f"an unfinished run before: resumed); result tables in {out}: streams-*.parquet, "
-        "leaks-*.parquet, attempts-*.parquet, gaps-*.parquet"
+        "leaks-*.parquet, attempts-*.parquet, gaps-*.parquet, latency.parquet"
     )
     assert run_state(out)["status"] == "complete"
     _same_tables(out, whole)

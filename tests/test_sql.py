@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import lab
@@ -72,6 +73,30 @@ def test_results_and_leaks_views_read_the_replay_result_files(results_dir):
             "attempts": len(read_results(results_dir, "attempts")),
         }
     ]
+
+
+def test_latency_view_reads_latency_parquet_of_the_replay(results_dir):
+    lt = read_results(results_dir, "latency")
+    df = lab.sql(
+        "SELECT serving_provider, metric, streams, n, p50, p99_ci_high FROM latency "
+        "ORDER BY serving_provider, metric",
+        results=results_dir,
+    )
+    want = lt.sort_values(["serving_provider", "metric"])[list(df.columns)]
+    assert len(df) == len(lt) > 0
+    pd.testing.assert_frame_equal(
+        df, want.reset_index(drop=True), check_dtype=False, check_exact=True
+    )
+
+
+def test_lab_sql_over_results_lists_the_latency_view(results_dir, capsys):
+    query = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+    names = lab.sql(query, results=results_dir).view_name.tolist()
+    assert names == ["attempts", "gaps", "latency", "leaks", "results"]
+    import duckdb
+
+    with pytest.raises(duckdb.CatalogException, match=r"latency is a table of replay results"):
+        lab.sql("SELECT * FROM latency", captures=BUNDLED)
 
 
 def test_results_join_streams_by_stream_id(results_dir):
@@ -147,8 +172,11 @@ def test_lab_results_reads_one_table_where_read_parquet_of_the_dir_mixes_them(re
     assert len(st) == 132 and list(st.columns) == list(read_results(results_dir).columns)
     assert sorted(lab.results.TABLE_GLOBS) == sorted(lab.results.TABLES)
     for table, pattern in lab.results.TABLE_GLOBS.items():
-        files = sorted(results_dir.glob(pattern))
-        assert files and all(f.name.startswith(f"{table}-") for f in files)
+        names = [f.name for f in sorted(results_dir.glob(pattern))]
+        if table == "latency":  # one file, written after the units
+            assert names == ["latency.parquet"]
+        else:
+            assert names and all(n.startswith(f"{table}-") for n in names)
     mixed = pd.read_parquet(results_dir)  # the trap the module docstring names
     assert len(mixed) == sum(len(lab.results.read(results_dir, t)) for t in lab.results.TABLES)
     with pytest.raises(ValueError, match="unknown result table 'chunks'"):

@@ -12,9 +12,11 @@ import pytest
 
 import lab.capture
 import lab.capture.compact
+import lab.results
 from lab import tables
 from lab.capture.units import capture_units
 from lab.cli import main
+from lab.latency import LATENCY_COLUMNS, LATENCY_METRICS
 from lab.recorder import Recorder
 from lab.replay import replay
 from lab.replay.files import run_state
@@ -83,6 +85,7 @@ def test_replay_to_out_writes_each_table_per_unit_and_equals_the_in_memory_table
                 for t in ("streams", "leaks", "attempts", "gaps")
                 for i in range(12)
             ),
+            "latency.parquet",
         ]
     )
     assert run_state(tmp_path / "r")["status"] == "complete"
@@ -103,10 +106,69 @@ def test_replay_to_out_writes_each_table_per_unit_and_equals_the_in_memory_table
 def test_replay_to_out_on_two_processes_writes_the_same_tables(tmp_path):
     replay(BUNDLED, out=tmp_path / "serial")
     replay(BUNDLED, out=tmp_path / "two", workers=2)
-    for table in ("streams", "leaks", "attempts"):
+    for table in ("streams", "leaks", "attempts", "gaps", "latency"):
         pd.testing.assert_frame_equal(
             read_results(tmp_path / "two", table), read_results(tmp_path / "serial", table)
         )
+    _latency_is_the_written_streams_latency(tmp_path / "two")
+
+
+def _latency_is_the_written_streams_latency(out: Path) -> pd.DataFrame:
+    """``out/latency.parquet`` is ``tables.latency`` of the streams files, cell for cell, with
+    the same dtypes and attrs, however it is read."""
+    expected = tables.latency(read_results(out))
+    for got in (
+        read_results(out, "latency"),
+        lab.results.read(out, "latency"),
+        pd.read_parquet(out / "latency.parquet"),  # plain pandas: the same dtypes
+    ):
+        pd.testing.assert_frame_equal(got, expected, check_exact=True)
+        assert list(got.dtypes) == list(expected.dtypes)
+    assert read_results(out, "latency").attrs == expected.attrs
+    return expected
+
+
+def test_replay_to_out_writes_latency_parquet_as_the_latency_of_its_streams(tmp_path):
+    written = replay(BUNDLED, out=tmp_path / "r")
+    assert written.files[-1] == tmp_path / "r" / "latency.parquet"
+    expected = _latency_is_the_written_streams_latency(tmp_path / "r")
+    pd.testing.assert_frame_equal(written.read("latency"), expected, check_exact=True)
+    # the same table as from the in-memory results: every backend, every figure
+    pd.testing.assert_frame_equal(expected, tables.latency(replay(BUNDLED)), check_exact=True)
+    backends = tables.backend_labels(read_results(tmp_path / "r")).nunique()
+    assert len(expected) == backends * len(LATENCY_METRICS)
+    assert list(expected.columns) == LATENCY_COLUMNS
+    assert pq.read_schema(tmp_path / "r" / "latency.parquet").metadata[b"lab.table"] == (
+        b"results.latency"
+    )
+
+
+def test_latency_parquet_is_computed_from_only_the_streams_columns_latency_reads(
+    tmp_path, monkeypatch
+):
+    """Memory bounded by the streams and those columns: the write reads the streams files
+    with tables.LATENCY_INPUT_COLUMNS only, never the capture's reads nor another table."""
+    import lab.replay.files as files
+
+    calls: list[tuple[str, list[str] | None]] = []
+    real = files._read_unit_table
+
+    def reading(out, table, columns=None):
+        calls.append((table, columns))
+        return real(out, table, columns)
+
+    monkeypatch.setattr(files, "_read_unit_table", reading)
+    replay(BUNDLED, out=tmp_path / "r")
+    assert calls == [("streams", list(tables.LATENCY_INPUT_COLUMNS))]
+    assert list(tables.LATENCY_INPUT_COLUMNS) == [
+        "stream_id",
+        "provider",
+        "serving_provider",
+        "timed",
+        *LATENCY_METRICS,
+    ]
+    monkeypatch.undo()
+    _latency_is_the_written_streams_latency(tmp_path / "r")
 
 
 def test_replay_to_out_refuses_a_directory_holding_result_tables(tmp_path):
@@ -119,6 +181,11 @@ def test_lab_replay_out_writes_the_tables_and_prints_the_backend_verdicts(tmp_pa
     assert main(["replay", str(BUNDLED), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "lab replay: 132 streams from 12 unit(s); result tables in" in out
+    assert (
+        f"result tables in {tmp_path / 'r'}: streams-*.parquet, leaks-*.parquet, "
+        "attempts-*.parquet, gaps-*.parquet, latency.parquet\n"
+    ) in out
+    assert (tmp_path / "r" / "latency.parquet").is_file()
     assert "Leaks: no backend is worse than the rest with 95 % confidence." in out
     assert len(list((tmp_path / "r").glob("streams-*.parquet"))) == 12
 

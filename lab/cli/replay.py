@@ -22,7 +22,7 @@ from lab.cli.common import (
     table_view,
 )
 from lab.console import FORMATS
-from lab.replay.files import RESULT_TABLES
+from lab.replay.files import RESULT_TABLES, TABLE_FILES
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(
             f"lab replay: {written.streams} streams from {written.units} unit(s){resumed}; "
-            f"result tables in {out}: " + ", ".join(f"{t}-*.parquet" for t in RESULT_TABLES)
+            f"result tables in {out}: " + ", ".join(TABLE_FILES[t] for t in RESULT_TABLES)
         )
         bb = tables.by_backend(written.read("streams"))
         print_table("by backend", bb, None, table_view(args))
@@ -143,8 +143,9 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         "--out",
         default=None,
         help="write the result tables as Parquet under this directory (streams-*.parquet, "
-        "leaks-*.parquet, attempts-*.parquet), one capture unit at a time, memory bounded by "
-        "the largest unit (default: print the stream table)",
+        "leaks-*.parquet, attempts-*.parquet, gaps-*.parquet), one capture unit at a time, "
+        "memory bounded by the largest unit, then latency.parquet over all of them (default: "
+        "print the stream table)",
     )
     rp.add_argument(
         "--engine",

@@ -44,8 +44,8 @@ def add_parser(sub: Any, tv: argparse.ArgumentParser) -> None:
         "sql",
         help="DuckDB over captures and replay result tables",
         description="Run one SQL query over the views streams and chunks (the capture "
-        "tables under --captures) and results, leaks, attempts (the tables lab replay "
-        "--out DIR wrote under --results). Needs the [sql] extra (duckdb).",
+        "tables under --captures) and results, leaks, attempts, gaps, latency (the tables "
+        "lab replay --out DIR wrote under --results). Needs the [sql] extra (duckdb).",
         parents=[tv],
     )
     sq.add_argument("query", help="the SQL query")

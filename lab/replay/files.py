@@ -10,9 +10,14 @@ not by the capture. The files are named after their table and unit::
                                                       or leaked marker the markup guard saw)
     DIR/attempts-00000.parquet  lab.tables.attempts  (one row per HTTP exchange)
     DIR/gaps-00000.parquet      lab.tables.gaps      (one row per gap between content reads)
+    DIR/latency.parquet         lab.tables.latency   (per backend and timing figure; once)
 
 The per-stream timing figures are columns of ``streams`` (``ttfb_ms``, ``gap_p99_ms``,
-``stalls``, ...); ``lab.tables.latency(read_results(DIR))`` summarizes them per backend.
+``stalls``, ...). After the last unit, ``latency.parquet`` summarizes them per backend: it
+is ``lab.tables.latency(read_results(DIR))``, computed from only the streams files' columns
+latency reads (:data:`lab.tables.LATENCY_INPUT_COLUMNS`), so its memory is bounded by the
+number of streams, not by their reads. Its ``attrs`` (the note on streams without per-read
+timing) travel in the file's metadata and :func:`read_results` restores them.
 
 Every file of a table has the same Arrow schema (a column that is empty in one unit is
 still typed), so ``pd.read_parquet`` over a table's files, pyarrow datasets and DuckDB
@@ -24,12 +29,13 @@ only a row count crosses a process boundary.
 
 A run says whether it finished: ``DIR/_lab_run.json`` (:data:`RUN_FILE`) is written
 ``"running"`` before the first unit (naming the capture's units, the config and the
-provider) and ``"complete"`` after the last. A run that was killed leaves it ``"running"``:
-:func:`read_results` and ``lab sql --results`` warn (:class:`IncompleteResults`) that its
-tables miss streams, and the same replay into the same ``DIR`` resumes it, replaying only
-the units whose four files are not all there (each file is written under a temporary name
-and renamed, so a file that exists is whole). Another capture, config or provider into an
-unfinished ``DIR`` is refused, as is any replay into a finished one.
+provider) and ``"complete"`` after the last unit and ``latency.parquet``. A run that was
+killed leaves it ``"running"``: :func:`read_results` and ``lab sql --results`` warn
+(:class:`IncompleteResults`) that its tables miss streams, and the same replay into the same
+``DIR`` resumes it, replaying only the units whose four files are not all there, then
+writing ``latency.parquet`` (each file is written under a temporary name and renamed, so a
+file that exists is whole). Another capture, config or provider into an unfinished ``DIR``
+is refused, as is any replay into a finished one.
 
 This module does not import the replay: :func:`replay_to` is handed the function that
 replays a loaded capture (``replay(capture, config=..., provider=...)``), and hands the
@@ -62,8 +68,11 @@ from lab.replay.pool import mp_context
 from lab.tables import FLOAT_COLUMNS
 
 __all__ = [
+    "LATENCY_FILE",
     "RESULT_TABLES",
     "RUN_FILE",
+    "TABLE_FILES",
+    "UNIT_TABLES",
     "IncompleteResults",
     "ResultFiles",
     "read_results",
@@ -76,8 +85,22 @@ ReplayCapture = Callable[..., list]
 """What :func:`replay_to` is handed: ``replay(capture, config=..., provider=...)`` replays a
 loaded capture in memory (:func:`lab.replay.replay` without ``out``)."""
 
-RESULT_TABLES = ("streams", "leaks", "attempts", "gaps")
-"""The tables ``replay(..., out=DIR)`` writes, in this order."""
+UNIT_TABLES = ("streams", "leaks", "attempts", "gaps")
+"""The tables ``replay(..., out=DIR)`` writes one file of per capture unit, in this order."""
+
+RESULT_TABLES = (*UNIT_TABLES, "latency")
+"""The tables ``replay(..., out=DIR)`` writes, in this order: those of :data:`UNIT_TABLES`,
+then ``latency`` over all units' streams (one file, :data:`LATENCY_FILE`)."""
+
+LATENCY_FILE = "latency.parquet"
+"""The per-backend latency table of a result directory, written after the last unit."""
+
+TABLE_FILES: dict[str, str] = {
+    **{table: f"{table}-*.parquet" for table in UNIT_TABLES},
+    "latency": LATENCY_FILE,
+}
+"""Each result table's file pattern inside a result directory (one file per unit, or the
+one ``latency.parquet``)."""
 
 RUN_FILE = "_lab_run.json"
 """The run's state in a result directory: ``{"status": "running" | "complete", "units": N,
@@ -135,6 +158,11 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
         **{c: _INT for c in ("attempt", "read_seq")},
         **{c: _FLOAT for c in ("t_ms", "gap_ms")},
         "stall": _BOOL,
+    },
+    "latency": {  # the rest (p50, p50_ci_low, ..., mean) are floats: see _latency_schema
+        "serving_provider": pa.string(),
+        "metric": pa.string(),
+        **{c: _INT for c in ("streams", "untimed", "n")},
     },
 }
 
@@ -362,13 +390,43 @@ def replay_unit(
 
 
 def _unit_files(out: Path, index: int) -> list[Path]:
-    return [out / f"{table}-{index:05d}.parquet" for table in RESULT_TABLES]
+    return [out / f"{table}-{index:05d}.parquet" for table in UNIT_TABLES]
+
+
+def _latency_schema(columns: list[str]) -> pa.Schema:
+    types = _TYPES["latency"]
+    return pa.schema([pa.field(c, types.get(c, _FLOAT)) for c in columns])
+
+
+def _write_latency(out: Path) -> Path:
+    """``latency.parquet``: :func:`lab.tables.latency` over the streams of every unit, read
+    from the streams files with only the columns it needs (memory bounded by the number of
+    streams and those columns, never by the reads). Written under a temporary name and
+    renamed, like the unit files; its ``attrs`` go in the file's metadata."""
+    from lab import tables  # the one arrow up (see _builders)
+
+    streams = _read_unit_table(out, "streams", list(tables.LATENCY_INPUT_COLUMNS))
+    table = tables.latency(streams)
+    data = pa.Table.from_pandas(
+        table, schema=_latency_schema(list(table.columns)), preserve_index=False
+    )
+    data = data.replace_schema_metadata(
+        {
+            **(data.schema.metadata or {}),
+            b"lab.table": b"results.latency",
+            b"lab.attrs": json.dumps(table.attrs, sort_keys=True).encode(),
+        }
+    )
+    path = out / LATENCY_FILE
+    _write_parquet(data, path)
+    return path
 
 
 def run_state(out: str | Path) -> dict[str, Any] | None:
     """The run state of a result directory (:data:`RUN_FILE`), with ``units_written`` (units
-    whose four files are all there); ``None`` when ``out`` holds none (a directory written
-    before runs said their state, or not a result directory)."""
+    whose four files are all there) and ``latency_written`` (``latency.parquet`` is there:
+    a run is ``"complete"`` only after it); ``None`` when ``out`` holds none (a directory
+    written before runs said their state, or not a result directory)."""
     path = Path(out) / RUN_FILE
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -382,6 +440,7 @@ def run_state(out: str | Path) -> dict[str, Any] | None:
     state["units_written"] = sum(
         all(f.is_file() for f in _unit_files(Path(out), i)) for i in range(units)
     )
+    state["latency_written"] = (Path(out) / LATENCY_FILE).is_file()
     return state
 
 
@@ -389,13 +448,14 @@ def warn_if_incomplete(out: str | Path) -> None:
     """Warn (:class:`IncompleteResults`) when ``out`` holds an unfinished replay."""
     state = run_state(out)
     if state is not None and state["status"] != "complete":
+        if state["units_written"] == state["units"]:  # killed before latency.parquet
+            what = f"all {state['units']} units written, not yet {LATENCY_FILE}"
+            then = "run the same replay into it again to write it"
+        else:
+            what = f"{state['units_written']} of {state['units']} units written"
+            then = "its tables miss streams; run the same replay into it again to finish it"
         warnings.warn(
-            IncompleteResults(
-                f"{out}: an unfinished replay ({state['units_written']} of {state['units']} "
-                "units written): its tables miss streams; run the same replay into it again "
-                "to finish it"
-            ),
-            stacklevel=3,
+            IncompleteResults(f"{out}: an unfinished replay ({what}): {then}"), stacklevel=3
         )
 
 
@@ -423,11 +483,13 @@ def _begin_run(out: Path, signature: dict[str, Any]) -> set[int]:
             )
         for stray in out.glob(".*.tmp"):  # a write the kill interrupted
             stray.unlink()
+        # written after the last unit: a run killed after it writes it again at its end
+        (out / LATENCY_FILE).unlink(missing_ok=True)
         return {
             i for i in range(signature["units"]) if all(f.is_file() for f in _unit_files(out, i))
         }
     if out.is_dir():
-        taken = sorted(p.name for t in RESULT_TABLES for p in out.glob(f"{t}-*.parquet"))
+        taken = sorted(p.name for t in RESULT_TABLES for p in out.glob(TABLE_FILES[t]))
         if taken:
             raise ValueError(
                 f"out={out}: already holds result tables ({taken[0]}, ...); give an empty or "
@@ -500,6 +562,7 @@ def replay_to(
         results = replay(capture_or_path, config=cfg, **_family(provider))
         done.units, done.streams = 1, len(results)
         done.files = _write_unit(results, out, 0, cfg)
+        done.files.append(_write_latency(out))
         _finish_run(out, done, signature)
         return done
     if engine not in ("local", "dask"):
@@ -537,6 +600,8 @@ def replay_to(
             if bar is not None:
                 bar.close()
     done.files.sort()
+    # after every unit, then the run is complete (named absolute when the workers named theirs)
+    done.files.append(_write_latency(out.resolve() if engine == "dask" else out))
     _finish_run(out, done, signature)
     return done
 
@@ -591,15 +656,36 @@ def _parallel(
 
 
 def read_results(out: str | Path, table: str = "streams") -> pd.DataFrame:
-    """One result table of ``replay(..., out=out)``: every unit's file, in unit order."""
+    """One result table of ``replay(..., out=out)``: every unit's file, in unit order (or,
+    for ``"latency"``, ``latency.parquet`` with its ``attrs``)."""
     if table not in RESULT_TABLES:
         raise ValueError(f"unknown result table {table!r}; one of {', '.join(RESULT_TABLES)}")
     warn_if_incomplete(out)
-    files = sorted(Path(out).glob(f"{table}-*.parquet"))
+    if table == "latency":
+        return _read_latency(Path(out))
+    return _read_unit_table(Path(out), table)
+
+
+def _read_unit_table(out: Path, table: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """Every unit's file of ``table`` (only ``columns`` when given), in unit order."""
+    files = sorted(out.glob(f"{table}-*.parquet"))
     if not files:
         raise FileNotFoundError(f"{out}: no {table}-*.parquet (write them with replay(out=...))")
-    df = pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
+    df = pa.concat_tables([pq.read_table(f, columns=columns) for f in files]).to_pandas()
     for col, kind in _TYPES[table].items():  # nullable ints stay ints, as lab.tables has them
         if kind == _INT and col in df and df[col].isna().any():
             df[col] = df[col].astype("Int64")
+    return df
+
+
+def _read_latency(out: Path) -> pd.DataFrame:
+    path = out / LATENCY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{out}: no {LATENCY_FILE} (replay(out=...) writes it after the last unit; "
+            "lab.tables.latency(read_results(out)) computes it from the streams)"
+        )
+    data = pq.read_table(path)
+    df = data.to_pandas()
+    df.attrs.update(json.loads((data.schema.metadata or {}).get(b"lab.attrs", b"{}")))
     return df
