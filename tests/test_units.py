@@ -143,6 +143,15 @@ def test_replay_to_out_writes_latency_parquet_as_the_latency_of_its_streams(tmp_
     )
 
 
+def test_replay_of_a_loaded_capture_to_out_writes_latency_parquet_too(tmp_path):
+    written = replay(lab.capture.open(BUNDLED), out=tmp_path / "r")
+    assert (written.units, written.streams) == (1, 132)
+    assert [p.name for p in written.files][-1] == "latency.parquet"
+    assert run_state(tmp_path / "r")["latency_written"]
+    expected = _latency_is_the_written_streams_latency(tmp_path / "r")
+    pd.testing.assert_frame_equal(expected, tables.latency(replay(BUNDLED)), check_exact=True)
+
+
 def test_latency_parquet_is_computed_from_only_the_streams_columns_latency_reads(
     tmp_path, monkeypatch
 ):

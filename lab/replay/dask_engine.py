@@ -1,11 +1,12 @@
 """``replay(path, out=DIR, engine="dask", scheduler=...)``: capture units on a Dask cluster.
 
 The same unit function as the local engine (handed in by :func:`lab.replay.files.replay_to`:
-open one self-contained unit, replay it, write its ``streams-``/``leaks-``/``attempts-NNNNN.parquet``)
-is mapped over the units with :func:`dask.dataframe.from_map`; each task returns one small
-row (unit, streams, files), so results go straight to Parquet and only those rows travel
-back. The same code runs on a laptop's ``LocalCluster`` and on a multi-node
-``distributed`` cluster; there, the capture and ``out`` must be on a filesystem every worker
+open one self-contained unit, replay it, write its ``streams-``/``leaks-``/``attempts-``/
+``gaps-NNNNN.parquet``) is mapped over the units with :func:`dask.dataframe.from_map`; each
+task returns one small row (unit, streams, files), so results go straight to Parquet and only
+those rows travel back. ``latency.parquet`` is written by the caller after the last unit,
+from the streams files (:func:`lab.replay.files.replay_to`), as for the local engine. The
+same code runs on a laptop's ``LocalCluster`` and on a multi-node ``distributed`` cluster; there, the capture and ``out`` must be on a filesystem every worker
 sees at the same path. Paths are made absolute here before they are shipped (a worker's
 working directory is its own, so a relative ``out`` would land wherever each worker runs),
 and a task whose worker cannot see the capture's files or ``out`` fails with
