@@ -16,6 +16,8 @@ from typing import Any, Literal, Self, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "NO_METADATA",
+    "NO_THOUGHTS",
     "ErrorType",
     "FunctionCall",
     "GuardEvent",
@@ -335,8 +337,56 @@ class RawStreamChunk(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class _ReadOnlyEmptyDict(dict):
+    """The empty ``metadata`` finished chunks share (:data:`NO_METADATA`)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_SHARED_EMPTY_MESSAGE.format(field="metadata", kind="dict"))
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    setdefault = update = pop = popitem = clear = _refuse
+
+    def __reduce__(self) -> str:
+        return "NO_METADATA"  # unpickled and copied as the one shared empty
+
+
+class _ReadOnlyEmptyList(list):
+    """The empty ``thoughts`` finished chunks share (:data:`NO_THOUGHTS`)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_SHARED_EMPTY_MESSAGE.format(field="thoughts", kind="list"))
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> str:
+        return "NO_THOUGHTS"
+
+
+_SHARED_EMPTY_MESSAGE = (
+    "this chunk's {field} is the empty {kind} every finished chunk without {field} shares; "
+    "give the chunk one of its own to change it (chunk.{field} = ...)"
+)
+NO_METADATA: dict[str, Any] = _ReadOnlyEmptyDict()
+"""The ``metadata`` of every chunk of a finished :class:`~lab.result.StreamResult` that has
+none: one read-only empty dict, not one per chunk (memory of a replay's results: a chunk of
+a long fleet is a few hundred bytes, and an empty dict 64 of them)."""
+NO_THOUGHTS: list[Any] = _ReadOnlyEmptyList()
+"""The ``thoughts`` of every chunk of a finished result that has none (as :data:`NO_METADATA`)."""
+
+
 class ProcessedChunk(_Model):
-    """A normalized chunk as the orchestrator consumes it."""
+    """A normalized chunk as the orchestrator consumes it.
+
+    In a finished :class:`~lab.result.StreamResult`, a chunk with no thoughts or no metadata
+    holds :data:`NO_THOUGHTS` / :data:`NO_METADATA`: one read-only empty list and dict
+    shared by all such chunks (changing one raises ``TypeError``; assign a list or dict of
+    the chunk's own instead). While a stream runs, every chunk has its own.
+    """
 
     type: Literal["text", "function_call", "error", "done"]
     content: str | None = None

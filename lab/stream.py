@@ -41,7 +41,7 @@ from lab.http.limits import (
 )
 from lab.http.limits import install as install_limits
 from lab.http.transports import RecordingCut, ReplayExhausted
-from lab.model import ProcessedChunk, ProviderError, Usage
+from lab.model import NO_METADATA, NO_THOUGHTS, ProcessedChunk, ProviderError, Usage
 from lab.processor import Processor, model_info
 from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
@@ -624,17 +624,23 @@ def _assemble(
     error = None
     usage: Usage | None = None
     for c in chunks:
+        fields = c.__dict__
         if c.content:
             text_parts.append(c.content)
         if c.thoughts:
             thoughts.extend(counted_thoughts(c))
+        else:  # the stream is over: one shared empty, not a list per chunk (NO_THOUGHTS)
+            fields["thoughts"] = NO_THOUGHTS
         if c.function_call is not None:
             calls.append(c.function_call)
         if c.type == "error" and c.error is not None and error is None:
             error = c.error  # the first: it ended the step (processor), later ones follow it
-        u = c.metadata.get("usage") if c.metadata else None
-        if isinstance(u, Usage):
-            usage = u
+        if c.metadata:
+            u = c.metadata.get("usage")
+            if isinstance(u, Usage):
+                usage = u
+        else:
+            fields["metadata"] = NO_METADATA
     result = StreamResult(
         stream_id=adapter.stream_id,
         provider=adapter.provider,

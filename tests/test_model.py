@@ -227,3 +227,37 @@ def test_a_pickled_model_of_a_shaped_builder_loads_and_changes_on_its_own():
     assert (a2, b2) == (a, b) and a2.model_fields_set == a.model_fields_set
     a2.content = "changed"
     assert b2.content == "b" and b2.model_fields_set == b.model_fields_set
+
+
+def test_a_finished_results_chunks_without_thoughts_or_metadata_share_one_read_only_empty():
+    import copy
+    import pickle
+
+    from lab.model import NO_METADATA, NO_THOUGHTS
+    from lab.replay import replay_sse
+
+    body = (
+        b'data: {"choices":[{"delta":{"reasoning":"hm"}}]}\n\n'
+        b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n'
+        b'data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,'
+        b'"completion_tokens":2,"total_tokens":3}}\n\ndata: [DONE]\n\n'
+    )
+    result = replay_sse("openrouter", body)
+    thinking, text, last = result.chunks[:3]
+    assert thinking.thoughts[0].content == "hm" and thinking.metadata is NO_METADATA
+    assert text.content == "Hi" and text.thoughts is NO_THOUGHTS and text.metadata is NO_METADATA
+    assert last.metadata["finish_reason"] == "stop" and last.thoughts is NO_THOUGHTS
+    # they are what they were: equal to a fresh chunk's, dumped as empty
+    assert text == ProcessedChunk(type="text", content="Hi")
+    assert text.model_dump()["thoughts"] == [] and text.model_dump()["metadata"] == {}
+    # changing one says how to, instead of changing every chunk
+    with pytest.raises(TypeError, match=r"chunk\.metadata = "):
+        text.metadata["note"] = 1
+    with pytest.raises(TypeError, match=r"chunk\.thoughts = "):
+        text.thoughts.append(thinking.thoughts[0])
+    text.metadata = {"note": 1}  # a dict of its own
+    assert text.metadata == {"note": 1} and NO_METADATA == {}
+    # pickled (parallel replay) and copied, still the one shared empty
+    again = pickle.loads(pickle.dumps(result))
+    assert again.chunks[1].thoughts is NO_THOUGHTS and again.chunks[0].metadata is NO_METADATA
+    assert copy.deepcopy(NO_METADATA) is NO_METADATA and copy.copy(NO_THOUGHTS) is NO_THOUGHTS
