@@ -282,29 +282,34 @@ def test_a_compaction_cut_after_its_manifest_is_finished_by_the_next_run(tmp_pat
     assert len(lab.capture.open(root).requests()) == 132
 
 
+def _request(writer, sid: str, reads: list[bytes], attempts: int = 1) -> None:
+    """One logical request of ``attempts`` exchanges, each answering with ``reads``."""
+    with writer.logical_request(sid):
+        for attempt in range(attempts):
+            rec = writer.exchange(
+                stream_id=sid,
+                attempt=attempt,
+                attempt_label="default",
+                provider="openrouter",
+                model="m",
+                method="POST",
+                url="http://127.0.0.1:9/v1/chat/completions",
+                request_headers={},
+                request_body=b"{}",
+            )
+            rec.on_response(200, {"content-type": "text/event-stream"}, "HTTP/1.1")
+            for read in reads:
+                rec.on_read(read)
+            rec.on_end("eof")
+
+
 def test_the_writer_stops_a_part_at_its_target_size_between_whole_requests(tmp_path, monkeypatch):
     import lab.capture.writer as writer_mod
 
     monkeypatch.setattr(writer_mod, "_PART_TARGET_BYTES", 1000)
     with writer_mod.CaptureWriter(tmp_path, flush_interval=3600) as writer:
-        for s in range(10):  # 10 requests of 2 attempts of 300 bytes, attempts interleaved
-            sid = f"s{s}"
-            with writer.logical_request(sid):
-                for attempt in range(2):
-                    rec = writer.exchange(
-                        stream_id=sid,
-                        attempt=attempt,
-                        attempt_label="default",
-                        provider="openrouter",
-                        model="m",
-                        method="POST",
-                        url="http://127.0.0.1:9/v1/chat/completions",
-                        request_headers={},
-                        request_body=b"{}",
-                    )
-                    rec.on_response(200, {}, "HTTP/1.1")
-                    rec.on_read(b"x" * 300)
-                    rec.on_end("eof")
+        for s in range(10):  # 10 requests of 2 attempts of 300 bytes
+            _request(writer, f"s{s}", [b"x" * 300], attempts=2)
         path = writer.path
     where = _part_of_each_stream(path)
     assert all(len(parts) == 1 for parts in where.values())
@@ -442,22 +447,8 @@ def test_replay_of_a_path_reads_one_unit_at_a_time_and_equals_replaying_the_whol
     assert type(results).__name__ == "Results"
 
 
-def _exchange(writer, sid: str) -> None:
-    with writer.logical_request(sid):
-        rec = writer.exchange(
-            stream_id=sid,
-            attempt=0,
-            attempt_label="default",
-            provider="openrouter",
-            model="m",
-            method="POST",
-            url="http://127.0.0.1:9/v1/chat/completions",
-            request_headers={},
-            request_body=b"{}",
-        )
-        rec.on_response(200, {"content-type": "text/event-stream"}, "HTTP/1.1")
-        rec.on_read(f'data: {{"choices":[{{"delta":{{"content":"{sid}"}}}}]}}\n\n'.encode())
-        rec.on_end("eof")
+def _content(text: str) -> bytes:
+    return f'data: {{"choices":[{{"delta":{{"content":"{text}"}}}}]}}\n\n'.encode()
 
 
 def test_replay_of_a_path_keeps_capture_order_across_units_that_interleave_in_time(tmp_path):
@@ -469,8 +460,8 @@ def test_replay_of_a_path_keeps_capture_order_across_units_that_interleave_in_ti
         writer_mod.CaptureWriter(tmp_path, label="b") as b,
     ):
         for i in range(3):  # two recordings, their requests alternating in time
-            _exchange(a, f"a{i}")
-            _exchange(b, f"b{i}")
+            _request(a, f"a{i}", [_content(f"a{i}")])
+            _request(b, f"b{i}", [_content(f"b{i}")])
     assert len(capture_units(tmp_path)) == 2
     results = replay(tmp_path)
     assert [r.text for r in results] == ["a0", "b0", "a1", "b1", "a2", "b2"]
