@@ -324,16 +324,21 @@ def backend_latency(
     already holds the backend labels (:func:`lab.tables.latency` makes it)."""
     import pandas as pd
 
-    from lab.stats import bootstrap_quantile_intervals
+    from lab.stats import bootstrap_quantile_intervals_of
 
     rows = []
     timed = frame["timed"].astype(bool) if "timed" in frame else pd.Series(True, frame.index)
     for backend, group in frame.groupby("serving_provider", sort=True):
         on = timed.loc[group.index]
         untimed = int((~on).sum())
-        for metric in LATENCY_METRICS:
-            values = pd.to_numeric(group.loc[on, metric], errors="coerce").dropna()
-            values = values.to_numpy(dtype=float)
+        samples = [
+            pd.to_numeric(group.loc[on, metric], errors="coerce").dropna().to_numpy(dtype=float)
+            for metric in LATENCY_METRICS
+        ]
+        intervals = bootstrap_quantile_intervals_of(  # one draw for the figures of one length
+            samples, LATENCY_QUANTILES, confidence, n_boot=n_boot, seed=seed
+        )
+        for metric, values, ci in zip(LATENCY_METRICS, samples, intervals, strict=True):
             row: dict[str, Any] = {
                 "serving_provider": backend,
                 "metric": metric,
@@ -341,9 +346,6 @@ def backend_latency(
                 "untimed": untimed,
                 "n": len(values),
             }
-            ci = bootstrap_quantile_intervals(
-                values, LATENCY_QUANTILES, confidence, n_boot=n_boot, seed=seed
-            )
             for q, (low, high) in zip(LATENCY_QUANTILES, ci, strict=True):
                 name = f"p{round(q * 100)}"
                 row[name] = float(np.quantile(values, q)) if len(values) else math.nan

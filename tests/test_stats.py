@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from lab.stats import wilson_interval, z_value
@@ -190,3 +191,24 @@ def test_bootstrap_intervals_are_the_same_run_after_run_and_nan_without_spread()
     low, high = bootstrap_difference_interval(LATENCY_A, LATENCY_B)
     assert 0 < low < high  # B is slower: its median minus A's is above 0
     assert (low, high) == bootstrap_difference_interval(LATENCY_A, LATENCY_B)
+
+
+def test_intervals_of_several_samples_equal_each_samples_own_to_the_bit():
+    # samples of one length (after NaN is left out) share their resampled positions, as
+    # each would draw them from its own generator of the same seed
+    from lab.stats import bootstrap_quantile_intervals, bootstrap_quantile_intervals_of
+
+    gen = np.random.default_rng(5)
+    samples = [
+        gen.exponential(size=40) * 100,
+        gen.normal(size=40),
+        np.r_[gen.normal(size=38), np.nan, np.nan],  # 38 after NaN: a length of its own
+        gen.integers(0, 3, size=38).astype(float),  # ties, the same length as the one above
+        np.array([1.0]),  # too few: (nan, nan)
+        np.full(40, 7.5),
+    ]
+    qs = [0.5, 0.9, 0.99]
+    together = bootstrap_quantile_intervals_of(samples, qs, n_boot=300, seed=3)
+    alone = [bootstrap_quantile_intervals(s, qs, n_boot=300, seed=3) for s in samples]
+    assert together[:4] == alone[:4] and together[5] == alone[5] == [(7.5, 7.5)] * 3
+    assert all(math.isnan(lo) and math.isnan(hi) for lo, hi in together[4])
