@@ -6,14 +6,26 @@ from __future__ import annotations
 from lab import tables
 from lab.demo import DEMO_SWEEPS, DEMO_TOOLS_MODEL, planted_sentences, tools_sweep
 from lab.fakes.tools import SCHEMA_BREAK_RATE, TOOLS_BACKENDS
-from lab.scorecard import trigger_disagreement_lines
+from lab.scorecard import LATENCY_TESTED, trigger_disagreement_lines
+
+
+def _without_timing(card):
+    """The scorecard without its slower-to-first-token flags: those time the fake server on
+    this machine (every fake backend answers at the same pace, so on a loaded machine one
+    may come out slower by chance), and this test is about the planted faults."""
+    card = card.copy()
+    card["flags"] = [
+        ",".join(f for f in flags.split(",") if f and f not in LATENCY_TESTED)
+        for flags in card["flags"]
+    ]
+    return card
 
 
 def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
     report, st = tools_sweep(tmp_path / "sweep")
     assert (report.missing, report.errors) == (0, [])
     assert sorted(st["serving_provider"].unique()) == sorted(TOOLS_BACKENDS)
-    card = tables.scorecard(st).set_index("serving_provider")
+    card = _without_timing(tables.scorecard(st)).set_index("serving_provider")
     assert card["flags"].to_dict() == {
         "DeepInfra": "",
         "Fireworks": "",
@@ -37,7 +49,11 @@ def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
     assert any(
         s.startswith("Together: worse with confidence on tool-call validity, ") for s in sentences
     )
-    assert "DeepInfra: not worse with confidence on any verdict (54 streams)." in sentences
+    assert any(  # the sentence DeepInfra gets, or, slower by chance here, its timing one
+        s == "DeepInfra: not worse with confidence on any verdict (54 streams)."
+        or s.startswith("DeepInfra: slower with confidence on time to first token")
+        for s in sentences
+    )
     # each planted backend's interval lies clear of the clean backends' intervals
     clean = card.loc[["DeepInfra", "Fireworks"]]
     for backend, verdict in (
@@ -55,7 +71,7 @@ def test_demo_tools_sweep_scorecard_flags_exactly_the_planted_faults(tmp_path):
     ]
     # what lab demo prints under the scorecard: every planted fault found, nothing else
     (spec,) = [s for s in DEMO_SWEEPS if s.model == DEMO_TOOLS_MODEL]
-    assert planted_sentences(spec, tables.scorecard(st)) == [
+    assert planted_sentences(spec, _without_timing(tables.scorecard(st))) == [
         "Planted by the fake server in fake/tools (scripted scenarios, not findings about any "
         "real provider):",
         "- Parasail: gpt-oss harmony channels in the content of every answer: found (flagged: "
