@@ -61,11 +61,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import lab.capture
+
+# the one arrow up out of the replay layer (pyproject's import contracts): the result tables
+# these files hold are lab.tables' own. This module is imported only for out= (lab.replay
+# imports it there), so lab.tables never loads with an in-memory replay.
+from lab import tables
 from lab.capture.errors import CaptureWarning, PartTooLarge
 from lab.capture.units import Selection, capture_units
 from lab.config import LabConfig
 from lab.replay.pool import mp_context
-from lab.tables import FLOAT_COLUMNS
 
 __all__ = [
     "LATENCY_FILE",
@@ -141,7 +145,7 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
                 "first_chunk_chars",
             )
         },
-        **{c: _FLOAT for c in FLOAT_COLUMNS},
+        **{c: _FLOAT for c in tables.FLOAT_COLUMNS},
         "timed": _BOOL,
         "started_at": _TIME,
     },
@@ -185,11 +189,6 @@ class ResultFiles:
 def _builders(stall_s: float) -> dict[str, Callable[[list], pd.DataFrame]]:
     """Each result table's DataFrame builder (``lab.tables``); the files are written from
     :func:`_column_builders`, these are the reference they equal (and the fallback)."""
-    # the one arrow up out of the replay layer (pyproject's import contracts): the result
-    # tables these files hold are lab.tables' own; imported here, at the first write, so
-    # that lab.tables (and its analysis) never loads with the replay
-    from lab import tables
-
     return {
         "streams": functools.partial(tables.streams, stall_s=stall_s),
         "leaks": tables.leaks,
@@ -201,8 +200,6 @@ def _builders(stall_s: float) -> dict[str, Callable[[list], pd.DataFrame]]:
 def _column_builders(stall_s: float) -> dict[str, Callable[[list], dict[str, list]]]:
     """Each result table's cells as one list per column (``lab.tables.stream_columns``, ...):
     the same rows as :func:`_builders`, without pandas."""
-    from lab import tables  # the one arrow up (see _builders)
-
     return {
         "streams": functools.partial(tables.stream_columns, stall_s=stall_s),
         "leaks": tables.leak_columns,
@@ -346,8 +343,6 @@ def _write_parquet(data: pa.Table, path: Path) -> None:
 
 
 def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:
-    from lab import tables  # the one arrow up (see _builders)
-
     written = []
     with tables.shared_scans():  # the streams and gaps tables read each result's reads once
         frames = _builders(config.stall_s)
@@ -403,8 +398,6 @@ def _write_latency(out: Path) -> Path:
     from the streams files with only the columns it needs (memory bounded by the number of
     streams and those columns, never by the reads). Written under a temporary name and
     renamed, like the unit files; its ``attrs`` go in the file's metadata."""
-    from lab import tables  # the one arrow up (see _builders)
-
     streams = _read_unit_table(out, "streams", list(tables.LATENCY_INPUT_COLUMNS))
     table = tables.latency(streams)
     data = pa.Table.from_pandas(
