@@ -489,3 +489,36 @@ def test_records_are_the_same_whatever_order_the_reads_table_is_in():
     expected = [_Rows(streams, chunks).exchange(i) for i in range(streams.num_rows)]
     for table in (shuffled, swapped):
         assert [_Rows(streams, table).exchange(i) for i in range(streams.num_rows)] == expected
+
+
+def test_a_copy_of_a_crashed_recording_in_the_root_is_replayed_once(tmp_path, monkeypatch):
+    # a recording with journals left by a crash is one unit; a cp -r copy of it (journals
+    # too, or its parts only) shares its requests and must join that unit, or replay(path)
+    # and replay(out=) give every request twice where open() keeps one copy
+    import shutil
+    import warnings
+
+    import lab.capture.journal as journal_mod
+    import lab.capture.writer as writer_mod
+    from lab.replay.one import replay_request
+
+    monkeypatch.setattr(journal_mod.JournalWriter, "_run", lambda self: None)
+    writer = writer_mod.CaptureWriter(tmp_path / "live", capture_id="crashed", journal_interval=0)
+    for sid in ("s0", "s1"):
+        _request(writer, sid, [_content(sid)])
+    writer.flush()  # s0, s1 in parts
+    _request(writer, "s2", [_content("s2")])  # s2 in the journal only
+    writer._journal.sync()
+    for name, ignore in (("journals", None), ("parts", shutil.ignore_patterns("*.journal"))):
+        root = tmp_path / name
+        shutil.copytree(tmp_path / "live", root / "rec")  # the recording as the crash left it
+        shutil.copytree(tmp_path / "live", root / "rec-backup", ignore=ignore)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", lab.capture.CaptureWarning)
+            units = capture_units(root)
+            results = replay(root)
+            whole = [replay_request(r) for r in lab.capture.open(root).requests()]
+        assert len(units) == 1, name
+        assert [r.text for r in results] == ["s0", "s1", "s2"], name
+        assert list(results) == whole, name
+    writer.close()

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab.capture.errors import CaptureWarning
+from lab.capture.journal import read_journals
 
 __all__ = [
     "LARGE_EXCHANGE_BYTES",
@@ -167,11 +168,28 @@ def _capture_units(path: str | Path, split_large: bool) -> list[Unit]:
             loose.append(p)
     units: list[Unit] = []
     whole_dirs = set(by_dir_journals)
-    for d in sorted(whole_dirs):
-        files = [f for (pd_, _), fs in pairs.items() if pd_ == d for f in fs]
-        units.append(_unit([*sorted(files), *sorted(by_dir_journals[d])]))
-    groups = [fs for (d, _), fs in sorted(pairs.items()) if d not in whole_dirs]
+    # a recording with journals is one group (parts and journals); a copy of it elsewhere in
+    # the root (its parts, its journals or both) shares its requests and joins it, so the
+    # reader sees both copies and keeps one
+    groups = [
+        [
+            *sorted(f for (pd_, _), fs in pairs.items() if pd_ == d for f in fs),
+            *sorted(by_dir_journals[d]),
+        ]
+        for d in sorted(whole_dirs)
+    ]
+    groups += [fs for (d, _), fs in sorted(pairs.items()) if d not in whole_dirs]
     for fs in _join_split_requests(groups):
+        if any(f.suffix == ".journal" for f in fs):
+            units.append(
+                _unit(
+                    [
+                        *sorted(f for f in fs if f.suffix != ".journal"),
+                        *sorted(f for f in fs if f.suffix == ".journal"),
+                    ]
+                )
+            )
+            continue
         unit = _unit(sorted(fs))
         units.extend(_split_large(unit) if split_large else [unit])
     if loose:
@@ -223,15 +241,24 @@ def _join_split_requests(groups: list[list[Path]]) -> list[list[Path]]:
 
     owner: dict[tuple[str, str], int] = {}
     for i, files in enumerate(groups):
+        ids: set[tuple[str, str]] = set()
         for f in files:
             if not f.name.startswith("streams-"):
                 continue
             table = read_columns(f, ["capture_id", "stream_id"])
-            ids = zip(table["capture_id"].to_pylist(), table["stream_id"].to_pylist(), strict=True)
-            for key in set(ids):
-                j = owner.setdefault(key, i)
-                if find(j) != find(i):
-                    parent[find(i)] = find(j)
+            ids.update(
+                zip(table["capture_id"].to_pylist(), table["stream_id"].to_pylist(), strict=True)
+            )
+        journals = [f for f in files if f.suffix == ".journal"]
+        if journals:  # left by a crash: small, and read whole only here and by the reader
+            ids.update(
+                (str(c.header.get("capture_id")), str(c.header.get("stream_id")))
+                for c in read_journals(journals)
+            )
+        for key in ids:
+            j = owner.setdefault(key, i)
+            if find(j) != find(i):
+                parent[find(i)] = find(j)
     merged: dict[int, list[Path]] = defaultdict(list)
     for i, files in enumerate(groups):
         merged[find(i)].extend(files)
