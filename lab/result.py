@@ -7,7 +7,7 @@ and the A/B comparison all read it; nothing here does I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -164,6 +164,11 @@ class StreamResult:
             f"attempts={self.degradation_path!r}, finish_reason={self.finish_reason!r}, "
             f"error={error})"
         )
+
+    def __reduce__(self) -> tuple:
+        # positional, as AttemptInfo: a slots dataclass has no __getstate__ of its own, so
+        # pickle protocols 0 and 1 refused a result (TypeError) and 2+ went through the state
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))
 
     def _repr_html_(self) -> str:
         from lab.view import stream_html

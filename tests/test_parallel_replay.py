@@ -107,6 +107,27 @@ def test_results_survive_pickling_exactly():
         assert all(type(o) is ChunkOrigin for o in b.origins)
 
 
+def test_results_pickle_and_copy_exactly_with_every_pickle_protocol():
+    # StreamResult is a slots dataclass: without a reduce of its own, protocols 0 and 1
+    # refused it (TypeError: a class that defines __slots__ without defining __getstate__)
+    import copy
+
+    from lab.model import NO_METADATA
+
+    results = replay(CAPTURES)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        again = pickle.loads(pickle.dumps(results, protocol=protocol))
+        assert type(again).__name__ == "Results", protocol
+        assert [_full(r) for r in again] == [_full(r) for r in results], protocol
+        # the shared read-only empties come back as the one shared object
+        assert again[0].chunks[0].metadata is NO_METADATA, protocol
+    first = results[0]
+    shallow = copy.copy(first)
+    assert shallow == first and shallow.chunks is first.chunks
+    deep = copy.deepcopy(first)
+    assert deep == first and deep.chunks is not first.chunks
+
+
 def test_attempt_info_pickles_every_field():
     import dataclasses
 
