@@ -348,8 +348,18 @@ class _ReadOnlyEmptyDict(dict):
     __setitem__ = __delitem__ = __ior__ = _refuse
     setdefault = update = pop = popitem = clear = _refuse
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args or kwargs:
+            self._refuse()
+
     def __reduce__(self) -> str:
-        return "NO_METADATA"  # unpickled and copied as the one shared empty
+        return "NO_METADATA"  # unpickled as the one shared empty
+
+    def __copy__(self) -> dict[str, Any]:
+        return {}  # a copy is the caller's own, to change
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return {}
 
 
 class _ReadOnlyEmptyList(list):
@@ -363,8 +373,18 @@ class _ReadOnlyEmptyList(list):
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args or kwargs:
+            self._refuse()
+
     def __reduce__(self) -> str:
         return "NO_THOUGHTS"
+
+    def __copy__(self) -> list[Any]:
+        return []
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return []
 
 
 _SHARED_EMPTY_MESSAGE = (
@@ -385,7 +405,8 @@ class ProcessedChunk(_Model):
     In a finished :class:`~lab.result.StreamResult`, a chunk with no thoughts or no metadata
     holds :data:`NO_THOUGHTS` / :data:`NO_METADATA`: one read-only empty list and dict
     shared by all such chunks (changing one raises ``TypeError``; assign a list or dict of
-    the chunk's own instead). While a stream runs, every chunk has its own.
+    the chunk's own instead: a copy of either, ``copy.copy(chunk.metadata)``, is a plain
+    one). While a stream runs, every chunk has its own.
     """
 
     type: Literal["text", "function_call", "error", "done"]

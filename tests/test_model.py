@@ -257,7 +257,17 @@ def test_a_finished_results_chunks_without_thoughts_or_metadata_share_one_read_o
         text.thoughts.append(thinking.thoughts[0])
     text.metadata = {"note": 1}  # a dict of its own
     assert text.metadata == {"note": 1} and NO_METADATA == {}
-    # pickled (parallel replay) and copied, still the one shared empty
+    # pickled (parallel replay), still the one shared empty; a copy is the caller's own
     again = pickle.loads(pickle.dumps(result))
     assert again.chunks[1].thoughts is NO_THOUGHTS and again.chunks[0].metadata is NO_METADATA
-    assert copy.deepcopy(NO_METADATA) is NO_METADATA and copy.copy(NO_THOUGHTS) is NO_THOUGHTS
+    for shared, empty in ((NO_METADATA, {}), (NO_THOUGHTS, [])):
+        for copied in (copy.copy(shared), copy.deepcopy(shared)):
+            assert copied == empty and type(copied) is type(empty)
+    mine = copy.copy(NO_METADATA)
+    mine["note"] = 1
+    assert NO_METADATA == {}
+    with pytest.raises(TypeError):
+        NO_METADATA.__init__(note=1)
+    with pytest.raises(TypeError):
+        NO_THOUGHTS.__init__([1])
+    assert copy.deepcopy(result).chunks[1].thoughts == []  # a deep copy owns its lists
