@@ -83,29 +83,9 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
     if has_ci:
         low = df["leak_rate_ci_low"].to_numpy(float) * 100
         high = df["leak_rate_ci_high"].to_numpy(float) * 100
-        ax.errorbar(
-            rate,
-            ys,
-            xerr=[rate - low, high - rate],
-            fmt="none",
-            ecolor="#333333",
-            elinewidth=1,
-            capsize=3,
-            label="Wilson 95 % interval",
-        )
+        _wilson_bars(ax, ys, rate, low, high)
     if "rest_leak_rate" in df:
-        rest = df["rest_leak_rate"].to_numpy(float) * 100
-        known = [i for i in ys if rest[i] == rest[i]]  # NaN: no rest to compare with
-        if known:
-            ax.scatter(
-                [rest[i] for i in known],
-                known,
-                marker="|",
-                s=160,
-                color="#1f77b4",
-                zorder=3,
-                label="rest of the backends (pooled)",
-            )
+        _rest_marks(ax, ys, df["rest_leak_rate"].to_numpy(float) * 100)
     ends = [h if h == h else r for h, r in zip(high, rate, strict=True)] if has_ci else rate
     for i, (bar, leaked, total) in enumerate(zip(bars, df["leaked"], df["streams"], strict=True)):
         note = f"{int(leaked)}/{int(total)}" + ("  worse" if worse[i] else "")
@@ -123,6 +103,37 @@ def leak_rate_by_backend(by_backend_table: pd.DataFrame) -> Figure:
     if has_ci or "rest_leak_rate" in df:
         ax.legend(loc="lower right", fontsize=7)
     return fig
+
+
+def _wilson_bars(
+    ax: Axes, ys: list[int], rate: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> None:
+    """Each backend's rate (percent) with its Wilson interval as an error bar."""
+    ax.errorbar(
+        rate,
+        ys,
+        xerr=[rate - low, high - rate],
+        fmt="none",
+        ecolor="#333333",
+        elinewidth=1,
+        capsize=3,
+        label="Wilson 95 % interval",
+    )
+
+
+def _rest_marks(ax: Axes, ys: list[int], rest: np.ndarray) -> None:
+    """A mark at each backend's pooled rate of the other backends (percent; NaN: none)."""
+    known = [i for i in ys if rest[i] == rest[i]]  # NaN: no rest to compare with
+    if known:
+        ax.scatter(
+            [rest[i] for i in known],
+            known,
+            marker="|",
+            s=160,
+            color="#1f77b4",
+            zorder=3,
+            label="rest of the backends (pooled)",
+        )
 
 
 def verdict_by_backend(card: pd.DataFrame, verdict: str) -> Figure:
@@ -144,29 +155,9 @@ def verdict_by_backend(card: pd.DataFrame, verdict: str) -> Figure:
     low = df[f"{verdict}_ci_low"].to_numpy(float) * 100
     high = df[f"{verdict}_ci_high"].to_numpy(float) * 100
     worse = df[f"{verdict}_worse"].to_numpy(bool)
-    ax.errorbar(
-        rate,
-        ys,
-        xerr=[rate - low, high - rate],
-        fmt="none",
-        ecolor="#333333",
-        elinewidth=1,
-        capsize=3,
-        label="Wilson 95 % interval",
-    )
+    _wilson_bars(ax, ys, rate, low, high)
     ax.scatter(rate, ys, color=["#8b0000" if w else "#f08080" for w in worse], zorder=3)
-    rest = df[f"{verdict}_rest"].to_numpy(float) * 100
-    known = [i for i in ys if rest[i] == rest[i]]  # NaN: no rest to compare with
-    if known:
-        ax.scatter(
-            [rest[i] for i in known],
-            known,
-            marker="|",
-            s=160,
-            color="#1f77b4",
-            zorder=3,
-            label="rest of the backends (pooled)",
-        )
+    _rest_marks(ax, ys, df[f"{verdict}_rest"].to_numpy(float) * 100)
     ax.set_yticks(ys, [_literal(b) for b in df["serving_provider"]])
     for i, n in enumerate(df[f"{verdict}_n"]):
         ax.annotate(
