@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab.stats import wilson_interval, z_value
 
@@ -212,3 +214,81 @@ def test_intervals_of_several_samples_equal_each_samples_own_to_the_bit():
     alone = [bootstrap_quantile_intervals(s, qs, n_boot=300, seed=3) for s in samples]
     assert together[:4] == alone[:4] and together[5] == alone[5] == [(7.5, 7.5)] * 3
     assert all(math.isnan(lo) and math.isnan(hi) for lo, hi in together[4])
+
+
+def _partitioned(values, qs, n_boot, seed, block):
+    """The resample quantiles as numpy's partition gives them: the reference."""
+    gen = np.random.default_rng(seed)
+    n = len(values)
+    rows = max(1, block // n)
+    out = np.empty((len(qs), n_boot))
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        picks = gen.integers(0, n, size=(stop - start, n))
+        out[:, start:stop] = np.quantile(values[picks], qs, axis=1)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(allow_nan=False, width=64),
+            st.sampled_from([0.0, 1.0, 1.0, 2.5, -0.0, math.inf, -math.inf]),
+        ),
+        min_size=2,
+        max_size=90,
+    ),
+    qs=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4),
+    n_boot=st.integers(1, 60),
+    block=st.integers(1, 400),
+    counted=st.integers(1, 300),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_counted_resample_quantiles_equal_numpys_partition_of_every_resample(
+    values, qs, n_boot, block, counted, seed
+):
+    # the bootstrap counts how often each position is drawn instead of partitioning every
+    # resample; ties, infinities, signed zeros, q of 0 and 1, blocks and sub-blocks of any
+    # size, a sample equal to another and one of a single value
+    from lab import stats
+
+    arr = np.array(values)
+    samples = [arr, arr[::-1].copy(), arr.copy(), np.full(len(arr), arr[0])]  # a twin, a constant
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stats, "_BLOCK", block)
+        patch.setattr(stats, "_COUNTED", counted)
+        patch.setattr(stats, "_COUNTED_FROM", 2)
+        got = stats._resampled_quantiles_of(samples, qs, n_boot, np.random.default_rng(seed))
+    for mine, values in zip(got, samples, strict=True):
+        want = _partitioned(values, qs, n_boot, seed, block)
+        # the same numbers; only a zero's sign may differ, as numpy's partition puts -0.0
+        # and 0.0 (equal) in no fixed order
+        np.testing.assert_array_equal(mine, want)
+        same_bits = mine.view(np.int64) == want.view(np.int64)
+        assert ((mine == 0) | np.isnan(mine) | same_bits).all()
+
+
+def test_resample_quantiles_fall_back_to_numpys_partition_when_its_rule_is_not_the_copied_one(
+    monkeypatch,
+):
+    # the interpolation copied from numpy is checked on the first resample: a numpy whose
+    # rule differs gets its own partition for every resample, so the intervals never change
+    from lab import stats
+
+    gen = np.random.default_rng(11)
+    values = gen.exponential(size=50) * 100
+    want = _partitioned(values, [0.5, 0.9, 0.99], 200, 4, stats._BLOCK)
+    plan = stats._quantile_plan
+    monkeypatch.setattr(
+        stats, "_quantile_plan", lambda n, qs: (*plan(n, qs)[:2], plan(n, qs)[2] * 0.5)
+    )
+    got = stats._resampled_quantiles_of([values], [0.5, 0.9, 0.99], 200, np.random.default_rng(4))
+    np.testing.assert_array_equal(got[0], want)
+    monkeypatch.undo()
+    skewed = stats._counted_quantiles(
+        stats._counts(np.random.default_rng(4).integers(0, 50, size=(1, 50))),
+        [(np.argsort(values), np.sort(values))],
+        (*plan(50, [0.5, 0.9, 0.99])[:2], plan(50, [0.5, 0.9, 0.99])[2] * 0.5),
+    )
+    assert not np.array_equal(skewed[0][:, 0], want[:, 0])  # the skewed rule is caught
