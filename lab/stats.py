@@ -117,15 +117,15 @@ def _resampled_quantiles_of(
     of resampled positions: what each would get from its own generator of the same seed
     (the same draws), for one draw instead of one per sample.
 
-    numpy's ``quantile`` of every resample (a partition of each row) was most of a latency
-    table's cost. The resamples are counted instead (:func:`_counted_quantiles`): how often
-    each position was drawn in each resample, one ``bincount`` for all samples; then, per
-    sample, those counts in the sample's sorted order summed up (one ``cumsum``) and the
-    order statistics a quantile needs found by ``searchsorted``. The quantile is
-    interpolated between them by numpy's rule (:func:`_quantile_plan`); each sample's first
-    resample is checked against ``np.quantile`` to the bit, and numpy's own partition is
-    used if one differs. A sample equal to an earlier one shares its resamples; one whose
-    values are all the same bits has its own quantiles in every resample."""
+    numpy's ``quantile`` of every resample (a partition of each row of values) was most of a
+    latency table's cost. Here each sample's values are ranked once; a resample's drawn
+    positions become their ranks (``np.take``), a row of 32-bit ranks is sorted with numpy's
+    vectorized sort, and the order statistics a quantile needs are the sorted values at
+    those ranks (:func:`_sorted_quantiles`), interpolated by numpy's rule
+    (:func:`_quantile_plan`). Each sample's first resample is checked against
+    ``np.quantile`` to the bit, and numpy's own quantile is used for all if one differs.
+    A sample equal to an earlier one shares its resamples; one whose values are all the
+    same bits has its own quantiles in every resample."""
     outs: list[np.ndarray] = []
     first: dict[bytes, int] = {}
     todo = []
@@ -157,39 +157,59 @@ def _resample_distinct(
     n = len(samples[0])
     rows = max(1, _BLOCK // n)
     plan = _quantile_plan(n, qs)
-    ordered = [(np.argsort(values, kind="stable"), np.sort(values)) for values in samples]
-    step = max(1, _COUNTED // n)  # resamples counted at once: their counts stay in cache
-    counted = n >= _COUNTED_FROM
+    ranked = [_ranked(values) for values in samples]
+    step = max(1, _SORTED // n)  # resamples sorted at once: they stay in cache
+    checked = False
     for start in range(0, n_boot, rows):
         stop = min(n_boot, start + rows)
         picks = rng.integers(0, n, size=(stop - start, n))  # one call: the same draws as ever
-        if counted and start == 0:  # numpy's rule is still the one copied here
-            mine = _counted_quantiles(_counts(picks[:1]), ordered, plan)
+        if not checked:  # numpy's rule is still the one copied here
+            mine = [_sorted_quantiles(np.take(r, picks[:1]), v, plan) for r, v in ranked]
             theirs = np.quantile(np.stack([values[picks[0]] for values in samples]), qs, axis=1)
-            counted = np.array_equal(np.stack(mine)[:, :, 0], theirs.T)
-        if not counted:
-            for values, out in zip(samples, outs, strict=True):
-                out[:, start:stop] = np.quantile(values[picks], qs, axis=1)
-            continue
+            checked = np.array_equal(np.stack(mine)[:, :, 0], theirs.T)
+            if not checked:
+                _numpy_quantiles(samples, qs, n_boot, start, picks, rng, rows, outs)
+                return
         for sub in range(0, stop - start, step):
             block = picks[sub : sub + step]
-            got = _counted_quantiles(_counts(block), ordered, plan)
-            for quantiles, out in zip(got, outs, strict=True):
-                out[:, start + sub : start + sub + len(block)] = quantiles
+            for (ranks, sorted_values), out in zip(ranked, outs, strict=True):
+                got = _sorted_quantiles(np.take(ranks, block), sorted_values, plan)
+                out[:, start + sub : start + sub + len(block)] = got
 
 
-_COUNTED_FROM = 12
-"""Samples of fewer values are resampled with numpy's partition: its quantile of a short
-row costs less than counting."""
-_COUNTED = 1 << 16
-"""Positions counted at once by :func:`_resampled_quantiles_of` (a few hundred KiB)."""
+def _numpy_quantiles(
+    samples: list[np.ndarray],
+    qs: Sequence[float],
+    n_boot: int,
+    start: int,
+    picks: np.ndarray,
+    rng: np.random.Generator,
+    rows: int,
+    outs: list[np.ndarray],
+) -> None:
+    """numpy's own quantile of every resample from ``start`` on (``picks`` drawn already)."""
+    n = len(samples[0])
+    while True:
+        stop = start + len(picks)
+        for values, out in zip(samples, outs, strict=True):
+            out[:, start:stop] = np.quantile(values[picks], qs, axis=1)
+        start = stop
+        if start >= n_boot:
+            return
+        picks = rng.integers(0, n, size=(min(n_boot, start + rows) - start, n))
 
 
-def _counts(picks: np.ndarray) -> np.ndarray:
-    """``(rows, n)``: how many times each of ``n`` positions was drawn in each row."""
-    rows, n = picks.shape
-    flat = (picks + (np.arange(rows) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
+_SORTED = 1 << 16
+"""Positions of resamples sorted at once by :func:`_resample_distinct` (a few hundred KiB)."""
+
+
+def _ranked(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rank of each position, sorted values)``: ``values[i] == sorted[rank[i]]``. Ranks
+    are 32-bit: numpy sorts rows of them with its vectorized sort."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), dtype=np.int32)
+    ranks[order] = np.arange(len(values), dtype=np.int32)
+    return ranks, values[order]
 
 
 def _quantile_plan(n: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -208,34 +228,23 @@ def _quantile_plan(n: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray,
     return low, high, gamma
 
 
-def _counted_quantiles(
-    counts: np.ndarray,
-    ordered: list[tuple[np.ndarray, np.ndarray]],
-    plan: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> list[np.ndarray]:
-    """For each sample's ``(order, sorted values)``: ``(len(qs), rows)``, the quantiles of
-    the resamples whose draws ``counts`` holds (a row per resample). Along the counts in
-    sorted order, summed across all rows, row ``r`` ends at ``(r + 1) * n``, and its ``k``-th
-    smallest value (from 0) sits at the first position whose sum passes ``r * n + k``; the
-    two around each quantile are interpolated as numpy's ``_lerp`` does."""
-    rows, n = counts.shape
+def _sorted_quantiles(
+    ranks: np.ndarray, sorted_values: np.ndarray, plan: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """``(len(qs), rows)``: the quantiles of the resamples whose drawn positions' ranks
+    ``ranks`` holds (a row per resample). A row of ranks sorted gives the ranks of the
+    resample's order statistics, so its ``k``-th smallest value is ``sorted_values`` at
+    the row's ``k``-th rank; the two around each quantile are interpolated as numpy's
+    ``_lerp`` does."""
     low, high, gamma = plan
-    ks, back = np.unique(np.concatenate([low, high]), return_inverse=True)
-    starts = np.arange(rows) * n
-    targets = (starts[:, None] + ks[None, :]).ravel()  # ascending: searched in one sweep
+    ranks.sort(axis=1)
+    a = sorted_values[ranks[:, low]].T
+    b = sorted_values[ranks[:, high]].T
     t = gamma[:, None]
-    above = np.broadcast_to(t >= 0.5, (len(low), rows))
-    outs = []
-    for order, sorted_values in ordered:
-        running = np.cumsum(np.take(counts, order, axis=1).ravel())
-        at = np.searchsorted(running, targets, side="right").reshape(rows, len(ks))
-        found = sorted_values[at - starts[:, None]].T  # (len(ks), rows)
-        a, b = found[back[: len(low)]], found[back[len(low) :]]
-        diff = b - a
-        result = a + diff * t
-        np.subtract(b, diff * (1 - t), out=result, where=above)
-        outs.append(result)
-    return outs
+    diff = b - a
+    result = a + diff * t
+    np.subtract(b, diff * (1 - t), out=result, where=np.broadcast_to(t >= 0.5, result.shape))
+    return result
 
 
 def _clean(values: Sequence[float] | np.ndarray) -> np.ndarray:

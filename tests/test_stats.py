@@ -242,13 +242,13 @@ def _partitioned(values, qs, n_boot, seed, block):
     qs=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4),
     n_boot=st.integers(1, 60),
     block=st.integers(1, 400),
-    counted=st.integers(1, 300),
+    sorted_at_once=st.integers(1, 300),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_counted_resample_quantiles_equal_numpys_partition_of_every_resample(
-    values, qs, n_boot, block, counted, seed
+def test_sorted_rank_resample_quantiles_equal_numpys_partition_of_every_resample(
+    values, qs, n_boot, block, sorted_at_once, seed
 ):
-    # the bootstrap counts how often each position is drawn instead of partitioning every
+    # the bootstrap sorts the ranks of the drawn positions instead of partitioning every
     # resample; ties, infinities, signed zeros, q of 0 and 1, blocks and sub-blocks of any
     # size, a sample equal to another and one of a single value
     from lab import stats
@@ -257,8 +257,7 @@ def test_counted_resample_quantiles_equal_numpys_partition_of_every_resample(
     samples = [arr, arr[::-1].copy(), arr.copy(), np.full(len(arr), arr[0])]  # a twin, a constant
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(stats, "_BLOCK", block)
-        patch.setattr(stats, "_COUNTED", counted)
-        patch.setattr(stats, "_COUNTED_FROM", 2)
+        patch.setattr(stats, "_SORTED", sorted_at_once)
         got = stats._resampled_quantiles_of(samples, qs, n_boot, np.random.default_rng(seed))
     for mine, values in zip(got, samples, strict=True):
         want = _partitioned(values, qs, n_boot, seed, block)
@@ -273,22 +272,20 @@ def test_resample_quantiles_fall_back_to_numpys_partition_when_its_rule_is_not_t
     monkeypatch,
 ):
     # the interpolation copied from numpy is checked on the first resample: a numpy whose
-    # rule differs gets its own partition for every resample, so the intervals never change
+    # rule differs gets its own quantile of every resample, so the intervals never change
     from lab import stats
 
     gen = np.random.default_rng(11)
     values = gen.exponential(size=50) * 100
-    want = _partitioned(values, [0.5, 0.9, 0.99], 200, 4, stats._BLOCK)
+    qs = [0.5, 0.9, 0.99]
+    want = _partitioned(values, qs, 200, 4, 60 * 50)
     plan = stats._quantile_plan
-    monkeypatch.setattr(
-        stats, "_quantile_plan", lambda n, qs: (*plan(n, qs)[:2], plan(n, qs)[2] * 0.5)
-    )
-    got = stats._resampled_quantiles_of([values], [0.5, 0.9, 0.99], 200, np.random.default_rng(4))
+    skewed = lambda n, qs: (*plan(n, qs)[:2], plan(n, qs)[2] * 0.5)  # noqa: E731
+    picks = np.random.default_rng(4).integers(0, 50, size=(1, 50))
+    ranks, sorted_values = stats._ranked(values)
+    caught = stats._sorted_quantiles(np.take(ranks, picks), sorted_values, skewed(50, qs))
+    assert not np.array_equal(caught[:, 0], want[:, 0])  # the skewed rule gives other numbers
+    monkeypatch.setattr(stats, "_quantile_plan", skewed)
+    monkeypatch.setattr(stats, "_BLOCK", 60 * 50)  # several blocks: the rest drawn as before
+    got = stats._resampled_quantiles_of([values], qs, 200, np.random.default_rng(4))
     np.testing.assert_array_equal(got[0], want)
-    monkeypatch.undo()
-    skewed = stats._counted_quantiles(
-        stats._counts(np.random.default_rng(4).integers(0, 50, size=(1, 50))),
-        [(np.argsort(values), np.sort(values))],
-        (*plan(50, [0.5, 0.9, 0.99])[:2], plan(50, [0.5, 0.9, 0.99])[2] * 0.5),
-    )
-    assert not np.array_equal(skewed[0][:, 0], want[:, 0])  # the skewed rule is caught
