@@ -326,42 +326,57 @@ def backend_latency(
 
     from lab.stats import bootstrap_quantile_intervals_of
 
-    rows = []
+    columns: dict[str, list] = {col: [] for col in LATENCY_COLUMNS}
     timed = frame["timed"].astype(bool) if "timed" in frame else pd.Series(True, frame.index)
+    names = [f"p{round(q * 100)}" for q in LATENCY_QUANTILES]
     for backend, group in frame.groupby("serving_provider", sort=True):
-        on = timed.loc[group.index]
+        on = timed.loc[group.index].to_numpy()
         untimed = int((~on).sum())
-        samples = [
-            pd.to_numeric(group.loc[on, metric], errors="coerce").dropna().to_numpy(dtype=float)
-            for metric in LATENCY_METRICS
-        ]
+        figures = group[on] if untimed else group
+        samples = [_figure_values(figures[metric]) for metric in LATENCY_METRICS]
         intervals = bootstrap_quantile_intervals_of(  # one draw for the figures of one length
             samples, LATENCY_QUANTILES, confidence, n_boot=n_boot, seed=seed
         )
         for metric, values, ci in zip(LATENCY_METRICS, samples, intervals, strict=True):
-            row: dict[str, Any] = {
-                "serving_provider": backend,
-                "metric": metric,
-                "streams": len(group),
-                "untimed": untimed,
-                "n": len(values),
-            }
-            for q, (low, high) in zip(LATENCY_QUANTILES, ci, strict=True):
-                name = f"p{round(q * 100)}"
-                row[name] = float(np.quantile(values, q)) if len(values) else math.nan
-                row[f"{name}_ci_low"], row[f"{name}_ci_high"] = low, high
-            row["mean"] = float(values.mean()) if len(values) else math.nan
-            rows.append(row)
-    out = pd.DataFrame(rows, columns=LATENCY_COLUMNS)
-    for col in LATENCY_COLUMNS:  # typed even when empty (no stream: the same columns)
-        if col in ("serving_provider", "metric"):
-            out[col] = out[col].astype(str)
-        else:
-            out[col] = out[col].astype("int64" if col in ("streams", "untimed", "n") else "float64")
+            columns["serving_provider"].append(backend)
+            columns["metric"].append(metric)
+            columns["streams"].append(len(group))
+            columns["untimed"].append(untimed)
+            columns["n"].append(len(values))
+            points = np.quantile(values, LATENCY_QUANTILES) if len(values) else None
+            for i, (name, (low, high)) in enumerate(zip(names, ci, strict=True)):
+                columns[name].append(float(points[i]) if points is not None else math.nan)
+                columns[f"{name}_ci_low"].append(low)
+                columns[f"{name}_ci_high"].append(high)
+            columns["mean"].append(float(values.mean()) if len(values) else math.nan)
+    out = pd.DataFrame(  # typed even when empty (no stream: the same columns)
+        {
+            col: pd.Series(
+                values,
+                dtype=str
+                if col in ("serving_provider", "metric")
+                else "int64"
+                if col in ("streams", "untimed", "n")
+                else "float64",
+            )
+            for col, values in columns.items()
+        },
+        columns=LATENCY_COLUMNS,
+    )
     untimed_total = int((~timed).sum())
     out.attrs["untimed"] = untimed_total
     out.attrs["notes"] = _untimed_notes(frame, timed)
     return out
+
+
+def _figure_values(column: Any) -> np.ndarray:
+    """A figure's values as floats, what is not a number left out."""
+    import pandas as pd
+
+    if column.dtype.kind == "f":  # the streams table's own: NaN is what is missing
+        values = column.to_numpy(dtype=float)
+        return values[~np.isnan(values)]
+    return pd.to_numeric(column, errors="coerce").dropna().to_numpy(dtype=float)
 
 
 def _untimed_notes(frame: Any, timed: Any) -> list[str]:

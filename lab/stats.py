@@ -313,9 +313,10 @@ def bootstrap_quantile_intervals_of(
         boots = _resampled_quantiles_of(
             [cleaned[i] for i in members], list(qs), n_boot, np.random.default_rng(seed)
         )
-        for i, b in zip(members, boots, strict=True):
-            ends = np.quantile(b, [tail, 1.0 - tail], axis=1)
-            out[i] = [(float(lo), float(hi)) for lo, hi in zip(ends[0], ends[1], strict=True)]
+        # the interval ends of every quantile of every member: one call, row by row as ever
+        ends = np.quantile(np.concatenate(boots), [tail, 1.0 - tail], axis=1).T.tolist()
+        for k, i in enumerate(members):
+            out[i] = [(lo, hi) for lo, hi in ends[k * len(qs) : (k + 1) * len(qs)]]
     return out
 
 
