@@ -188,28 +188,34 @@ def _scan_chunks(result: StreamResult) -> _Scan:
     prev_attempt = prev_seq = -1  # the previous content read: none yet
     previous_t = 0
     read_t_ns = result.read_t_ns
+    times: list[int] = []
+    times_of = None  # the attempt ``times`` belongs to: looked up when the attempt changes
     for chunk, origin in zip(result.chunks, result.origins, strict=False):
         content = chunk.content
         if not content and (first_reasoning_t is not None or not chunk.thoughts):
             continue
         attempt, read_seq = origin.attempt, origin.read_seq
-        times = read_t_ns.get(attempt)
-        if read_seq < 0 or not times or read_seq >= len(times):
+        if attempt != times_of:
+            times, times_of = read_t_ns.get(attempt) or [], attempt
+        if read_seq < 0 or read_seq >= len(times):
             continue
         t = times[read_seq]
-        if first_reasoning_t is None and counted_thoughts(chunk):
+        if first_reasoning_t is None and chunk.thoughts and counted_thoughts(chunk):
             first_reasoning_t = t
         if not content:
+            continue
+        if read_seq == prev_seq and attempt == prev_attempt:  # more of the same read
+            if read_seq == first_seq and attempt == first_attempt:
+                first_chars += len(content)
             continue
         if first_content_t is None:
             first_attempt, first_seq, first_content_t = attempt, read_seq, t
         if read_seq == first_seq and attempt == first_attempt:
             first_chars += len(content)
-        if read_seq != prev_seq or attempt != prev_attempt:
-            content_reads += 1
-            if prev_attempt == attempt:
-                gaps.append((attempt, read_seq, t, t - previous_t))
-            prev_attempt, prev_seq, previous_t = attempt, read_seq, t
+        content_reads += 1
+        if prev_attempt == attempt:
+            gaps.append((attempt, read_seq, t, t - previous_t))
+        prev_attempt, prev_seq, previous_t = attempt, read_seq, t
     scan.first_reasoning_t = first_reasoning_t
     scan.first_content_t = first_content_t
     scan.first_chars = first_chars

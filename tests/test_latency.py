@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab import tables
 from lab.latency import TIMING_COLUMNS, StreamTiming, content_gaps, quantile, stream_timing
@@ -489,3 +491,68 @@ def test_replay_out_latency_parquet_has_the_figures_of_known_read_offsets(tmp_pa
     assert (ttfb["streams"], ttfb["untimed"], ttfb["n"]) == (4, 1, 3)
     assert (ttfb["p50"], ttfb["p90"], ttfb["mean"]) == (200.0, 280.0, 200.0)
     assert lt.attrs["untimed"] == 1
+
+
+def _scan_by_definition(chunks, origins, read_t_ns):
+    """The timing scan as the module docstring defines it, chunk by chunk with nothing
+    hoisted: the reference the one-pass scan must equal."""
+    from lab.result import counted_thoughts
+
+    first_reasoning_t = first_content_t = None
+    first = prev = None
+    first_chars = content_reads = 0
+    previous_t = 0
+    gaps = []
+    for chunk, origin in zip(chunks, origins, strict=False):
+        times = read_t_ns.get(origin.attempt)
+        if origin.read_seq < 0 or not times or origin.read_seq >= len(times):
+            continue  # no read completed this chunk: no time
+        key, t = (origin.attempt, origin.read_seq), times[origin.read_seq]
+        if first_reasoning_t is None and counted_thoughts(chunk):
+            first_reasoning_t = t
+        if not chunk.content:
+            continue
+        if first_content_t is None:
+            first, first_content_t = key, t
+        if key == first:
+            first_chars += len(chunk.content)
+        if key != prev:
+            content_reads += 1
+            if prev is not None and prev[0] == key[0]:
+                gaps.append((*key, t, t - previous_t))
+            prev, previous_t = key, t
+    return first_reasoning_t, first_content_t, first_chars, content_reads, gaps
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "", "ab", "xyz"]),
+            st.booleans(),  # thoughts
+            st.booleans(),  # repeated_thoughts
+            st.integers(0, 1),  # attempt
+            st.integers(-1, 4),  # read_seq
+        ),
+        max_size=14,
+    ),
+    st.dictionaries(st.integers(0, 1), st.lists(st.integers(0, 100), max_size=4).map(sorted)),
+)
+def test_the_one_pass_timing_scan_equals_its_definition_on_any_chunks_and_reads(spec, read_t_ns):
+    # chunks of any order of reads and attempts, reads with no time, repeated thoughts
+    from types import SimpleNamespace as NS
+
+    from lab.latency import _scan_chunks
+
+    chunks = [
+        NS(
+            content=content,
+            thoughts=[NS(content="t")] if thoughts else [],
+            metadata={"repeated_thoughts": True} if repeated else {},
+        )
+        for content, thoughts, repeated, _, _ in spec
+    ]
+    origins = [NS(attempt=a, read_seq=s) for *_, a, s in spec]
+    scan = _scan_chunks(NS(chunks=chunks, origins=origins, read_t_ns=read_t_ns))
+    got = (scan.first_reasoning_t, scan.first_content_t, scan.first_chars, scan.content_reads)
+    assert (*got, scan.gaps) == _scan_by_definition(chunks, origins, read_t_ns)
