@@ -35,7 +35,7 @@ every timing figure is None, so it is left out of every quantile instead of coun
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
@@ -57,6 +57,7 @@ __all__ = [
     "TIMING_COLUMNS",
     "StreamTiming",
     "backend_latency",
+    "backend_latency_cells",
     "content_gaps",
     "latency_columns",
     "quantile",
@@ -330,31 +331,17 @@ def backend_latency(
     already holds the backend labels (:func:`lab.tables.latency` makes it)."""
     import pandas as pd
 
-    from lab.stats import bootstrap_quantile_intervals_of
-
-    columns: dict[str, list] = {col: [] for col in LATENCY_COLUMNS}
     timed = frame["timed"].astype(bool) if "timed" in frame else pd.Series(True, frame.index)
-    names = [f"p{round(q * 100)}" for q in LATENCY_QUANTILES]
-    for backend, group in frame.groupby("serving_provider", sort=True):
-        on = timed.loc[group.index].to_numpy()
-        untimed = int((~on).sum())
-        figures = group[on] if untimed else group
-        samples = [_figure_values(figures[metric]) for metric in LATENCY_METRICS]
-        intervals = bootstrap_quantile_intervals_of(  # one draw for the figures of one length
-            samples, LATENCY_QUANTILES, confidence, n_boot=n_boot, seed=seed
-        )
-        for metric, values, ci in zip(LATENCY_METRICS, samples, intervals, strict=True):
-            columns["serving_provider"].append(backend)
-            columns["metric"].append(metric)
-            columns["streams"].append(len(group))
-            columns["untimed"].append(untimed)
-            columns["n"].append(len(values))
-            points = np.quantile(values, LATENCY_QUANTILES) if len(values) else None
-            for i, (name, (low, high)) in enumerate(zip(names, ci, strict=True)):
-                columns[name].append(float(points[i]) if points is not None else math.nan)
-                columns[f"{name}_ci_low"].append(low)
-                columns[f"{name}_ci_high"].append(high)
-            columns["mean"].append(float(values.mean()) if len(values) else math.nan)
+
+    def groups() -> Iterator[tuple[str, int, int, list[np.ndarray]]]:
+        for backend, group in frame.groupby("serving_provider", sort=True):
+            on = timed.loc[group.index].to_numpy()
+            untimed = int((~on).sum())
+            figures = group[on] if untimed else group
+            samples = [_figure_values(figures[metric]) for metric in LATENCY_METRICS]
+            yield backend, len(group), untimed, samples
+
+    columns = _latency_cells(groups(), confidence=confidence, n_boot=n_boot, seed=seed)
     out = pd.DataFrame(  # typed even when empty (no stream: the same columns)
         {
             col: pd.Series(
@@ -369,10 +356,99 @@ def backend_latency(
         },
         columns=LATENCY_COLUMNS,
     )
-    untimed_total = int((~timed).sum())
-    out.attrs["untimed"] = untimed_total
-    out.attrs["notes"] = _untimed_notes(frame, timed)
+    left = frame.loc[~timed, "serving_provider"].value_counts().sort_index()
+    out.attrs.update(_untimed_attrs({str(b): int(n) for b, n in left.items()}))
+    out.attrs["untimed"] = int((~timed).sum())
     return out
+
+
+def _latency_cells(
+    groups: Iterable[tuple[str, int, int, list[np.ndarray]]],
+    *,
+    confidence: float,
+    n_boot: int,
+    seed: int,
+) -> dict[str, list]:
+    """The latency table's cells, one list per column of :data:`LATENCY_COLUMNS`, from each
+    backend in order: ``(backend, streams, untimed, samples)``, ``samples`` the timed
+    streams' values of each of :data:`LATENCY_METRICS` (floats, none missing). The one
+    definition of the table's rows: :func:`backend_latency` makes its DataFrame of them and
+    ``replay(..., out=DIR)`` its ``latency.parquet`` (:func:`backend_latency_cells`)."""
+    from lab.stats import bootstrap_quantile_intervals_of
+
+    columns: dict[str, list] = {col: [] for col in LATENCY_COLUMNS}
+    names = [f"p{round(q * 100)}" for q in LATENCY_QUANTILES]
+    for backend, streams, untimed, samples in groups:
+        intervals = bootstrap_quantile_intervals_of(  # one draw for the figures of one length
+            samples, LATENCY_QUANTILES, confidence, n_boot=n_boot, seed=seed
+        )
+        for metric, values, ci in zip(LATENCY_METRICS, samples, intervals, strict=True):
+            columns["serving_provider"].append(backend)
+            columns["metric"].append(metric)
+            columns["streams"].append(streams)
+            columns["untimed"].append(untimed)
+            columns["n"].append(len(values))
+            points = np.quantile(values, LATENCY_QUANTILES) if len(values) else None
+            for i, (name, (low, high)) in enumerate(zip(names, ci, strict=True)):
+                columns[name].append(float(points[i]) if points is not None else math.nan)
+                columns[f"{name}_ci_low"].append(low)
+                columns[f"{name}_ci_high"].append(high)
+            columns["mean"].append(float(values.mean()) if len(values) else math.nan)
+    return columns
+
+
+def backend_latency_cells(
+    backends: Sequence[str],
+    timed: np.ndarray,
+    figures: dict[str, np.ndarray],
+    *,
+    confidence: float,
+    n_boot: int,
+    seed: int,
+) -> tuple[dict[str, list], dict[str, Any]]:
+    """:func:`backend_latency` from plain per-stream columns, without pandas: each stream's
+    backend label, whether it is timed (bools) and each of :data:`LATENCY_METRICS` as
+    floats (NaN: the stream has no such figure). Returns the table's cells
+    (:func:`_latency_cells`) and its ``attrs``; the same table as :func:`backend_latency` of
+    a DataFrame of those columns."""
+    labels = np.asarray(backends, dtype=object)
+    timed = np.asarray(timed, dtype=bool)
+    columns = {metric: np.asarray(figures[metric], dtype=float) for metric in LATENCY_METRICS}
+    left: dict[str, int] = {}
+
+    def groups() -> Iterator[tuple[str, int, int, list[np.ndarray]]]:
+        for backend in sorted(set(backends)):
+            rows = np.flatnonzero(labels == backend)
+            on = timed[rows]
+            untimed = int((~on).sum())
+            if untimed:
+                left[backend] = untimed
+            chosen = rows[on]
+            samples = []
+            for metric in LATENCY_METRICS:
+                values = columns[metric][chosen]
+                samples.append(values[~np.isnan(values)])
+            yield backend, len(rows), untimed, samples
+
+    cells = _latency_cells(groups(), confidence=confidence, n_boot=n_boot, seed=seed)
+    return cells, _untimed_attrs(left)
+
+
+def _untimed_attrs(left: dict[str, int]) -> dict[str, Any]:
+    """The latency table's ``attrs``: ``untimed``, the streams without per-read timing
+    (``left``: how many of each backend's, by backend in order), and ``notes``, one
+    sentence naming them, if any."""
+    n = sum(left.values())
+    if not n:
+        return {"untimed": 0, "notes": []}
+    per = ", ".join(f"{b}: {k}" for b, k in left.items())
+    return {
+        "untimed": n,
+        "notes": [
+            f"{n} stream{'s' if n != 1 else ''} without per-read timing (imported from a "
+            f"cassette or a HAR) left out of every timing figure ({per})."
+        ],
+    }
 
 
 def _figure_values(column: Any) -> np.ndarray:
@@ -383,20 +459,6 @@ def _figure_values(column: Any) -> np.ndarray:
         values = column.to_numpy(dtype=float)
         return values[~np.isnan(values)]
     return pd.to_numeric(column, errors="coerce").dropna().to_numpy(dtype=float)
-
-
-def _untimed_notes(frame: Any, timed: Any) -> list[str]:
-    """One sentence naming the streams left out of every timing figure, if any."""
-    left = frame.loc[~timed, "serving_provider"]
-    if left.empty:
-        return []
-    counts = left.value_counts().sort_index()
-    per = ", ".join(f"{b}: {n}" for b, n in counts.items())
-    n = int(counts.sum())
-    return [
-        f"{n} stream{'s' if n != 1 else ''} without per-read timing (imported from a "
-        f"cassette or a HAR) left out of every timing figure ({per})."
-    ]
 
 
 SCORECARD_METRICS = ("ttfb_ms", "ttft_ms", "ttft_content_ms", "gap_p99_ms", "first_chunk_chars")

@@ -28,7 +28,8 @@ DataFrame or anything else that is not results, they raise a ``TypeError`` sayin
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -38,6 +39,7 @@ from lab.latency import (
     LATENCY_METRICS,
     TIMING_COLUMNS,
     backend_latency,
+    backend_latency_cells,
     content_gaps,
     shared_scans,
     timing_values,
@@ -66,6 +68,7 @@ __all__ = [
     "gap_columns",
     "gaps",
     "latency",
+    "latency_cells",
     "leak_columns",
     "leak_kinds",
     "leaks",
@@ -936,6 +939,31 @@ def latency(
     df = _stream_table(stream_table, "latency").copy()
     df["serving_provider"] = backend_labels(df)
     return backend_latency(df, confidence=confidence, n_boot=n_boot, seed=seed)
+
+
+def latency_cells(
+    serving_provider: Sequence[str | None],
+    provider: Sequence[str | None],
+    timed: Any,
+    figures: dict[str, Any],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[dict[str, list], dict[str, Any]]:
+    """:func:`latency` of plain columns of the streams table, without pandas: the table's
+    cells (one list per column of ``lab.latency.LATENCY_COLUMNS``) and its ``attrs``.
+    ``serving_provider`` and ``provider`` as lists (None: missing), ``timed`` as bools,
+    ``figures`` each of ``lab.latency.LATENCY_METRICS`` as floats (NaN: missing). The same
+    table as :func:`latency` of a DataFrame of those columns; ``replay(..., out=DIR)``
+    writes ``latency.parquet`` from it."""
+    labels = [  # backend_labels, cell by cell
+        s if s is not None else (_unnamed_backend(p) or _UNKNOWN_BACKEND)
+        for s, p in zip(serving_provider, provider, strict=True)
+    ]
+    return backend_latency_cells(
+        labels, timed, figures, confidence=confidence, n_boot=n_boot, seed=seed
+    )
 
 
 GAP_COLUMNS = ["stream_id", "serving_provider", "attempt", "read_seq", "t_ms", "gap_ms", "stall"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -159,16 +160,35 @@ def test_latency_parquet_is_computed_from_only_the_streams_columns_latency_reads
     with tables.LATENCY_INPUT_COLUMNS only, never the capture's reads nor another table."""
     import lab.replay.files as files
 
-    calls: list[tuple[str, list[str] | None]] = []
-    real = files._read_unit_table
-
-    def reading(out, table, columns=None):
-        calls.append((table, columns))
-        return real(out, table, columns)
-
-    monkeypatch.setattr(files, "_read_unit_table", reading)
     replay(BUNDLED, out=tmp_path / "r")
-    assert calls == [("streams", list(tables.LATENCY_INPUT_COLUMNS))]
+    calls: list[tuple[str, list[str] | None]] = []
+    real_read, real_read_table = pq.ParquetFile.read, pq.read_table
+
+    def read(self, columns=None, **kw):  # a ParquetFile's: its file is in ``seen``
+        calls.append(("", columns))
+        return real_read(self, columns=columns, **kw)
+
+    def read_table(source, columns=None, **kw):
+        calls.append((Path(source).name, columns))
+        return real_read_table(source, columns=columns, **kw)
+
+    seen: list[str] = []
+    real_file = pq.ParquetFile
+
+    def parquet_file(source, *a, **kw):
+        seen.append(Path(source).name)
+        return real_file(source, *a, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", read)
+    monkeypatch.setattr(pq, "read_table", read_table)
+    monkeypatch.setattr(files.pq, "ParquetFile", parquet_file)
+    for latency_arrow in (files._latency_arrow, lambda out: None):  # both ways of building it
+        monkeypatch.setattr(files, "_latency_arrow", latency_arrow)
+        calls.clear()
+        seen.clear()
+        files._write_latency(tmp_path / "r")
+        assert calls and all(cols == list(tables.LATENCY_INPUT_COLUMNS) for _, cols in calls)
+        assert all(name.startswith("streams-") for name in seen + [n for n, _ in calls if n])
     assert list(tables.LATENCY_INPUT_COLUMNS) == [
         "stream_id",
         "provider",
@@ -522,3 +542,81 @@ def test_a_copy_of_a_crashed_recording_in_the_root_is_replayed_once(tmp_path, mo
         assert [r.text for r in results] == ["s0", "s1", "s2"], name
         assert list(results) == whole, name
     writer.close()
+
+
+def _dataframe_latency_file(out: Path):
+    """``latency.parquet``'s Arrow table as the DataFrame path builds it: the reference."""
+    import pyarrow as pa
+
+    from lab.replay import files
+
+    streams = files._read_unit_table(out, "streams", list(tables.LATENCY_INPUT_COLUMNS))
+    table = tables.latency(streams)
+    schema = files._latency_schema(list(table.columns))
+    data = pa.Table.from_pandas(table, schema=schema, preserve_index=False)
+    return files._with_attrs(data, table.attrs)
+
+
+def test_latency_parquet_built_without_pandas_equals_the_dataframes_file(tmp_path):
+    # streams files of two units with what a fleet holds: backends named and not (an
+    # OpenRouter stream that failed first, a direct provider, no provider at all), untimed
+    # streams (a cassette's), figures missing, a backend of one stream; the Arrow table
+    # (schema, pandas metadata, attrs) equals the one built through the DataFrame
+    import numpy as np
+    import pyarrow as pa
+
+    from lab.replay import files
+
+    replay(BUNDLED, out=tmp_path / "r")
+    base = pq.read_table(sorted((tmp_path / "r").glob("streams-*.parquet"))[0])
+    n = base.num_rows
+    gen = np.random.default_rng(3)
+    out = tmp_path / "mixed"
+    out.mkdir()
+    for unit in range(2):
+        serving = gen.choice(["chutes", "novita", None, None], size=n).tolist()
+        provider = gen.choice(["openrouter", "openai", "deepseek", None], size=n).tolist()
+        timed = [bool(t) for t in gen.random(n) > 0.2]
+        serving[0], provider[0] = "lonely", "openrouter"
+        serving[1], provider[1] = None, "openai"
+        serving[2], provider[2] = None, None
+        table = base.set_column(
+            base.schema.get_field_index("serving_provider"),
+            "serving_provider",
+            pa.array(serving, pa.string()),
+        )
+        table = table.set_column(
+            table.schema.get_field_index("provider"), "provider", pa.array(provider, pa.string())
+        )
+        table = table.set_column(
+            table.schema.get_field_index("timed"), "timed", pa.array(timed, pa.bool_())
+        )
+        for metric in ("ttft_ms", "stalls"):
+            i = table.schema.get_field_index(metric)
+            values = table.column(metric).to_pylist()
+            values = [None if gen.random() < 0.3 else v for v in values]
+            table = table.set_column(i, metric, pa.array(values, table.schema.field(i).type))
+        pq.write_table(table, out / f"streams-{unit:05d}.parquet")
+    built = files._latency_arrow(out)
+    assert built is not None  # the lab's own column types: no DataFrame needed
+    reference = _dataframe_latency_file(out)
+    assert built.equals(reference, check_metadata=True)
+    attrs = json.loads(built.schema.metadata[b"lab.attrs"])
+    assert attrs["untimed"] == 2 * n - sum(
+        pq.read_table(f, columns=["timed"]).column("timed").to_pylist().count(True)
+        for f in sorted(out.glob("streams-*.parquet"))
+    )
+    assert attrs["notes"] and "without per-read timing" in attrs["notes"][0]
+    labels = set(built.column("serving_provider").to_pylist())
+    assert {"lonely", "chutes", "(unknown)", "openai (direct)"} <= labels
+
+    # a figure of a type the lab does not write (text): the DataFrame path, the same file
+    for path in sorted(out.glob("streams-*.parquet")):
+        odd = pq.read_table(path)
+        i = odd.schema.get_field_index("gap_p50_ms")
+        text = pa.array([None if v is None else str(v) for v in odd.column(i).to_pylist()])
+        pq.write_table(odd.set_column(i, "gap_p50_ms", text), path)
+    assert files._latency_arrow(out) is None
+    files._write_latency(out)
+    written = pq.read_table(out / "latency.parquet")
+    assert written.equals(_dataframe_latency_file(out), check_metadata=True)

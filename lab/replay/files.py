@@ -58,6 +58,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import lab.capture
@@ -397,22 +398,95 @@ def _write_latency(out: Path) -> Path:
     """``latency.parquet``: :func:`lab.tables.latency` over the streams of every unit, read
     from the streams files with only the columns it needs (memory bounded by the number of
     streams and those columns, never by the reads). Written under a temporary name and
-    renamed, like the unit files; its ``attrs`` go in the file's metadata."""
-    streams = _read_unit_table(out, "streams", list(tables.LATENCY_INPUT_COLUMNS))
-    table = tables.latency(streams)
-    data = pa.Table.from_pandas(
-        table, schema=_latency_schema(list(table.columns)), preserve_index=False
-    )
-    data = data.replace_schema_metadata(
-        {
-            **(data.schema.metadata or {}),
-            b"lab.table": b"results.latency",
-            b"lab.attrs": json.dumps(table.attrs, sort_keys=True).encode(),
-        }
-    )
+    renamed, like the unit files; its ``attrs`` go in the file's metadata.
+
+    Built without pandas (:func:`_latency_arrow`: the same table, schema and metadata) when
+    the streams files hold the column types the lab writes, else through the DataFrame."""
+    data = _latency_arrow(out)
+    if data is None:
+        streams = _read_unit_table(out, "streams", list(tables.LATENCY_INPUT_COLUMNS))
+        table = tables.latency(streams)
+        data = pa.Table.from_pandas(
+            table, schema=_latency_schema(list(table.columns)), preserve_index=False
+        )
+        data = _with_attrs(data, table.attrs)
     path = out / LATENCY_FILE
     _write_parquet(data, path)
     return path
+
+
+def _with_attrs(data: pa.Table, attrs: dict[str, Any]) -> pa.Table:
+    return data.replace_schema_metadata(
+        {
+            **(data.schema.metadata or {}),
+            b"lab.table": b"results.latency",
+            b"lab.attrs": json.dumps(attrs, sort_keys=True).encode(),
+        }
+    )
+
+
+def _latency_arrow(out: Path) -> pa.Table | None:
+    """``latency.parquet``'s table straight from the streams files' Arrow columns
+    (:func:`lab.latency.backend_latency_cells`), or None when a column is not of a type the
+    lab writes (a file from elsewhere: the DataFrame path decides)."""
+    files = sorted(out.glob("streams-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{out}: no streams-*.parquet (write them with replay(out=...))")
+    wanted = list(tables.LATENCY_INPUT_COLUMNS)
+    metrics = [c for c in wanted if c not in ("stream_id", "provider", "serving_provider", "timed")]
+    parts = [pq.ParquetFile(f).read(columns=wanted) for f in files]
+    if any(part.schema.names != wanted for part in parts):
+        return None
+    streams = pa.concat_tables(parts)
+    col = streams.column
+    if not all(
+        _plain_type(col(name).type, kind)
+        for name, kind in (("provider", "text"), ("serving_provider", "text"), ("timed", "bool"))
+    ) or not all(_plain_type(col(m).type, "number") for m in metrics):
+        return None
+    timed = pc.fill_null(col("timed"), False).to_numpy(zero_copy_only=False)
+    figures = {m: pc.cast(col(m), pa.float64()).to_numpy(zero_copy_only=False) for m in metrics}
+    cells, attrs = tables.latency_cells(
+        col("serving_provider").to_pylist(), col("provider").to_pylist(), timed, figures
+    )
+    schema = _latency_schema(list(cells))
+    schema = schema.with_metadata({b"pandas": _latency_pandas_metadata(attrs)})
+    arrays = [  # from_pandas: NaN is null, as in the DataFrame's file
+        pa.array(values, type=schema.field(c).type, from_pandas=True) for c, values in cells.items()
+    ]
+    return _with_attrs(pa.Table.from_arrays(arrays, schema=schema), attrs)
+
+
+def _plain_type(kind: pa.DataType, want: str) -> bool:
+    if pa.types.is_null(kind):  # every value missing
+        return True
+    if want == "text":
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if want == "bool":
+        return pa.types.is_boolean(kind)
+    return pa.types.is_floating(kind) or pa.types.is_integer(kind)
+
+
+def _latency_pandas_metadata(attrs: dict[str, Any]) -> bytes:
+    """The ``pandas`` schema metadata ``pa.Table.from_pandas`` gives the latency table: it
+    depends on the table's dtypes and its ``attrs`` (pyarrow keeps them there, as
+    ``attributes``), not on its rows. Taken once from an empty table of those dtypes, with
+    these ``attrs`` put in; a file built without pandas then reads back as one built from
+    the DataFrame (a test compares the two files' metadata byte for byte)."""
+    meta = dict(_latency_pandas_template())
+    if "attributes" in meta:  # this pyarrow keeps a frame's attrs in its metadata
+        meta["attributes"] = attrs
+    return json.dumps(meta).encode("utf8")
+
+
+@functools.cache
+def _latency_pandas_template() -> dict[str, Any]:
+    empty = tables.latency(pd.DataFrame(columns=list(tables.LATENCY_INPUT_COLUMNS)))
+    data = pa.Table.from_pandas(
+        empty, schema=_latency_schema(list(empty.columns)), preserve_index=False
+    )
+    meta: dict[str, Any] = json.loads((data.schema.metadata or {})[b"pandas"])
+    return meta
 
 
 def run_state(out: str | Path) -> dict[str, Any] | None:
