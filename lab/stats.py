@@ -106,16 +106,25 @@ _BLOCK = 2_000_000  # values resampled at once: memory stays bounded for any sam
 def _resampled_quantiles(
     values: np.ndarray, qs: Sequence[float], n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """``(len(qs), n_boot)``: the quantiles of ``n_boot`` resamples of ``values``."""
-    return _resampled_quantiles_of([values], qs, n_boot, rng)[0]
+    """``(len(qs), n_boot)``: the quantiles of ``n_boot`` resamples of ``values``; ``rng``
+    left where the draws leave it, even for a constant sample that needs none
+    (:func:`bootstrap_difference_interval` draws its second sample's resamples after)."""
+    return _resampled_quantiles_of([values], qs, n_boot, rng, draw_all=True)[0]
 
 
 def _resampled_quantiles_of(
-    samples: list[np.ndarray], qs: Sequence[float], n_boot: int, rng: np.random.Generator
+    samples: list[np.ndarray],
+    qs: Sequence[float],
+    n_boot: int,
+    rng: np.random.Generator,
+    *,
+    draw_all: bool = False,
 ) -> list[np.ndarray]:
     """:func:`_resampled_quantiles` of each of ``samples`` (all of one length), from one set
     of resampled positions: what each would get from its own generator of the same seed
-    (the same draws), for one draw instead of one per sample.
+    (the same draws), for one draw instead of one per sample. With ``draw_all`` the
+    resampled positions are drawn even when no sample needs them (all constant): ``rng`` is
+    then left where the draws leave it, for a caller that draws from it again.
 
     numpy's ``quantile`` of every resample (a partition of each row of values) was most of a
     latency table's cost. Here each sample's values are ranked once; a resample's drawn
@@ -143,6 +152,11 @@ def _resampled_quantiles_of(
             todo.append(i)
     if todo:
         _resample_distinct([samples[i] for i in todo], qs, n_boot, rng, [outs[i] for i in todo])
+    elif draw_all:  # the draws the resamples would take, the same blocks
+        n = len(samples[0])
+        rows = max(1, _BLOCK // n)
+        for start in range(0, n_boot, rows):
+            rng.integers(0, n, size=(min(n_boot, start + rows) - start, n))
     return outs
 
 
@@ -216,10 +230,14 @@ def _quantile_plan(n: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray,
     """For samples of ``n`` values: the sorted positions below and above each of ``qs`` and
     the weight between them, as ``np.quantile``'s default ("linear") method has them:
     ``(n - 1) * q``, its floor and the floor + 1 (both the last position at or past it), and
-    the fraction."""
-    virtual = (n - 1) * np.asarray(qs, dtype=float)
+    the fraction. In the type numpy computes them in, the type of ``qs`` (a ``float32`` q
+    is interpolated with a ``float32`` fraction), and refused as numpy refuses them."""
+    quantiles = np.asanyarray(qs)
+    if not ((quantiles >= 0) & (quantiles <= 1)).all():  # NaN too
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    virtual = (n - 1) * quantiles
     below = np.floor(virtual)
-    gamma = virtual - below
+    gamma = np.asanyarray(virtual - below, dtype=virtual.dtype)
     low = below.astype(np.intp)
     high = low + 1
     past = virtual >= n - 1
@@ -235,10 +253,14 @@ def _sorted_quantiles(
     ``ranks`` holds (a row per resample). A row of ranks sorted gives the ranks of the
     resample's order statistics, so its ``k``-th smallest value is ``sorted_values`` at
     the row's ``k``-th rank; the two around each quantile are interpolated as numpy's
-    ``_lerp`` does."""
+    ``_lerp`` does. Integer ``qs`` (0 and 1) fall on whole positions, which numpy takes
+    as they are, without interpolating: a weight of 0 would still give NaN next to a
+    difference that overflows (-1e308 and 1e308)."""
     low, high, gamma = plan
     ranks.sort(axis=1)
     a = sorted_values[ranks[:, low]].T
+    if gamma.dtype.kind != "f":
+        return a
     b = sorted_values[ranks[:, high]].T
     t = gamma[:, None]
     diff = b - a

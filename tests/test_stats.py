@@ -217,7 +217,8 @@ def test_intervals_of_several_samples_equal_each_samples_own_to_the_bit():
 
 
 def _partitioned(values, qs, n_boot, seed, block):
-    """The resample quantiles as numpy's partition gives them: the reference."""
+    """The resample quantiles as numpy's partition gives them: the reference (``seed``: a
+    seed or the generator to draw from)."""
     gen = np.random.default_rng(seed)
     n = len(values)
     rows = max(1, block // n)
@@ -289,3 +290,44 @@ def test_resample_quantiles_fall_back_to_numpys_partition_when_its_rule_is_not_t
     monkeypatch.setattr(stats, "_BLOCK", 60 * 50)  # several blocks: the rest drawn as before
     got = stats._resampled_quantiles_of([values], qs, 200, np.random.default_rng(4))
     np.testing.assert_array_equal(got[0], want)
+
+
+def test_difference_interval_after_a_constant_sample_draws_the_other_as_ever():
+    # a constant sample (stalls all 0 in one run) needs no resample, but its draws still
+    # come first from the generator the other sample then draws from: skipping them moved
+    # the other's resamples and changed the interval of lab.changes' difference
+    from lab.stats import bootstrap_difference_interval
+
+    a = np.random.default_rng(2).lognormal(size=143)
+    for b in (np.zeros(16), np.zeros(1500)):  # one block of draws, several
+        rng = np.random.default_rng(0)
+        b_first = _drawn_quantiles(b, [0.5], 2000, rng)  # b's resamples are drawn first
+        diff = b_first - _drawn_quantiles(a, [0.5], 2000, rng)
+        want = tuple(float(x) for x in np.quantile(diff[0], [0.025, 0.975]))
+        assert bootstrap_difference_interval(a, b) == want
+
+
+def _drawn_quantiles(values, qs, n_boot, gen):
+    """numpy's quantiles of ``n_boot`` resamples drawn from ``gen`` in the lab's blocks."""
+    from lab.stats import _BLOCK
+
+    return _partitioned(values, qs, n_boot, gen, _BLOCK)
+
+
+def test_quantiles_of_another_numeric_type_are_taken_as_numpy_takes_them():
+    # np.quantile interpolates a float32 q with a float32 fraction and takes integer qs (0
+    # and 1) without interpolating; the first resample (ties: its two order statistics
+    # equal) does not show the difference, later ones do
+    from lab import stats
+
+    values = np.array([0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 4.0, 5.0] * 3 + [5.0])
+    for qs in ([np.float32(0.7)], [np.float32(0.1), np.float32(0.9)], [np.float16(0.9)]):
+        got = stats._resampled_quantiles_of([values], qs, 200, np.random.default_rng(0))
+        np.testing.assert_array_equal(got[0], _partitioned(values, qs, 200, 0, stats._BLOCK))
+    spread = np.array([1e308, -1e308, 1.0, 1e308, -1e308, 1e308, 1e308, 1e308, 2.0, 3.0, 4.0])
+    got = stats._resampled_quantiles_of([spread], [0, 1], 50, np.random.default_rng(3))
+    np.testing.assert_array_equal(got[0], _partitioned(spread, [0, 1], 50, 3, stats._BLOCK))
+    assert not np.isnan(got[0]).any()
+    for bad in ([math.nan], [1.5], [-0.1]):  # refused as numpy refuses them
+        with pytest.raises(ValueError, match=r"Quantiles must be in the range \[0, 1\]"):
+            stats.bootstrap_quantile_intervals_of([values], bad)
