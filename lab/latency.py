@@ -411,14 +411,19 @@ def backend_latency_cells(
     floats (NaN: the stream has no such figure). Returns the table's cells
     (:func:`_latency_cells`) and its ``attrs``; the same table as :func:`backend_latency` of
     a DataFrame of those columns."""
-    labels = np.asarray(backends, dtype=object)
     timed = np.asarray(timed, dtype=bool)
     columns = {metric: np.asarray(figures[metric], dtype=float) for metric in LATENCY_METRICS}
     left: dict[str, int] = {}
+    # each backend's rows in stream order, grouped by the labels themselves: numpy's ``==``
+    # of a label would compare it as a fixed-width string ("a\x00" equal to "a"), and a
+    # pass over all streams per backend costs streams x backends
+    positions: dict[str, list[int]] = {}
+    for i, label in enumerate(backends):
+        positions.setdefault(label, []).append(i)
 
     def groups() -> Iterator[tuple[str, int, int, list[np.ndarray]]]:
-        for backend in sorted(set(backends)):
-            rows = np.flatnonzero(labels == backend)
+        for backend in sorted(positions):
+            rows = np.array(positions[backend], dtype=np.intp)
             on = timed[rows]
             untimed = int((~on).sum())
             if untimed:

@@ -556,3 +556,25 @@ def test_the_one_pass_timing_scan_equals_its_definition_on_any_chunks_and_reads(
     scan = _scan_chunks(NS(chunks=chunks, origins=origins, read_t_ns=read_t_ns))
     got = (scan.first_reasoning_t, scan.first_content_t, scan.first_chars, scan.content_reads)
     assert (*got, scan.gaps) == _scan_by_definition(chunks, origins, read_t_ns)
+
+
+def test_latency_cells_group_labels_numpy_would_confuse_as_the_dataframe_does():
+    # backend labels are the wire's: one with a trailing NUL is its own backend, as the
+    # DataFrame's groupby has it (numpy compares a str scalar as a fixed-width string,
+    # which drops trailing NULs: "a\x00" == "a" there), with its own streams and untimed
+    gen = np.random.default_rng(7)
+    labels = ["a", "a\x00", "b", "a\x00\x00", "é", "e\u0301", ""] * 6
+    n = len(labels)
+    timed = gen.random(n) > 0.3
+    figures = {m: np.round(gen.lognormal(5, 1, n), 1) for m in tables.LATENCY_METRICS}
+    frame = pd.DataFrame(
+        {"stream_id": [f"s{i}" for i in range(n)], "provider": "openrouter"}
+        | {"serving_provider": labels, "timed": timed}
+        | figures
+    )
+    want = tables.latency(frame, n_boot=50)
+    cells, attrs = tables.latency_cells(labels, ["openrouter"] * n, timed, figures, n_boot=50)
+    got = pd.DataFrame(cells).astype(want.dtypes.to_dict())
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert attrs == want.attrs
+    assert set(want["serving_provider"]) == set(labels)
