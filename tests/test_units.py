@@ -620,3 +620,28 @@ def test_latency_parquet_built_without_pandas_equals_the_dataframes_file(tmp_pat
     files._write_latency(out)
     written = pq.read_table(out / "latency.parquet")
     assert written.equals(_dataframe_latency_file(out), check_metadata=True)
+
+
+def test_latency_parquet_of_streams_files_whose_columns_hold_only_nulls(tmp_path):
+    # a streams file from elsewhere whose columns are all missing (Arrow's null type, which
+    # the lab never writes): the file built without pandas is the DataFrame path's, and a
+    # null `timed` (every stream untimed there) no longer stops the write
+    import pyarrow as pa
+
+    from lab.replay import files
+
+    replay(BUNDLED, out=tmp_path / "r")
+    source = sorted((tmp_path / "r").glob("streams-*.parquet"))[0]
+    for col in ("timed", "serving_provider", "provider", "ttft_ms", "stalls"):
+        out = tmp_path / col
+        out.mkdir()
+        table = pq.read_table(source)
+        i = table.schema.get_field_index(col)
+        pq.write_table(table.set_column(i, col, pa.nulls(table.num_rows)), out / source.name)
+        files._write_latency(out)
+        written = pq.read_table(out / "latency.parquet")
+        assert written.equals(_dataframe_latency_file(out), check_metadata=True), col
+    attrs = json.loads(
+        pq.read_table(tmp_path / "timed" / "latency.parquet").schema.metadata[b"lab.attrs"]
+    )
+    assert attrs["untimed"] == pq.read_metadata(source).num_rows

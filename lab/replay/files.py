@@ -444,7 +444,8 @@ def _latency_arrow(out: Path) -> pa.Table | None:
         for name, kind in (("provider", "text"), ("serving_provider", "text"), ("timed", "bool"))
     ) or not all(_plain_type(col(m).type, "number") for m in metrics):
         return None
-    timed = pc.fill_null(col("timed"), False).to_numpy(zero_copy_only=False)
+    # a null-typed column (every value missing) is cast first: fill_null refuses False there
+    timed = pc.fill_null(pc.cast(col("timed"), pa.bool_()), False).to_numpy(zero_copy_only=False)
     figures = {m: pc.cast(col(m), pa.float64()).to_numpy(zero_copy_only=False) for m in metrics}
     cells, attrs = tables.latency_cells(
         col("serving_provider").to_pylist(), col("provider").to_pylist(), timed, figures
