@@ -645,3 +645,21 @@ def test_latency_parquet_of_streams_files_whose_columns_hold_only_nulls(tmp_path
         pq.read_table(tmp_path / "timed" / "latency.parquet").schema.metadata[b"lab.attrs"]
     )
     assert attrs["untimed"] == pq.read_metadata(source).num_rows
+
+
+def test_result_files_are_snappy_and_read_the_same_as_zstd_ones_of_earlier_runs(tmp_path):
+    # the codec only changes the bytes on disk: a result dir of an earlier version (zstd)
+    # reads as the same tables
+    from lab.replay.files import RESULT_COMPRESSION
+
+    out = tmp_path / "r"
+    replay(BUNDLED, out=out)
+    for f in sorted(out.glob("*.parquet")):
+        meta = pq.ParquetFile(f).metadata
+        codecs = {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
+        assert codecs == {RESULT_COMPRESSION.upper()}, f.name
+    before = {t: read_results(out, t) for t in ("streams", "gaps", "latency")}
+    for f in sorted(out.glob("*.parquet")):  # as an earlier version wrote them
+        pq.write_table(pq.read_table(f), f, compression="zstd")
+    for t, frame in before.items():
+        pd.testing.assert_frame_equal(read_results(out, t), frame, check_exact=True)

@@ -331,12 +331,20 @@ def _arrow_columns(table: str, columns: dict[str, list]) -> pa.Table | None:
     return pa.Table.from_arrays(arrays, schema=_schema(table, list(columns)))
 
 
+RESULT_COMPRESSION = "snappy"
+"""The codec of the result files (Parquet's default). They are summary tables, a few
+hundred bytes a stream: zstd made them ~10 % smaller but cost three times as much CPU to
+write (its set-up per column chunk was most of writing a unit's four files). Captures stay
+zstd (:mod:`lab.capture.writer`), where the bytes are."""
+
+
 def _write_parquet(data: pa.Table, path: Path) -> None:
-    """``data`` as a zstd Parquet file at ``path``, written whole under a temporary name and
-    renamed (a file that exists is whole). Encoded into memory first and written with one
-    call: pyarrow's own file output costs several times the encoding of a small table."""
+    """``data`` as a Parquet file at ``path`` (:data:`RESULT_COMPRESSION`), written whole
+    under a temporary name and renamed (a file that exists is whole). Encoded into memory
+    first and written with one call: pyarrow's own file output costs several times the
+    encoding of a small table."""
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression="zstd")
+    pq.write_table(data, sink, compression=RESULT_COMPRESSION)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         f.write(sink.getvalue())
