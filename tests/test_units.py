@@ -663,3 +663,20 @@ def test_result_files_are_snappy_and_read_the_same_as_zstd_ones_of_earlier_runs(
         pq.write_table(pq.read_table(f), f, compression="zstd")
     for t, frame in before.items():
         pd.testing.assert_frame_equal(read_results(out, t), frame, check_exact=True)
+
+
+def test_latency_parquet_of_an_int_figure_past_2_to_the_53_is_the_dataframes(tmp_path):
+    # a hostile streams file: an int figure no float holds exactly rounds as pandas rounds it
+    import pyarrow as pa
+
+    from lab.replay import files
+
+    replay(BUNDLED, out=tmp_path / "r")
+    path = sorted((tmp_path / "r").glob("streams-*.parquet"))[0]
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("stalls")
+    huge = pa.array([2**53 + 1 + k for k in range(table.num_rows)], pa.int64())
+    pq.write_table(table.set_column(i, "stalls", huge), path)
+    built = files._latency_arrow(tmp_path / "r")
+    assert built is not None
+    assert built.equals(_dataframe_latency_file(tmp_path / "r"), check_metadata=True)

@@ -442,7 +442,10 @@ def _latency_arrow(out: Path) -> pa.Table | None:
         raise FileNotFoundError(f"{out}: no streams-*.parquet (write them with replay(out=...))")
     wanted = list(tables.LATENCY_INPUT_COLUMNS)
     metrics = [c for c in wanted if c not in ("stream_id", "provider", "serving_provider", "timed")]
-    parts = [pq.ParquetFile(f).read(columns=wanted) for f in files]
+    parts = []
+    for f in files:
+        with pq.ParquetFile(f) as pf:  # closed now, not when collected
+            parts.append(pf.read(columns=wanted))
     if any(part.schema.names != wanted for part in parts):
         return None
     streams = pa.concat_tables(parts)
@@ -454,7 +457,9 @@ def _latency_arrow(out: Path) -> pa.Table | None:
         return None
     # a null-typed column (every value missing) is cast first: fill_null refuses False there
     timed = pc.fill_null(pc.cast(col("timed"), pa.bool_()), False).to_numpy(zero_copy_only=False)
-    figures = {m: pc.cast(col(m), pa.float64()).to_numpy(zero_copy_only=False) for m in metrics}
+    figures = {  # unsafe: an int past 2**53 rounds to the nearest float, as pandas has it
+        m: pc.cast(col(m), pa.float64(), safe=False).to_numpy(zero_copy_only=False) for m in metrics
+    }
     cells, attrs = tables.latency_cells(
         col("serving_provider").to_pylist(), col("provider").to_pylist(), timed, figures
     )
