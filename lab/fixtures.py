@@ -323,7 +323,9 @@ def _write_capture(
             (
                 {
                     "capture_id": capture_id,
-                    "exchange": k,
+                    # the recording's own number: fixtures of one recording, side by side,
+                    # are then different exchanges of it, not copies of one
+                    "exchange": ex.exchange if ex.exchange is not None else k,
                     "stream_id": ex.stream_id,
                     "attempt": ex.attempt,
                     "attempt_label": ex.attempt_label,

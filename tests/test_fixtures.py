@@ -19,7 +19,7 @@ import lab.guards.spill as spill_mod
 from lab import fixtures
 from lab.config import LabConfig
 from lab.guards import SpillGuardConfig
-from lab.replay import replay_request
+from lab.replay import replay, replay_request
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -578,3 +578,23 @@ def test_cli_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     assert rc == 2
     assert err.startswith("lab: error:") and err.count("\n") == 1
     assert message in err
+
+
+def test_fixtures_of_one_recording_side_by_side_open_as_all_their_requests(capture, tmp_path):
+    # a fixture keeps its recording's capture id and exchange numbers: a directory of
+    # fixtures exported from one capture opens (and replays) as every fixture's request,
+    # with no "copies" dropped or warned about
+    import warnings
+
+    fixtures.export_fixture(capture, SPILL, tmp_path, "spill")
+    fixtures.export_fixture(capture, LADDER, tmp_path, "ladder")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a CaptureWarning about copies fails the test
+        both = lab.capture.open(tmp_path)
+        assert sorted(r.stream_id for r in both.requests()) == sorted([SPILL, LADDER])
+        replayed = replay(tmp_path)
+    assert sorted(r.stream_id for r in replayed) == sorted([SPILL, LADDER])
+    assert both.metadata["capture_ids"] == [capture.request(SPILL).capture_id]
+    for stream in (SPILL, LADDER):  # each keeps its recording's exchange numbers
+        got = [ex.exchange for ex in both.request(stream).exchanges]
+        assert got == [ex.exchange for ex in capture.request(stream).exchanges]
