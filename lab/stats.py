@@ -24,8 +24,9 @@ Every test here is checked against ``scipy.stats`` / ``statsmodels`` on fixed da
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -153,11 +154,18 @@ def _resampled_quantiles_of(
     if todo:
         _resample_distinct([samples[i] for i in todo], qs, n_boot, rng, [outs[i] for i in todo])
     elif draw_all:  # the draws the resamples would take, the same blocks
-        n = len(samples[0])
-        rows = max(1, _BLOCK // n)
-        for start in range(0, n_boot, rows):
-            rng.integers(0, n, size=(min(n_boot, start + rows) - start, n))
+        for _ in _draws(rng, len(samples[0]), n_boot):
+            pass
     return outs
+
+
+def _draws(rng: np.random.Generator, n: int, n_boot: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first resample, drawn positions)`` per block of resamples: ``n_boot`` resamples of
+    ``n`` positions, each block one ``rng.integers`` call (the blocks fix the draws: a
+    block split in two would draw other numbers)."""
+    rows = max(1, _BLOCK // n)
+    for start in range(0, n_boot, rows):
+        yield start, rng.integers(0, n, size=(min(n_boot, start + rows) - start, n))
 
 
 def _resample_distinct(
@@ -169,22 +177,18 @@ def _resample_distinct(
 ) -> None:
     """:func:`_resampled_quantiles_of` of distinct samples that vary, into ``outs``."""
     n = len(samples[0])
-    rows = max(1, _BLOCK // n)
     plan = _quantile_plan(n, qs)
     ranked = [_ranked(values) for values in samples]
     step = max(1, _SORTED // n)  # resamples sorted at once: they stay in cache
-    checked = False
-    for start in range(0, n_boot, rows):
-        stop = min(n_boot, start + rows)
-        picks = rng.integers(0, n, size=(stop - start, n))  # one call: the same draws as ever
-        if not checked:  # numpy's rule is still the one copied here
+    draws = _draws(rng, n, n_boot)
+    for start, picks in draws:
+        if start == 0:  # numpy's rule is still the one copied here
             mine = [_sorted_quantiles(np.take(r, picks[:1]), v, plan) for r, v in ranked]
             theirs = np.quantile(np.stack([values[picks[0]] for values in samples]), qs, axis=1)
-            checked = np.array_equal(np.stack(mine)[:, :, 0], theirs.T)
-            if not checked:
-                _numpy_quantiles(samples, qs, n_boot, start, picks, rng, rows, outs)
+            if not np.array_equal(np.stack(mine)[:, :, 0], theirs.T):
+                _numpy_quantiles(samples, qs, itertools.chain([(start, picks)], draws), outs)
                 return
-        for sub in range(0, stop - start, step):
+        for sub in range(0, len(picks), step):
             block = picks[sub : sub + step]
             for (ranks, sorted_values), out in zip(ranked, outs, strict=True):
                 got = _sorted_quantiles(np.take(ranks, block), sorted_values, plan)
@@ -194,23 +198,13 @@ def _resample_distinct(
 def _numpy_quantiles(
     samples: list[np.ndarray],
     qs: Sequence[float],
-    n_boot: int,
-    start: int,
-    picks: np.ndarray,
-    rng: np.random.Generator,
-    rows: int,
+    draws: Iterable[tuple[int, np.ndarray]],
     outs: list[np.ndarray],
 ) -> None:
-    """numpy's own quantile of every resample from ``start`` on (``picks`` drawn already)."""
-    n = len(samples[0])
-    while True:
-        stop = start + len(picks)
+    """numpy's own quantile of every resample of ``draws`` (:func:`_draws`)."""
+    for start, picks in draws:
         for values, out in zip(samples, outs, strict=True):
-            out[:, start:stop] = np.quantile(values[picks], qs, axis=1)
-        start = stop
-        if start >= n_boot:
-            return
-        picks = rng.integers(0, n, size=(min(n_boot, start + rows) - start, n))
+            out[:, start : start + len(picks)] = np.quantile(values[picks], qs, axis=1)
 
 
 _SORTED = 1 << 16

@@ -441,7 +441,7 @@ def _latency_arrow(out: Path) -> pa.Table | None:
     if not files:
         raise FileNotFoundError(f"{out}: no streams-*.parquet (write them with replay(out=...))")
     wanted = list(tables.LATENCY_INPUT_COLUMNS)
-    metrics = [c for c in wanted if c not in ("stream_id", "provider", "serving_provider", "timed")]
+    metrics = list(tables.LATENCY_METRICS)
     parts = []
     for f in files:
         with pq.ParquetFile(f) as pf:  # closed now, not when collected
