@@ -105,21 +105,20 @@ def replay(
         if len(plan) > 1:
             one = functools.partial(replay_request, config=cfg, provider=provider)
             return Results(pool.replay_parallel(source, plan, one, workers, progress))
-    if isinstance(source, list):
-        requests = source
-    else:  # thousands of long-lived records: the collector would only rescan them
-        with _gc.paused():
-            requests = source.requests()
-    bar = pool.progress_bar(len(requests)) if progress else None
-    results = Results()
-    try:
-        for r in requests:
-            results.append(replay_request(r, config=cfg, provider=provider))
+    # thousands of long-lived records and results: the collector's older generations would
+    # only rescan them (the young one is collected after each stream)
+    with _gc.paused():
+        requests = source if isinstance(source, list) else source.requests()
+        bar = pool.progress_bar(len(requests)) if progress else None
+        results = Results()
+        try:
+            for r in requests:
+                results.append(replay_request(r, config=cfg, provider=provider))
+                if bar is not None:
+                    bar.update(1)
+        finally:
             if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.close()
     return results
 
 
@@ -148,17 +147,19 @@ def _replay_units(
             for message in capture.metadata["refused_parts"]:
                 warnings.warn(message, CaptureWarning, stacklevel=3)
             keys = _order_keys(capture)
-            with _gc.paused():  # thousands of long-lived records: nothing to collect
+            # thousands of long-lived records and results: nothing for the collector's
+            # older generations to find (the young one is collected after each stream)
+            with _gc.paused():
                 requests = capture.requests()
-            del capture
-            if bar is not None and len(requests) != counts[i]:  # a journal's, say
-                bar.total += len(requests) - counts[i]
-                bar.refresh()
-            for key, request in zip(keys, requests, strict=True):
-                keyed.append((key, replay_request(request, config=cfg, provider=provider)))
-                if bar is not None:
-                    bar.update(1)
-            del requests
+                del capture
+                if bar is not None and len(requests) != counts[i]:  # a journal's, say
+                    bar.total += len(requests) - counts[i]
+                    bar.refresh()
+                for key, request in zip(keys, requests, strict=True):
+                    keyed.append((key, replay_request(request, config=cfg, provider=provider)))
+                    if bar is not None:
+                        bar.update(1)
+                del requests
     finally:
         if bar is not None:
             bar.close()
