@@ -553,6 +553,11 @@ class DegradationPlan:
 
     ``strip_images=False`` turns off both the static ``strip_images`` rung and the targeted
     image strip. ``extra_classifiers`` are called with the failing attempt's body.
+
+    Only the ``default`` rung is built up front; the rest of the ladder (:func:`build_ladder`
+    over a copy of **body** taken here) is built the first time it is needed: on the first
+    failure, or when :attr:`attempts` is read. Nearly every request succeeds at its first
+    attempt, and a fleet replay builds one plan per stream.
     """
 
     def __init__(
@@ -573,27 +578,47 @@ class DegradationPlan:
         self.extra_classifiers = tuple(extra_classifiers)
         self.max_targeted_attempts = max_targeted_attempts
         self._stripper = _resolve_stripper(strip_images)
-        self.attempts: list[Attempt] = build_ladder(
-            body,
-            mandatory_keys=self.mandatory_keys,
-            priority_keys=priority_keys,
-            strip_images=strip_images,
-        )
+        self._priority_keys = tuple(priority_keys)
+        self._strip_images = strip_images
+        self._default = Attempt(LABEL_DEFAULT, _without(body, ()))  # build_ladder's first rung
+        self._source: dict[str, Any] | None = _without(body, ())  # the rest is built from it
+        self._ladder: list[Attempt] | None = None
+        self._attempted: set[str] = set()  # with the ladder: the bodies sent so far
         self.index = 0
         self.history: list[FailureRecord] = []
-        self.path: list[str] = [self.attempts[0].label]
+        self.path: list[str] = [LABEL_DEFAULT]
         self.last_trigger: str | None = None
         self.targeted_count = 0
         self.image_strip_queued = False
-        self._attempted: set[str] = {serialize_body(self.attempts[0].body)}
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        """The queue as it stands: the ladder with the targeted rungs queued so far."""
+        return self._build_ladder()
+
+    def _build_ladder(self) -> list[Attempt]:
+        """The ladder, built once (see the class docstring)."""
+        if self._ladder is None:
+            assert self._source is not None
+            ladder = build_ladder(
+                self._source,
+                mandatory_keys=self.mandatory_keys,
+                priority_keys=self._priority_keys,
+                strip_images=self._strip_images,
+            )
+            ladder[0] = self._default  # the rung already handed out (equal to the one built)
+            self._ladder, self._source = ladder, None
+            self._attempted.add(serialize_body(self._default.body))
+        return self._ladder
 
     @property
     def current(self) -> Attempt:
-        return self.attempts[self.index]
+        return self._default if self._ladder is None else self._ladder[self.index]
 
     def on_failure(self, status: int | None, message: str | None) -> Attempt | None:
         """Record a failure of :attr:`current`; return the next attempt (now ``current``) or
         None to give up."""
+        self._build_ladder()  # the whole ladder from here on
         text = message or ""
         failing = self.current
         queued_targeted = self._queue_targeted(failing, text)

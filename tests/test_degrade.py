@@ -732,3 +732,82 @@ def test_plan_never_sends_the_same_body_twice_and_respects_the_caps(body, failur
     assert len(sent) == len(set(sent))
     assert plan.targeted_count <= MAX_TARGETED_DEGRADATION_ATTEMPTS
     assert sum(label == "targeted_strip_images" for label in plan.path) <= 1
+
+
+def _plan_trace(plan, failures):
+    """Everything a caller can see of ``plan`` over ``failures``, rung by rung."""
+    trace = [(plan.current.label, serialize_body(plan.current.body), plan.index)]
+    for status, message in failures:
+        nxt = plan.on_failure(status, message)
+        trace.append(None if nxt is None else (nxt.label, serialize_body(nxt.body), plan.index))
+        if nxt is None:
+            break
+    ladder = [(a.label, serialize_body(a.body)) for a in plan.attempts]
+    history = [(h.attempt.label, h.status, h.message, h.classification) for h in plan.history]
+    counts = (plan.targeted_count, plan.image_strip_queued, plan.last_trigger)
+    return trace, ladder, history, list(plan.path), counts
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=BODIES,
+    failures=FAILURES,
+    mandatory=MANDATORY,
+    strip=st.booleans(),
+    priority=st.lists(st.sampled_from(KEYS), max_size=3, unique=True),
+    on_502=st.booleans(),
+)
+def test_plan_built_lazily_behaves_as_one_whose_whole_ladder_was_built_up_front(
+    body, failures, mandatory, strip, priority, on_502
+):
+    def new_plan():
+        return DegradationPlan(
+            body,
+            mandatory_keys=mandatory,
+            priority_keys=priority,
+            strip_images=strip,
+            degrade_on_502=on_502,
+        )
+
+    before = json.dumps(body, sort_keys=True)
+    lazy = new_plan()
+    eager = new_plan()
+    eager_ladder = [(a.label, serialize_body(a.body)) for a in eager.attempts]  # built now
+    assert eager_ladder == [
+        (a.label, serialize_body(a.body))
+        for a in build_ladder(
+            body, mandatory_keys=mandatory, priority_keys=priority, strip_images=strip
+        )
+    ]
+    assert lazy.current is lazy.current  # the default rung: one object, handed out as is
+    first = lazy.current
+    assert _plan_trace(lazy, failures) == _plan_trace(eager, failures)
+    assert lazy.attempts[0] is first
+    assert json.dumps(body, sort_keys=True) == before
+
+
+def test_plan_builds_only_the_default_rung_until_a_failure():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    body |= {"stream_options": {"include_usage": True}, "top_p": 1, "seed": 4}
+    plan = DegradationPlan(body)
+    assert plan._ladder is None
+    assert (plan.current.label, plan.current.body, plan.path) == ("default", body, ["default"])
+    assert plan.current.body is not body and plan.current.body["messages"] is not body["messages"]
+    body["messages"].append({"role": "user", "content": "changed after the plan was made"})
+    body["top_p"] = 0.5
+    nxt = plan.on_failure(400, "Bad Request")
+    assert nxt is not None and nxt.label == "no_stream_options"
+    assert nxt.body == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "top_p": 1,
+        "seed": 4,
+    }
+    assert [a.label for a in plan.attempts] == [
+        "default",
+        "no_stream_options",
+        "probe_drop_top_p",
+        "probe_drop_seed",
+        "minimal_payload",
+    ]
