@@ -98,6 +98,7 @@ from lab.guards.markup import MARKUP_CLASSES, TOOL_BLOCK_OPENERS, markup_kinds
 from lab.guards.tags import REASONING_TAG_RE
 from lab.guards.text import is_word_repeat
 from lab.providers import PROVIDERS, get_adapter
+from lab.result import counted_thoughts
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -215,11 +216,13 @@ def _cfg(config: AnomalyConfig | None) -> AnomalyConfig:
 
 
 def _reasoning_deltas(result: StreamResult) -> Iterator[str]:
+    """The reasoning deltas as sent: each chunk's thoughts, except those a chunk repeats of
+    the one before it (:func:`lab.result.counted_thoughts`: OpenRouter's text/tool split
+    keeps one delta's reasoning on both pieces; it was sent once)."""
     if result.chunks:
         for chunk in result.chunks:
-            thoughts = chunk.thoughts
-            if thoughts:
-                for thought in thoughts:
+            if chunk.thoughts:
+                for thought in counted_thoughts(chunk):
                     if thought.content:
                         yield thought.content
     else:  # a hand-built result with thoughts but no chunks

@@ -386,6 +386,26 @@ def test_short_or_blank_deltas_repeated_are_not_duplicates():
     assert r.text == "```python\nfor x in xs:\n        print(x)\n```"  # one indent, not two
 
 
+def test_reasoning_on_a_delta_split_into_text_and_tool_call_is_not_a_duplicate():
+    # One OpenRouter delta with text, reasoning and a tool call: the adapter splits it into
+    # a text piece and a tool piece, both carrying the reasoning (the second marked
+    # repeated_thoughts). The reasoning was sent once: not duplicated deltas.
+    said = "The user wants the weather in Paris today."
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+    delta = {"content": "Let me check.", "reasoning": said, "tool_calls": [call]}
+    r = openrouter(or_chunk(delta), ending("tool_calls"))
+    assert [[t.content for t in c.thoughts] for c in r.chunks[:2]] == [[said], [said]]
+    assert r.chunks[1].metadata["repeated_thoughts"] is True
+    assert r.reasoning == said
+    assert find_duplicated_delta(r) is None
+    assert "duplicated_deltas" not in detect(r)
+    # the same reasoning sent twice, in two deltas, still is
+    again = openrouter(or_chunk(delta), or_chunk({"reasoning": said}), ending("tool_calls"))
+    assert find_duplicated_delta(again) == said
+    assert "duplicated_deltas" in detect(again)
+
+
 def test_duplicate_delta_threshold_is_configurable():
     r = openrouter(reasoning(" very"), reasoning(" very"), content("Fine."), ending())
     assert detect(r) == []
