@@ -29,6 +29,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("bench_proxy_paced.py", [], ["--streams", "50", "--events", "40", "--rounds", "1"]),
     ("bench_scale.py", [], ["--streams", "400"]),
     ("bench_fleet_workers.py", [], ["--repeat", "1"]),  # fewer streams: too few units to split
+    ("bench_fleet_cpu.py", [], ["--streams", "1000", "--repeat", "1"]),
     ("sdk_wrappers_record.py", [], []),  # a check, not a timing: no recording_cut (issue 30)
 ]
 

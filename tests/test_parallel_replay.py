@@ -299,6 +299,49 @@ def test_serial_replay_builds_its_records_with_the_collector_paused(monkeypatch)
     assert gc.isenabled()
 
 
+def test_a_fleet_replay_keeps_the_collector_paused_between_streams(monkeypatch):
+    # a unit's records and results live until the unit ends: between two streams the
+    # collector's older generations would only rescan them (each stream's exit still
+    # collects the young generation)
+    import gc
+
+    entered: list[bool] = []
+    real = lab.replay.many.replay_request
+
+    def replay_request(*args, **kwargs):
+        entered.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab.replay.many, "replay_request", replay_request)
+    n = len(replay(CAPTURES))  # a path: unit by unit
+    assert len(replay(lab.capture.open(CAPTURES))) == n  # a loaded Capture
+    assert len(entered) == 2 * n > 2
+    assert not any(entered)
+    assert gc.isenabled()
+
+
+def test_a_unit_replayed_to_files_builds_its_tables_with_the_collector_paused(
+    monkeypatch, tmp_path
+):
+    import gc
+
+    import lab.replay.files
+
+    states: list[bool] = []
+    real = lab.replay.files._write_unit
+
+    def write_unit(*args, **kwargs):
+        states.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab.replay.files, "_write_unit", write_unit)
+    units = len(replay(CAPTURES, out=tmp_path / "path").files) - 1  # four files a unit, latency
+    replay(lab.capture.open(CAPTURES), out=tmp_path / "loaded")  # one unit
+    assert units % 4 == 0
+    assert states == [False] * (units // 4 + 1)
+    assert gc.isenabled()
+
+
 def test_replay_starts_no_thread_that_is_alive_when_it_forks(serial, monkeypatch, capsys):
     # Python 3.12+ warns when a process with threads forks (a lock a thread holds stays
     # held in the child); replay's own progress bar and reaper must not be such threads
