@@ -309,10 +309,12 @@ def find_immediate_repetition(
     n = len(text)
     for a in range(0, n - m - h + 1, h):
         block = text[a : a + h]
-        if text.find(block, a + 1, a + m - 1 + h) >= 0:
-            continue  # locally periodic (a rule, a run of short rows): no long primitive X here
         end = min(n, a + cfg.repetition_max_period + h)
         pos = text.find(block, a + m, end)
+        if pos < 0:
+            continue  # the block does not recur far enough on (nearly every anchor)
+        if text.find(block, a + 1, a + m - 1 + h) >= 0:
+            continue  # locally periodic (a rule, a run of short rows): no long primitive X here
         for _ in range(_MAX_CANDIDATES_PER_ANCHOR):
             if pos < 0:
                 break

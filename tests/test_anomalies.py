@@ -15,6 +15,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab.anomalies import (
     DETECTORS,
@@ -427,8 +429,11 @@ class _CountingText(str):
     def find(self, sub, start=None, end=None):  # noqa: ANN001, ANN201
         lo = 0 if start is None else max(0, start)
         hi = len(self) if end is None else min(len(self), end)
+        found = super().find(sub, start, end)
+        if found >= 0:  # a search stops at its first match
+            hi = min(hi, found + len(sub))
         _CountingText.work += max(0, hi - lo)
-        return super().find(sub, start, end)
+        return found
 
     def __getitem__(self, key):  # noqa: ANN001, ANN204
         out = super().__getitem__(key)
@@ -476,6 +481,64 @@ def test_repetition_search_work_is_bounded_per_character_when_candidates_abound(
     off (it rises at first, while the search window still reaches the text's start)."""
     small, big = _search_work(_recurring_block(160_000)), _search_work(_recurring_block(320_000))
     assert big <= 2.1 * small
+
+
+def _repetition_reference(text: str, config: AnomalyConfig) -> tuple[int, int] | None:
+    """find_immediate_repetition as first written: the local-periodicity test before the
+    search for the block further on (the two only decide whether an anchor is passed over,
+    so their order must not change what is found)."""
+    from lab.anomalies import _MAX_CANDIDATES_PER_ANCHOR, _common_prefix_len, _common_suffix_len
+
+    m = config.repetition_min_chars
+    h = max(1, m // 2)
+    n = len(text)
+    for a in range(0, n - m - h + 1, h):
+        block = text[a : a + h]
+        if text.find(block, a + 1, a + m - 1 + h) >= 0:
+            continue
+        end = min(n, a + config.repetition_max_period + h)
+        pos = text.find(block, a + m, end)
+        for _ in range(_MAX_CANDIDATES_PER_ANCHOR):
+            if pos < 0:
+                break
+            p = pos - a
+            back = _common_suffix_len(text, a, pos, h)
+            fwd = _common_prefix_len(text, a, pos, p)
+            if back + fwd >= p:
+                start = a - back
+                x = text[start : start + p]
+                if (x + x).find(x, 1) == p and sum(ch.isalnum() for ch in x) >= (
+                    config.repetition_min_alnum
+                ):
+                    return start, p
+            pos = text.find(block, pos + 1, end)
+    return None
+
+
+_PIECES = st.text(alphabet="ab =\n|x", max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pieces=st.lists(st.one_of(_PIECES, st.sampled_from([PASSAGE[:90], PASSAGE])), max_size=12),
+    doubled=st.integers(0, 11),
+    min_chars=st.integers(2, 90),
+    max_period=st.integers(1, 400),
+    min_alnum=st.integers(0, 30),
+)
+def test_repetition_search_finds_what_its_first_form_found(
+    pieces, doubled, min_chars, max_period, min_alnum
+):
+    if pieces:  # one piece doubled in place, so that squares are common
+        i = doubled % len(pieces)
+        pieces[i] = pieces[i] * 2
+    text = "".join(pieces)
+    cfg = AnomalyConfig(
+        repetition_min_chars=min_chars,
+        repetition_max_period=max_period,
+        repetition_min_alnum=min_alnum,
+    )
+    assert find_immediate_repetition(text, cfg) == _repetition_reference(text, cfg)
 
 
 @pytest.mark.parametrize("cut", range(0, 60, 7))
