@@ -556,8 +556,9 @@ class DegradationPlan:
 
     Only the ``default`` rung is built up front; the rest of the ladder (:func:`build_ladder`
     over a copy of **body** taken here) is built the first time it is needed: on the first
-    failure, or when :attr:`attempts` is read. Nearly every request succeeds at its first
-    attempt, and a fleet replay builds one plan per stream.
+    failure, or when :attr:`attempts` is read (so a **strip_images** callable is first
+    called then). Nearly every request succeeds at its first attempt, and a fleet replay
+    builds one plan per stream.
     """
 
     def __init__(
@@ -583,7 +584,9 @@ class DegradationPlan:
         self._default = Attempt(LABEL_DEFAULT, _without(body, ()))  # build_ladder's first rung
         self._source: dict[str, Any] | None = _without(body, ())  # the rest is built from it
         self._ladder: list[Attempt] | None = None
-        self._attempted: set[str] = set()  # with the ladder: the bodies sent so far
+        # the bodies sent so far: the default as it is now (a caller may change the body it
+        # sends; the ladder's later rungs are built from the copy above all the same)
+        self._attempted: set[str] = {serialize_body(self._default.body)}
         self.index = 0
         self.history: list[FailureRecord] = []
         self.path: list[str] = [LABEL_DEFAULT]
@@ -595,6 +598,10 @@ class DegradationPlan:
     def attempts(self) -> list[Attempt]:
         """The queue as it stands: the ladder with the targeted rungs queued so far."""
         return self._build_ladder()
+
+    @attempts.setter
+    def attempts(self, attempts: list[Attempt]) -> None:
+        self._ladder, self._source = attempts, None
 
     def _build_ladder(self) -> list[Attempt]:
         """The ladder, built once (see the class docstring)."""
@@ -608,12 +615,13 @@ class DegradationPlan:
             )
             ladder[0] = self._default  # the rung already handed out (equal to the one built)
             self._ladder, self._source = ladder, None
-            self._attempted.add(serialize_body(self._default.body))
         return self._ladder
 
     @property
     def current(self) -> Attempt:
-        return self._default if self._ladder is None else self._ladder[self.index]
+        if self._ladder is None and self.index == 0:
+            return self._default
+        return self.attempts[self.index]
 
     def on_failure(self, status: int | None, message: str | None) -> Attempt | None:
         """Record a failure of :attr:`current`; return the next attempt (now ``current``) or

@@ -756,9 +756,10 @@ def _plan_trace(plan, failures):
     strip=st.booleans(),
     priority=st.lists(st.sampled_from(KEYS), max_size=3, unique=True),
     on_502=st.booleans(),
+    change=st.sampled_from([None, "add", "delete", "index"]),
 )
 def test_plan_built_lazily_behaves_as_one_whose_whole_ladder_was_built_up_front(
-    body, failures, mandatory, strip, priority, on_502
+    body, failures, mandatory, strip, priority, on_502, change
 ):
     def new_plan():
         return DegradationPlan(
@@ -781,9 +782,31 @@ def test_plan_built_lazily_behaves_as_one_whose_whole_ladder_was_built_up_front(
     ]
     assert lazy.current is lazy.current  # the default rung: one object, handed out as is
     first = lazy.current
+    for plan in (lazy, eager):  # what a caller may do before the first failure
+        if change == "add":  # a key added to the body it sends
+            plan.current.body["stream_options"] = {"include_usage": True}
+        elif change == "delete" and plan.current.body:  # one taken out
+            del plan.current.body[next(iter(plan.current.body))]
+        elif change == "index" and len(eager.attempts) > 1:  # a rung chosen by hand
+            plan.index = 1
     assert _plan_trace(lazy, failures) == _plan_trace(eager, failures)
     assert lazy.attempts[0] is first
     assert json.dumps(body, sort_keys=True) == before
+
+
+def test_plan_ladder_can_be_replaced_before_it_is_built():
+    plan = DegradationPlan({"model": "m", "messages": [], "stream": True, "seed": 4})
+    mine = [plan.current, Attempt("mine", {"model": "m", "messages": []})]
+    plan.attempts = mine
+    assert plan.attempts is mine
+    assert plan.on_failure(400, "Bad Request") is mine[1]
+    assert plan.path == ["default", "mine"]
+
+
+def test_plan_refuses_to_queue_the_default_body_again_before_any_failure():
+    body = {"model": "m", "messages": [], "stream": True, "seed": 4}
+    plan = DegradationPlan(body)
+    assert not plan._insert_after_current(Attempt("again", dict(body)))
 
 
 def test_plan_builds_only_the_default_rung_until_a_failure():
