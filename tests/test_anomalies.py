@@ -28,6 +28,7 @@ from lab.anomalies import (
     explain,
     find_duplicated_delta,
     find_immediate_repetition,
+    shown_before_close,
 )
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry
 from lab.replay import replay_sse
@@ -959,6 +960,22 @@ def test_reasoning_shown_before_its_closing_tag_is_flagged():
     assert "reasoning_shown_before_close" in detect(r)
     clean = replay_sse("openai", _chat("<think>", "The user wants X.</think>Answer: X."))
     assert "reasoning_shown_before_close" not in detect(clean)
+
+
+@pytest.mark.parametrize("family", ["custom", "openrouter", "deepseek"])
+@pytest.mark.parametrize("closer", [["</think>"], ["</", "think>"], ["\n</think>"]])
+def test_reasoning_shown_before_a_closing_tag_sent_as_its_own_delta_is_flagged(family, closer):
+    # a local server (vLLM, llama.cpp) streaming a template that pre-opens <think>, with no
+    # reasoning parser: the closer is one token, a delta of its own after the reasoning
+    said = ["Okay, the user says hello.", " I should greet them back."]
+    r = replay_sse(family, _chat(*said, *closer, "\n\nHello!"))
+    assert r.text == "".join(said) + "\n\nHello!"  # the reference's text: shown, not recalled
+    moved = "\n" if closer == ["\n</think>"] else ""  # what the stripper still held
+    assert shown_before_close(r) == [("".join(said), moved)]
+    assert "reasoning_shown_before_close" in detect(r)
+    quiet = replay_sse(family, _chat("</think>", "Hello!"))  # nothing before it: nothing shown
+    assert quiet.text == "Hello!"
+    assert "reasoning_shown_before_close" not in detect(quiet)
 
 
 @pytest.mark.parametrize("family", ["openai", "openrouter"])

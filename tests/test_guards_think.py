@@ -139,6 +139,18 @@ def test_orphan_closer_cannot_recall_text_already_emitted_in_earlier_deltas():
     assert split_think_blocks("reason</think>Answer") == GuardOutput("Answer", "reason")
 
 
+@pytest.mark.parametrize("deltas", [["reason", "</think>"], ["reason", "</", "think>"]])
+def test_orphan_closer_with_nothing_held_is_noted_though_nothing_moves(deltas):
+    # the text before it went out already: the closer is dropped, and the note says where
+    s = ThinkBlockStripper()
+    outs = [s.feed(d) for d in deltas]
+    assert outs[0] == GuardOutput("reason", "")
+    assert all(o == GuardOutput("", "") for o in outs[1:])
+    assert [(n.guard, n.rule, n.offset, n.moved) for n in s.drain_notes()] == [
+        ("think_stripper", "orphan_close", 6, "")
+    ]
+
+
 def test_stripper_holds_only_a_partial_tag_outside_a_block():
     s = ThinkBlockStripper()
     assert s.feed("Hello <th") == GuardOutput("Hello ", "")
