@@ -409,6 +409,25 @@ def test_reasoning_on_a_delta_split_into_text_and_tool_call_is_not_a_duplicate()
     assert "duplicated_deltas" in detect(again)
 
 
+def test_openrouter_skips_a_data_line_that_is_not_json_and_says_so():
+    # the reference logs the line and reads on; its content is missing from the answer
+    garbled = 'data: {"choices":[{"index":0,"delta":{"content":" world"}}]}}\n\n'
+    r = openrouter(content("Hello"), garbled, content(" again."), ending())
+    assert (r.text, r.error) == ("Hello again.", None)
+    assert r.facts["invalid_json"] == 1
+    assert r.facts["unhandled_shapes"] == {"data: not JSON": 1}
+    assert detect(r) == ["unhandled_shape"]
+
+
+def test_openrouter_body_cut_inside_its_last_event_is_a_cut_not_invalid_json():
+    cut = 'data: {"choices":[],"usage":{"prompt_tok'
+    r = openrouter(content("Hello world."), or_chunk(finish="stop"), cut)
+    assert r.text == "Hello world."
+    assert (r.facts["invalid_json"], r.facts["cut_event_chars"]) == (0, len(cut) - len("data: "))
+    assert "eof_without_terminator" in detect(r)
+    assert "unhandled_shape" not in detect(r)
+
+
 def test_duplicate_delta_threshold_is_configurable():
     r = openrouter(reasoning(" very"), reasoning(" very"), content("Fine."), ending())
     assert detect(r) == []

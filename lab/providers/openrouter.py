@@ -55,6 +55,7 @@ from lab.providers.wire import (
     ToolCallAccumulator,
     choice_usage,
     is_number,
+    note_shape,
     note_unknown_keys,
     openai_usage,
     reasoning_details_text,
@@ -664,10 +665,19 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def unparsable_line(
         self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]
     ) -> bool:
-        """An empty data line is skipped; invalid JSON is counted and skipped (the reference
-        logs it and reads on)."""
-        if line:
-            self.facts["invalid_json"] += 1
+        """An empty data line is skipped; invalid JSON is skipped as the reference skips it
+        (it logs the line and reads on), and counted: ``facts["invalid_json"]`` and the
+        shape ``data: not JSON`` (anomaly ``unhandled_shape``: the line's content is not in
+        the result). A last event cut inside its data is counted as a cut
+        (``facts["cut_event_chars"]``, as every chat family counts it), not as invalid."""
+        if not line:
+            return False
+        facts = self.facts
+        if event.unterminated:
+            facts["cut_event_chars"] = facts.get("cut_event_chars", 0) + len(line)
+            return False
+        facts["invalid_json"] += 1
+        note_shape(facts, "data: not JSON")
         return False
 
     def normalize_chunk(self, raw: Any, bad: list[str]) -> dict | None:
