@@ -438,8 +438,10 @@ def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None 
 
 
 def empty_answer_with_reasoning(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
-    """No answer text, no tool call and no error, but the model did reason."""
+    """No answer text, no tool call, no refusal and no error, but the model did reason."""
     if result.text.strip() or result.function_calls or result.error is not None:
+        return False
+    if result.refusal:  # the answer is the refusal (anomaly ``refusal``), not empty
         return False
     return bool(result.reasoning.strip()) or any(t.content.strip() for t in result.thoughts)
 

@@ -738,6 +738,23 @@ def test_reasoning_only_answer_with_finish_stop_is_flagged():
     assert detect(r) == ["empty_answer_with_reasoning"]
 
 
+def test_reasoning_then_a_refusal_is_a_refusal_not_an_empty_answer():
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return "data: " + json.dumps({"choices": [choice]}) + "\n\n"
+
+    body = (
+        chunk({"reasoning_content": "The user asks for something disallowed."})
+        + chunk({"refusal": "I can't help with that."})
+        + chunk({}, "stop")
+        + "data: [DONE]\n\n"
+    )
+    r = replay_sse("deepseek", body.encode())
+    assert (r.text, r.refusal) == ("", "I can't help with that.")
+    assert r.reasoning == "The user asks for something disallowed."
+    assert detect(r) == ["refusal"]
+
+
 def test_reasoning_then_tool_call_is_not_an_empty_answer():
     r = openrouter(
         reasoning("I need the file."),
