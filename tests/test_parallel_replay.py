@@ -325,16 +325,16 @@ def test_a_unit_replayed_to_files_builds_its_tables_with_the_collector_paused(
 ):
     import gc
 
-    import lab.replay.files
+    import lab.tables
 
     states: list[bool] = []
-    real = lab.replay.files._write_unit
+    real = lab.tables.stream_columns
 
-    def write_unit(*args, **kwargs):
+    def stream_columns(*args, **kwargs):
         states.append(gc.isenabled())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lab.replay.files, "_write_unit", write_unit)
+    monkeypatch.setattr(lab.tables, "stream_columns", stream_columns)
     units = len(replay(CAPTURES, out=tmp_path / "path").files) - 1  # four files a unit, latency
     replay(lab.capture.open(CAPTURES), out=tmp_path / "loaded")  # one unit
     assert units % 4 == 0

@@ -212,9 +212,10 @@ class ThinkBlockStripper(NoteSink):
                     break
                 if m.group(1):  # orphan closer: everything before it is reasoning
                     t, at = self._take_lead(s[pos : m.start()], base + pos)
-                    th.append(self._think(t, at, rule="orphan_close"))
-                    if not t:  # the text before it went out already (a delta of its own,
-                        # as local servers stream a pre-opened block): noted all the same
+                    if t:
+                        th.append(self._think(t, at, rule="orphan_close"))
+                    else:  # what came before it went out already (a delta of its own, as
+                        # local servers stream a pre-opened block): the drop is noted alone
                         self._note(GUARD, "orphan_close", at, "")
                 else:
                     t, _ = self._take_lead(s[pos : m.start()], base + pos)

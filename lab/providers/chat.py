@@ -567,8 +567,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         keeps a partial last line and never parses it, so the lab counts it
         (``facts["cut_event_chars"]``) and the unterminated tail makes the cut visible
         (``eof_without_terminator``)."""
-        if event.unterminated and line:
-            self.facts["cut_event_chars"] = self.facts.get("cut_event_chars", 0) + len(line)
+        if self._cut_line(line, event):
             return False
         self.facts["invalid_json"] += 1
         what = "empty data line" if not line else f"invalid JSON in data line: {exc}"
@@ -578,6 +577,14 @@ class OpenAICompatibleAdapter(StreamAdapter):
         out.extend(self.fail(error))
         self.stopped = True
         return True
+
+    def _cut_line(self, line: str, event: SSEEvent) -> bool:
+        """Is **line** the partial last line of a body cut inside its last event? Counted
+        (``facts["cut_event_chars"]``) when it is, never parsed or counted as invalid."""
+        if event.unterminated and line:
+            self.facts["cut_event_chars"] = self.facts.get("cut_event_chars", 0) + len(line)
+            return True
+        return False
 
     def normalize_chunk(self, raw: Any, bad: list[str]) -> dict | None:
         """Hook that maps one parsed data line to the normalized chunk the pipeline reads

@@ -665,19 +665,12 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def unparsable_line(
         self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]
     ) -> bool:
-        """An empty data line is skipped; invalid JSON is skipped as the reference skips it
-        (it logs the line and reads on), and counted: ``facts["invalid_json"]`` and the
-        shape ``data: not JSON`` (anomaly ``unhandled_shape``: the line's content is not in
-        the result). A last event cut inside its data is counted as a cut
-        (``facts["cut_event_chars"]``, as every chat family counts it), not as invalid."""
-        if not line:
-            return False
-        facts = self.facts
-        if event.unterminated:
-            facts["cut_event_chars"] = facts.get("cut_event_chars", 0) + len(line)
-            return False
-        facts["invalid_json"] += 1
-        note_shape(facts, "data: not JSON")
+        """An empty data line is skipped; a cut last line counted as every chat family
+        counts it; invalid JSON skipped as the reference skips it (it logs the line and
+        reads on), counted and shown (shape ``data: not JSON``, ``unhandled_shape``)."""
+        if line and not self._cut_line(line, event):
+            self.facts["invalid_json"] += 1
+            note_shape(self.facts, "data: not JSON")
         return False
 
     def normalize_chunk(self, raw: Any, bad: list[str]) -> dict | None:

@@ -353,8 +353,12 @@ def _write_parquet(data: pa.Table, path: Path) -> None:
 
 
 def _write_unit(results: list, out: Path, index: int, config: Any) -> list[Path]:
+    """The unit's four table files from its results, built under the collector's pause (as
+    the replay that made the results runs: :func:`lab.replay._gc.paused`): the results and
+    the cells live until the files are written, so the older generations would only rescan
+    them (at 4,000 streams, a tenth of the run's CPU went to such passes)."""
     written = []
-    with tables.shared_scans():  # the streams and gaps tables read each result's reads once
+    with _gc.paused(), tables.shared_scans():  # shared: streams and gaps read one scan
         frames = _builders(config.stall_s)
         for table, build in _column_builders(config.stall_s).items():
             data = _arrow_columns(table, build(results))
@@ -377,26 +381,7 @@ def replay_unit(
     select: Selection | None = None,
 ) -> tuple[int, list]:
     """Open one unit (its **files**, only the requests **select** names when given),
-    replay it with **replay**, write its tables; returns (requests, files written).
-
-    The whole unit runs under the collector's pause (:func:`lab.replay._gc.paused`): its
-    records, results and cells live until its files are written, so the collector's older
-    generations would only rescan them (at 4,000 streams, a tenth of the run's CPU went to
-    such passes); the young generation is collected after each stream and at the end."""
-    with _gc.paused():
-        return _replay_unit(files, out, index, config, provider, replay=replay, select=select)
-
-
-def _replay_unit(
-    files: Sequence[Path],
-    out: Path,
-    index: int,
-    config: Any,
-    provider: str | None,
-    *,
-    replay: ReplayCapture,
-    select: Selection | None,
-) -> tuple[int, list]:
+    replay it with **replay**, write its tables; returns (requests, files written)."""
     refused: list[str] = []
     with warnings.catch_warnings():  # capture_units said it once for the whole capture
         warnings.simplefilter("ignore", CaptureWarning)
@@ -660,11 +645,9 @@ def replay_to(
     if not isinstance(capture_or_path, (str, Path)):  # loaded already: one unit
         signature = _signature(None, [], cfg, provider) | {"units": 1}
         _begin_run(out, signature)
-        with _gc.paused():  # one unit: as replay_unit
-            results = replay(capture_or_path, config=cfg, **_family(provider))
-            done.units, done.streams = 1, len(results)
-            done.files = _write_unit(results, out, 0, cfg)
-            del results
+        results = replay(capture_or_path, config=cfg, **_family(provider))
+        done.units, done.streams = 1, len(results)
+        done.files = _write_unit(results, out, 0, cfg)
         done.files.append(_write_latency(out))
         _finish_run(out, done, signature)
         return done
