@@ -186,14 +186,18 @@ def test_an_exchange_starting_while_the_journal_writes_leaves_the_write_whole(
     rec = _start(writer)
     rec.on_read(READS[0])
     rec.on_read(READS[1])
-    real, started = journal_mod.reads_record, []
+    started: list = []
 
-    def start_another(*args):
-        if not started:
-            started.append(_start(writer, "s2"))
-        return real(*args)
+    def starting_another(real):  # packing a record of the exchange's reads starts another
+        def pack(*args):
+            if not started:
+                started.append(_start(writer, "s2"))
+            return real(*args)
 
-    monkeypatch.setattr(journal_mod, "reads_record", start_another)
+        return pack
+
+    for name in ("reads_record", "_one_read_record"):  # several reads, or one
+        monkeypatch.setattr(journal_mod, name, starting_another(getattr(journal_mod, name)))
     writer._journal.sync()
     assert writer._journal.ok and started
     rec.on_read(READS[2])
