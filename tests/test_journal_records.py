@@ -16,8 +16,18 @@ T_NS = st.integers(-(2**63), 2**63 - 1)
 @settings(max_examples=300, deadline=None)
 @given(exchange=U32, first=U32, data=st.binary(max_size=300), t=T_NS)
 def test_one_read_packed_alone_is_the_record_the_arrays_pack(exchange, first, data, t):
-    alone = journal_mod._one_read_record(exchange, first, data, t)
-    assert b"".join(alone) == b"".join(journal_mod.reads_record(exchange, first, [data], [t]))
+    alone = journal_mod.reads_record(exchange, first, [data], [t])
+    arrays = journal_mod._reads_record_arrays(exchange, first, [data], [t])
+    assert b"".join(alone) == b"".join(arrays)
+
+
+def test_one_read_is_packed_without_the_arrays(monkeypatch):
+    def arrays(*args):
+        raise AssertionError("one read went through the arrays")
+
+    monkeypatch.setattr(journal_mod, "_reads_record_arrays", arrays)
+    head, data = journal_mod.reads_record(7, 3, [b"data: x\n\n"], [123])
+    assert data == b"data: x\n\n" and len(head) == journal_mod.REC2.size + 20
 
 
 @settings(max_examples=60, deadline=None)
