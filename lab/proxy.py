@@ -336,10 +336,8 @@ class ProxyApp:
         from lab.http.wire import AsyncWireTransport
 
         self._batched = isinstance(inner, AsyncWireTransport)
-        self._on_exchange = on_exchange or (lambda ex: print(ex.line(), flush=True))
-        self._on_capture_error = on_capture_error or (
-            lambda text: print(text, file=sys.stderr, flush=True)
-        )
+        self._on_exchange = on_exchange or (lambda ex: say(ex.line(), sys.stdout))
+        self._on_capture_error = on_capture_error or (lambda text: say(text, sys.stderr))
         from lab.clients import RetryChains
 
         self._retries = RetryChains(self.limits.client_retry_window_s)  # an SDK's retries
@@ -1208,6 +1206,14 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def say(text: str, out: TextIO) -> None:
+    """Write one line in one write and flush it: print() writes the text and its newline
+    separately when Python runs unbuffered, and a process sharing the terminal or file
+    (the fake server beside the proxy in the README) could land between the two."""
+    out.write(text + "\n")
+    out.flush()
+
+
 def _url(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -1435,14 +1441,14 @@ def serve(
         )
     app = ProxyApp(
         config,
-        on_exchange=lambda ex: print(ex.line(), file=out, flush=True),
-        on_capture_error=lambda text: print(text, file=err, flush=True),
+        on_exchange=lambda ex: say(ex.line(), out),
+        on_capture_error=lambda text: say(text, err),
     )
     raise_fd_limit()
     sock = _bind(host, port)
     if not is_loopback(host):
-        print(exposure_warning(host, config), file=err, flush=True)
-    print(_url(sock), file=out, flush=True)
+        say(exposure_warning(host, config), err)
+    say(_url(sock), out)
     server = _server(app, sock)
     stop: KeyboardInterrupt | None = None
     try:

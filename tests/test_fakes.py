@@ -1073,3 +1073,35 @@ def test_gemini_takes_every_request_field_in_either_spelling(server):
     }
     resp = post(server, body, gemini_path("fake/clean"))
     assert resp.status_code == 200
+
+
+class _Writes:
+    """A text stream that keeps each write() call apart."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_serve_forever_writes_its_whole_banner_in_one_write(monkeypatch):
+    """Run unbuffered (PYTHONUNBUFFERED, as CI runners often are), print() writes a line and
+    its newline apart, and a proxy started beside the fake server on the same terminal or
+    file landed in the middle of the banner. One write keeps each process's lines whole."""
+    from lab.fakes import server as fake_server
+
+    def ctrl_c(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fake_server.time, "sleep", ctrl_c)
+    out = _Writes()
+    fake_server.serve_forever(0, out=out)  # type: ignore[arg-type]
+    (banner,) = out.writes
+    assert banner.startswith("Stream Lab fake providers on http://127.0.0.1:")
+    assert banner.endswith("\nCtrl-C to stop.\n")
+    assert "\nopenrouter  (" in banner and "\nresponses  (" in banner

@@ -336,3 +336,28 @@ def test_lab_proxy_without_httptools_says_which_extra_to_install(monkeypatch, ca
         "'stream-lab[proxy]' (or python -m pip install httptools; --upstream-http httpx does "
         "without)\n"
     )
+
+
+def test_the_proxy_writes_each_line_in_one_write():
+    """Its URL line and its exchange lines go out as one write each (print() writes the text
+    and the newline apart when Python is unbuffered), so the fake server or anything else
+    sharing the terminal cannot split them."""
+    from lab.proxy import say
+
+    class Writes:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+            self.flushes = 0
+
+        def write(self, text: str) -> int:
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            self.flushes += 1
+
+    out = Writes()
+    say("http://127.0.0.1:18787", out)  # type: ignore[arg-type]
+    say("openai fake/clean 200 eof", out)  # type: ignore[arg-type]
+    assert out.writes == ["http://127.0.0.1:18787\n", "openai fake/clean 200 eof\n"]
+    assert out.flushes == 2

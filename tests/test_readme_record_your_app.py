@@ -81,6 +81,9 @@ def _lab_on_path(tmp_path: Path) -> dict[str, str]:
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
     }
     env["COLUMNS"] = "200"
+    # unbuffered, as CI runners often run Python: each print() is then several writes, the
+    # condition under which two background processes could split each other's lines
+    env["PYTHONUNBUFFERED"] = "1"
     return env
 
 

@@ -393,24 +393,27 @@ def serve_forever(port: int = 0, *, delay_scale: float = 1.0, out: TextIO | None
     """Run the fake server until Ctrl-C (for ``lab fake-server``)."""
     out = out or sys.stdout
     server = FakeServer(port, delay_scale=delay_scale)
-    print(f"Stream Lab fake providers on {server.base_url}", file=out)
+    lines = [f"Stream Lab fake providers on {server.base_url}"]
     for family, models in SCENARIOS.items():
         if not models:
             continue
         listing = ROUTES[family].listing
-        print(f"\n{family}  ({listing}, base {server.family_base_url(family)})", file=out)
-        for model, description in models.items():
-            print(f"  {model:<28} {description}", file=out)
+        lines.append(f"\n{family}  ({listing}, base {server.family_base_url(family)})")
+        lines.extend(f"  {model:<28} {description}" for model, description in models.items())
     from .openai_responses import RESPONSES_SCENARIOS
 
-    print(
+    lines.append(
         f"\nresponses  ({ROUTES['responses'].listing}; "
-        f"base {server.family_base_url('openai')} or {server.family_base_url('openrouter')})",
-        file=out,
+        f"base {server.family_base_url('openai')} or {server.family_base_url('openrouter')})"
     )
-    for model, description in RESPONSES_SCENARIOS.items():
-        print(f"  {model:<28} {description}", file=out)
-    print("\nCtrl-C to stop.", file=out, flush=True)
+    lines.extend(
+        f"  {model:<28} {description}" for model, description in RESPONSES_SCENARIOS.items()
+    )
+    lines.append("\nCtrl-C to stop.")
+    # one write: another process sharing this terminal or file (a proxy started beside it)
+    # cannot land in the middle of a line, even when Python runs unbuffered
+    out.write("\n".join(lines) + "\n")
+    out.flush()
     try:
         while True:
             time.sleep(3600)
