@@ -273,13 +273,25 @@ def leak_kinds(r: StreamResult) -> list[str]:
 def _tool_checks(r: StreamResult, tools: object = None) -> list:
     """:func:`lab.toolcheck.check_stream` of ``r`` against ``tools`` or the tools its
     request offered (``facts["request_tools"]``; unknown: name and schema not checked)."""
-    from lab.toolcheck import check_stream, tool_schemas
+    from lab.toolcheck import FAILED_CALL_FINISHES, check_stream, tool_schemas
 
-    if not r.function_calls and r.finish_reason != "tool_calls":
+    finish = r.finish_reason
+    failed = finish in FAILED_CALL_FINISHES
+    if not r.function_calls and finish != "tool_calls" and not failed:
         return []
     offered = tools if tools is not None else r.facts.get("request_tools")
     schemas = tool_schemas(offered) if isinstance(offered, list) else None
-    return check_stream(r.function_calls, r.finish_reason, schemas)
+    return check_stream(r.function_calls, finish, schemas, _finish_message(r) if failed else None)
+
+
+def _finish_message(r: StreamResult) -> str | None:
+    """The provider's own word on how the stream finished (Gemini's ``finishMessage``,
+    kept in its finish chunk's metadata), the last one said; None when none was."""
+    for chunk in reversed(r.chunks):
+        message = chunk.metadata.get("finishMessage") if chunk.metadata else None
+        if isinstance(message, str) and message:
+            return message
+    return None
 
 
 TOOL_CALL_COLUMNS = [

@@ -237,6 +237,7 @@ def test_registry_lists_every_detector_in_report_order():
         "tool_call_header_resent",
         "tool_calls_merged",
         "length_content_dropped",
+        "tool_call_failed",
         "unknown_finish_reason",
         "choices_mixed",
         "reasoning_shown_before_close",
