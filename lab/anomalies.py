@@ -135,6 +135,7 @@ __all__ = [
     "markup_leak_kinds",
     "recording_cut",
     "shown_before_close",
+    "shown_close_events",
     "think_tags_after_guards",
     "tool_markup_in_content",
     "tool_calls_dropped",
@@ -573,15 +574,21 @@ def shown_before_close(result: StreamResult) -> list[tuple[str, str]]:
     ``result.text[:offset]`` is what the user saw before the tag arrived (text moved
     earlier is not in ``result.text``; each earlier move shifts that window by its length).
     """
-    out: list[tuple[str, str]] = []
+    return [(shown, moved) for _, shown, moved in shown_close_events(result)]
+
+
+def shown_close_events(result: StreamResult) -> list[tuple[int, str, str]]:
+    """:func:`shown_before_close` with where each came from: ``(index in
+    result.guard_events of the stripper's orphan_close event, shown, moved)``."""
+    out: list[tuple[int, str, str]] = []
     removed = 0  # characters of the stripper's input earlier events took out of the text
-    for e in result.guard_events:
+    for i, e in enumerate(result.guard_events):
         if e.guard != "think_stripper":
             continue
         if e.detail.get("rule") == "orphan_close" and e.offset > removed:
             shown = result.text[: e.offset - removed]
             if shown.strip():
-                out.append((shown, e.moved))
+                out.append((i, shown, e.moved))
         removed += len(e.moved)
     return out
 
