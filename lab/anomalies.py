@@ -60,6 +60,11 @@ Detectors and the real-world bug each one catches
   ``metadata["ignored_function_calls"]``), or a call streamed as ``partialArgs`` pieces
   built piece by piece as empty calls (``facts["tool_calls_dropped"]``; the switch
   ``LabConfig.assemble_function_calls`` builds them whole).
+- ``tool_call_failed`` – the finish reason says the model tried to call a tool and the call
+  failed (Gemini's ``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``,
+  ``TOO_MANY_TOOL_CALLS``: :data:`lab.toolcheck.FAILED_CALL_FINISHES`): no call, or none the
+  provider stood by, arrived; the tool-call checks count it as a ``failed_finish``, with the
+  provider's ``finishMessage`` (which quotes the broken call) in its detail.
 - ``usage_not_final`` – the stream ended before the provider's final usage report (Gemini's
   chunk with ``finishReason``, Anthropic's ``message_delta``): the usage known is a running
   count that understates what was generated (``facts["provisional_usage"]``; a stream
@@ -99,6 +104,7 @@ from lab.guards.tags import REASONING_TAG_RE
 from lab.guards.text import is_word_repeat
 from lab.providers import PROVIDERS, get_adapter
 from lab.result import counted_thoughts
+from lab.toolcheck import FAILED_CALL_FINISHES
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -129,6 +135,7 @@ __all__ = [
     "markup_leak_kinds",
     "recording_cut",
     "shown_before_close",
+    "shown_close_events",
     "think_tags_after_guards",
     "tool_markup_in_content",
     "tool_calls_dropped",
@@ -524,12 +531,23 @@ FINISH_VOCABULARY = frozenset({"stop", "length", "tool_calls", "content_filter",
 """The lab's finish reasons; anything else passed through as the provider sent it."""
 
 
+def tool_call_failed(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """The finish reason says the model's tool call failed (Gemini's MALFORMED_FUNCTION_CALL)."""
+    return result.finish_reason in FAILED_CALL_FINISHES
+
+
 def unknown_finish_reason(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
     """The finish reason is outside the lab's vocabulary, so whether the answer is whole is unknown.
 
-    ``eos``, ``eos_token``, DeepSeek's ``insufficient_system_resource`` ...
+    ``eos``, ``eos_token``, DeepSeek's ``insufficient_system_resource`` ... (not the finish
+    reasons of a failed tool call: ``tool_call_failed`` names those)
     """
-    return result.finish_reason is not None and result.finish_reason not in FINISH_VOCABULARY
+    finish = result.finish_reason
+    return (
+        finish is not None
+        and finish not in FINISH_VOCABULARY
+        and finish not in FAILED_CALL_FINISHES
+    )
 
 
 def choices_mixed(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
@@ -556,15 +574,21 @@ def shown_before_close(result: StreamResult) -> list[tuple[str, str]]:
     ``result.text[:offset]`` is what the user saw before the tag arrived (text moved
     earlier is not in ``result.text``; each earlier move shifts that window by its length).
     """
-    out: list[tuple[str, str]] = []
+    return [(shown, moved) for _, shown, moved in shown_close_events(result)]
+
+
+def shown_close_events(result: StreamResult) -> list[tuple[int, str, str]]:
+    """:func:`shown_before_close` with where each came from: ``(index in
+    result.guard_events of the stripper's orphan_close event, shown, moved)``."""
+    out: list[tuple[int, str, str]] = []
     removed = 0  # characters of the stripper's input earlier events took out of the text
-    for e in result.guard_events:
+    for i, e in enumerate(result.guard_events):
         if e.guard != "think_stripper":
             continue
         if e.detail.get("rule") == "orphan_close" and e.offset > removed:
             shown = result.text[: e.offset - removed]
             if shown.strip():
-                out.append((shown, e.moved))
+                out.append((i, shown, e.moved))
         removed += len(e.moved)
     return out
 
@@ -643,6 +667,7 @@ DETECTORS: dict[str, Detector] = {
     "tool_call_header_resent": tool_call_header_resent,
     "tool_calls_merged": tool_calls_merged,
     "length_content_dropped": length_content_dropped,
+    "tool_call_failed": tool_call_failed,
     "unknown_finish_reason": unknown_finish_reason,
     "choices_mixed": choices_mixed,
     "reasoning_shown_before_close": reasoning_shown_before_close,

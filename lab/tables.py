@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from lab.anomalies import detect
+from lab.anomalies import detect, shown_close_events
 from lab.latency import (
     DEFAULT_STALL_S,
     LATENCY_METRICS,
@@ -261,25 +261,43 @@ def _call_first(r: StreamResult, first: int | None) -> bool:
 
 
 def leak_kinds(r: StreamResult) -> list[str]:
-    """What leaked into ``r``: ``think`` when a reasoning guard moved text out of content,
-    then each markup class the markup guard saw or that is still in the text
-    (:func:`lab.anomalies.markup_leak_kinds`)."""
+    """What leaked into ``r``: ``think`` when a reasoning guard moved text out of content or
+    when reasoning was shown as the answer before its closing tag came (a ``</think>`` with
+    no opening tag after the stripper had emitted what came before it:
+    :func:`lab.anomalies.shown_before_close`; a closer in a delta of its own, as local
+    servers stream a template that pre-opens ``<think>``, leaves the guard nothing to move,
+    and the whole reasoning was the user's answer), then each markup class the markup guard
+    saw or that is still in the text (:func:`lab.anomalies.markup_leak_kinds`)."""
     from lab.anomalies import markup_leak_kinds
 
-    think = any(e.guard in LEAK_GUARDS and e.moved for e in r.guard_events)
+    think = any(e.guard in LEAK_GUARDS and e.moved for e in r.guard_events) or bool(
+        shown_close_events(r)
+    )
     return [THINK_LEAK, *markup_leak_kinds(r)] if think else markup_leak_kinds(r)
 
 
 def _tool_checks(r: StreamResult, tools: object = None) -> list:
     """:func:`lab.toolcheck.check_stream` of ``r`` against ``tools`` or the tools its
     request offered (``facts["request_tools"]``; unknown: name and schema not checked)."""
-    from lab.toolcheck import check_stream, tool_schemas
+    from lab.toolcheck import FAILED_CALL_FINISHES, check_stream, tool_schemas
 
-    if not r.function_calls and r.finish_reason != "tool_calls":
+    finish = r.finish_reason
+    failed = finish in FAILED_CALL_FINISHES
+    if not r.function_calls and finish != "tool_calls" and not failed:
         return []
     offered = tools if tools is not None else r.facts.get("request_tools")
     schemas = tool_schemas(offered) if isinstance(offered, list) else None
-    return check_stream(r.function_calls, r.finish_reason, schemas)
+    return check_stream(r.function_calls, finish, schemas, _finish_message(r) if failed else None)
+
+
+def _finish_message(r: StreamResult) -> str | None:
+    """The provider's own word on how the stream finished (Gemini's ``finishMessage``,
+    kept in its finish chunk's metadata), the last one said; None when none was."""
+    for chunk in reversed(r.chunks):
+        message = chunk.metadata.get("finishMessage") if chunk.metadata else None
+        if isinstance(message, str) and message:
+            return message
+    return None
 
 
 TOOL_CALL_COLUMNS = [
@@ -493,14 +511,24 @@ def _leak_rows(results: Iterable[StreamResult]) -> list[tuple]:
     for r in _need_results(results, "leaks"):
         events = r.guard_events
         recovered: set[int] | None = None  # computed at the stream's first detection
+        shown: set[int] | None = None  # computed at the stream's first orphan closer
         for i, e in enumerate(events):
             if not e.moved:
-                if e.guard != _MARKUP_GUARD or e.detail.get("rule") != MARKUP_DETECTED:
+                rule = e.detail.get("rule")
+                if e.guard == _THINK_GUARD and rule == "orphan_close":
+                    # reasoning shown as the answer before this closer: a leak with
+                    # nothing moved (the stripper had emitted it all already)
+                    if shown is None:
+                        shown = {j for j, _, _ in shown_close_events(r)}
+                    if i not in shown:
+                        continue
+                elif e.guard != _MARKUP_GUARD or rule != MARKUP_DETECTED:
                     continue
-                if recovered is None:
-                    recovered = _recovered_detections(events)
-                if i in recovered:
-                    continue  # its marker is in a moved event's row already
+                else:
+                    if recovered is None:
+                        recovered = _recovered_detections(events)
+                    if i in recovered:
+                        continue  # its marker is in a moved event's row already
             read_seq, t_ms = _event_read(r, e.attempt, e.seq)
             rows.append(
                 (
@@ -522,6 +550,7 @@ def _leak_rows(results: Iterable[StreamResult]) -> list[tuple]:
 
 
 _MARKUP_GUARD = "markup"
+_THINK_GUARD = "think_stripper"
 
 
 def _recovered_detections(events: list) -> set[int]:
@@ -583,9 +612,12 @@ def leak_columns(results: Iterable[StreamResult]) -> dict[str, list]:
 
 def leaks(results: Iterable[StreamResult]) -> pd.DataFrame:
     """One row per guard event that moved or dropped text (where reasoning leaked, etc.),
-    and one per protocol marker that leaked and stayed where it leaked.
+    one per closing reasoning tag that came after its reasoning had been shown as the
+    answer (rule ``orphan_close``, ``moved`` what the stripper still held, often nothing:
+    :func:`lab.anomalies.shown_before_close`), and one per protocol marker that leaked and
+    stayed where it leaked.
 
-    ``leak_kind`` is ``think`` for reasoning moved out of content, the markup class
+    ``leak_kind`` is ``think`` for reasoning moved out of content or shown before its closer, the markup class
     (``harmony``, ``kimi_tool_section``, ...) for the markup guard's rows, and empty for
     other guards (dedup, speaker, ...).
 

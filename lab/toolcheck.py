@@ -44,6 +44,8 @@ from typing import Any, NamedTuple
 from lab.model import FunctionCall
 
 __all__ = [
+    "FAILED_CALL_FINISHES",
+    "FINISH_MESSAGE_CHARS",
     "TOOL_CALL_ERROR_KINDS",
     "ToolCallCheck",
     "check_call",
@@ -58,8 +60,24 @@ TOOL_CALL_ERROR_KINDS: tuple[str, ...] = (
     "missing_required",
     "schema_violation",
     "finish_mismatch",
+    "failed_finish",
 )
 """Every error kind, in the order a call is checked."""
+
+FAILED_CALL_FINISHES: dict[str, str] = {
+    "malformed_function_call": "the model's call did not parse and the provider delivered none",
+    "unexpected_tool_call": "the model called a tool though the request enabled none",
+    "too_many_tool_calls": "the model made more calls than the provider allows",
+}
+"""Finish reasons (as the lab names them: Gemini's ``MALFORMED_FUNCTION_CALL``,
+``UNEXPECTED_TOOL_CALL`` and ``TOO_MANY_TOOL_CALLS`` lowercased) by which the provider says
+the model tried to call a tool and the call failed: the stream ends with no call, or with
+one the provider gave up on. Each is a ``failed_finish`` row of the tool-call checks, so a
+backend whose calls fail this way counts against its tool-call validity."""
+
+FINISH_MESSAGE_CHARS = 200
+"""How much of the provider's own word on a failed call (Gemini's ``finishMessage``, which
+quotes the call: ``Malformed function call: get_mod_details(mod_id=...``) a check keeps."""
 
 
 class ToolCallCheck(NamedTuple):
@@ -171,26 +189,39 @@ def check_call(
 
 
 def check_stream(
-    calls: list[FunctionCall], finish_reason: str | None, schemas: Mapping[str, Any] | None
+    calls: list[FunctionCall],
+    finish_reason: str | None,
+    schemas: Mapping[str, Any] | None,
+    finish_message: str | None = None,
 ) -> list[ToolCallCheck]:
     """Every call of one stream checked (:func:`check_call`), then the finish reason: a call
     that is otherwise valid under a finish other than ``tool_calls`` is a
-    ``finish_mismatch``, and a ``tool_calls`` finish with no call is one such row.
+    ``finish_mismatch``, and a ``tool_calls`` finish with no call is one such row. A finish
+    that says a call failed (:data:`FAILED_CALL_FINISHES`) makes every otherwise valid call
+    a ``failed_finish``, or is one such row when no call came; ``finish_message`` (the
+    provider's own word on it, cut to :data:`FINISH_MESSAGE_CHARS`) ends its detail.
 
     >>> check_stream([], "tool_calls", None)
     [ToolCallCheck(position=-1, name=None, valid=False, error_kind='finish_mismatch', detail="finish reason 'tool_calls' with no tool call")]
+    >>> check_stream([], "malformed_function_call", None, "Malformed function call: f(x=")[0].detail
+    "finish reason 'malformed_function_call': the model's call did not parse and the provider delivered none (Malformed function call: f(x=)"
     """
     out = [check_call(c, schemas, index=i) for i, c in enumerate(calls)]
+    failed = FAILED_CALL_FINISHES.get(finish_reason or "")
+    kind, detail = "finish_mismatch", f"a tool call with finish reason {finish_reason!r}"
+    if failed is not None:
+        kind, detail = "failed_finish", f"finish reason {finish_reason!r}: {failed}"
+        if finish_message:
+            said = " ".join(str(finish_message).split())
+            if len(said) > FINISH_MESSAGE_CHARS:
+                said = said[: FINISH_MESSAGE_CHARS - 3] + "..."
+            detail += f" ({said})"
+        if not calls:
+            return [ToolCallCheck(-1, None, False, kind, detail)]
     mismatch = finish_reason not in (None, "tool_calls", "error")
     if calls and mismatch:
         out = [
-            ToolCallCheck(
-                c.position,
-                c.name,
-                False,
-                "finish_mismatch",
-                f"a tool call with finish reason {finish_reason!r}",
-            )
+            ToolCallCheck(c.position, c.name, False, kind, detail)
             if c.valid and not (calls[c.position].provider_fields or {}).get("recovered_from")
             else c
             for c in out

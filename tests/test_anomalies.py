@@ -237,6 +237,7 @@ def test_registry_lists_every_detector_in_report_order():
         "tool_call_header_resent",
         "tool_calls_merged",
         "length_content_dropped",
+        "tool_call_failed",
         "unknown_finish_reason",
         "choices_mixed",
         "reasoning_shown_before_close",
@@ -1012,6 +1013,29 @@ def test_reasoning_shown_before_a_closing_tag_sent_as_its_own_delta_is_flagged(f
     quiet = replay_sse(family, _chat("</think>", "Hello!"))  # nothing before it: nothing shown
     assert quiet.text == "Hello!"
     assert "reasoning_shown_before_close" not in detect(quiet)
+
+
+@pytest.mark.parametrize("family", ["custom", "openrouter", "deepseek"])
+@pytest.mark.parametrize("closer", [["</think>"], ["</", "think>"], ["\n</think>"]])
+def test_reasoning_shown_before_its_closer_counts_as_a_think_leak_in_the_tables(family, closer):
+    """The whole reasoning was the user's answer, though the stripper had nothing left to
+    move (the closer in a delta of its own): the streams table says it leaked (kind
+    ``think``), as it did when the stripper happened to hold one character ("\n</think>"),
+    and the per-backend leak count sees it. A closer with nothing before it leaked nothing."""
+    from lab.tables import by_backend, leaks, streams
+
+    said = ["Okay, the user says hello.", " I should greet them back."]
+    r = replay_sse(family, _chat(*said, *closer, "\n\nHello!"))
+    quiet = replay_sse(family, _chat("</think>", "Hello!"))
+    table = streams([r, quiet])
+    assert table[["leaked", "leak_kind"]].values.tolist() == [[True, "think"], [False, ""]]
+    assert by_backend(table)["leaked"].sum() == 1
+    # and the leaks table has its row: where the closer came, what the stripper still held
+    moved = "\n" if closer == ["\n</think>"] else ""
+    rows = leaks([r, quiet])[["stream_id", "guard", "rule", "leak_kind", "moved", "offset"]]
+    assert rows.values.tolist() == [
+        [r.stream_id, "think_stripper", "orphan_close", "think", moved, len("".join(said))]
+    ]
 
 
 @pytest.mark.parametrize("family", ["openai", "openrouter"])

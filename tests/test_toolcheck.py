@@ -7,6 +7,8 @@ import pytest
 
 from lab.model import FunctionCall
 from lab.toolcheck import (
+    FAILED_CALL_FINISHES,
+    FINISH_MESSAGE_CHARS,
     TOOL_CALL_ERROR_KINDS,
     ToolCallCheck,
     check_call,
@@ -181,6 +183,7 @@ def test_toolcheck_error_kinds_are_listed_in_check_order():
         "missing_required",
         "schema_violation",
         "finish_mismatch",
+        "failed_finish",
     )
 
 
@@ -189,3 +192,86 @@ def test_toolcheck_a_call_recovered_from_markup_is_no_finish_mismatch():
         name="weather", args={"city": "x"}, provider_fields={"recovered_from": "xml_tool_call"}
     )
     assert check_stream([call], "stop", SCHEMAS) == [ToolCallCheck(0, "weather", True, None, "")]
+
+
+# ----------------------------------------------- a finish reason that says the call failed
+
+MALFORMED = (
+    "finish reason 'malformed_function_call': " + FAILED_CALL_FINISHES["malformed_function_call"]
+)
+
+
+def test_toolcheck_a_failed_call_finish_with_no_call_is_one_failed_finish_row():
+    """Gemini's MALFORMED_FUNCTION_CALL: the model tried to call a tool, the provider
+    delivered nothing. Without this row the stream had no tool-call check at all, and the
+    backend's tool-call validity never saw the failure."""
+    message = "Malformed function call: get_mod_details(mod_id=railways"
+    assert check_stream([], "malformed_function_call", SCHEMAS, message) == [
+        ToolCallCheck(-1, None, False, "failed_finish", f"{MALFORMED} ({message})")
+    ]
+    assert check_stream([], "malformed_function_call", None) == [
+        ToolCallCheck(-1, None, False, "failed_finish", MALFORMED)
+    ]
+
+
+@pytest.mark.parametrize("finish", sorted(FAILED_CALL_FINISHES))
+def test_toolcheck_every_failed_call_finish_fails_a_call_that_came_anyway(finish):
+    good = FunctionCall(name="weather", args={"city": "Oslo"})
+    bad = FunctionCall(name="nope", args={})
+    checks = check_stream([good, bad], finish, SCHEMAS)
+    assert [(c.position, c.valid, c.error_kind) for c in checks] == [
+        (0, False, "failed_finish"),
+        (1, False, "unknown_name"),  # wrong for its own reason first
+    ]
+    assert checks[0].detail == f"finish reason {finish!r}: {FAILED_CALL_FINISHES[finish]}"
+
+
+def test_toolcheck_a_finish_message_is_kept_on_one_line_and_cut():
+    message = "Malformed function call:\n  f(" + "x" * 500
+    (check,) = check_stream([], "malformed_function_call", None, message)
+    said = check.detail[len(MALFORMED) + 2 : -1]
+    assert len(said) == FINISH_MESSAGE_CHARS
+    assert said == ("Malformed function call: f(" + "x" * 500)[: FINISH_MESSAGE_CHARS - 3] + "..."
+
+
+def test_a_gemini_malformed_call_stream_counts_as_a_failed_tool_call_in_the_tables():
+    """The shape Gemini sends (public client fixtures: a candidate with only
+    ``finishReason: MALFORMED_FUNCTION_CALL`` and a ``finishMessage`` quoting the call),
+    replayed through the whole stack: the streams table counts one checked call, none
+    valid, names ``tool_call_failed`` (not ``unknown_finish_reason``) and the tool-call
+    table says what the provider said."""
+    from lab.anomalies import detect
+    from lab.replay import replay_sse
+    from lab.tables import streams, tool_calls
+
+    first = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "Checking."}]}}],
+        "modelVersion": "gemini-2.5-flash",
+    }
+    last = {
+        "candidates": [
+            {
+                "finishReason": "MALFORMED_FUNCTION_CALL",
+                "finishMessage": "Malformed function call: get_mod_details(mod_id=railways",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 3000, "totalTokenCount": 3000},
+        "modelVersion": "gemini-2.5-flash",
+    }
+    import json
+
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in (first, last))
+    r = replay_sse("google", [body])
+    assert (r.finish_reason, r.text, r.error) == ("malformed_function_call", "Checking.", None)
+    assert detect(r) == ["tool_call_failed"]
+    row = streams([r]).iloc[0]
+    assert (row["tool_calls_checked"], row["tool_calls_valid"]) == (1, 0)
+    assert row["tool_error_kinds"] == "failed_finish"
+    assert row["anomalies"] == "tool_call_failed"
+    (call,) = tool_calls([r]).to_dict("records")
+    assert call["position"] == -1 and call["name"] is None and not call["valid"]
+    assert call["error_kind"] == "failed_finish"
+    assert call["detail"] == (
+        f"{MALFORMED} (Malformed function call: get_mod_details(mod_id=railways)"
+    )
