@@ -114,7 +114,9 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (which builds only the tool call at index 0; the
     others are listed in ``metadata["ignored_tool_calls"]`` and the anomaly
     ``parallel_tool_calls_dropped`` names them): build every streamed call of a step in index
-    order, also when the first index is not 0 or the step ends with ``stop``."""
+    order, also when the first index is not 0 or the step ends with ``stop``; calls sent
+    all at one index (a new id, or no id and a name after complete arguments) each get a
+    slot of their own (the reference glues them: ``tool_calls_merged``)."""
     keep_cut_tool_calls: bool = False
     """Lab addition, off as in the reference (a call whose stream is cut before its finish
     chunk is never built; ``facts["cut_tool_calls"]`` names it and the anomaly
@@ -156,9 +158,9 @@ class LabConfig(BaseModel):
     place a registered endpoint reads it."""
     merge_resent_tool_headers: bool = False
     """Lab addition, off as in the reference (which appends every ``function.name`` piece,
-    so a backend that sends a call's whole header again, same id and name, with its
-    arguments yields ``llm_versionllm_version``; the anomaly ``tool_call_header_resent``
-    says so): a resent header adds nothing to the name."""
+    so a backend that sends a call's whole name again, with the same id or with none,
+    yields ``llm_versionllm_version``; MiniMax on NVIDIA NIM resends it on every delta; the
+    anomaly ``tool_call_header_resent`` says so): a resent name adds nothing to the name."""
     dedup_keep_word_repeats: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space

@@ -270,6 +270,72 @@ def test_parallel_calls_without_an_index_are_kept_apart_under_complete():
         assert detect(full) == []
 
 
+def test_a_name_resent_on_every_delta_without_an_id_is_named_and_kept_once_under_complete():
+    # MiniMax M2.7 on NVIDIA NIM resends the whole name on every delta, id only on the first
+    # (hermes-agent #8259): the reference appends it each time, "read_fileread_file..."
+    def piece(args: str) -> dict:
+        return {"index": 0, "function": {"name": "read_file", "arguments": args}}
+
+    first = {"index": 0, "id": "c1", "type": "function"}
+    first["function"] = {"name": "read_file", "arguments": ""}
+    body = _sse(
+        _call(first),
+        _call(piece('{"path":')),
+        _call(piece(' "a.md"}')),
+        _call(piece("")),
+        END_TOOLS,
+    )
+    for provider in ("nvidia", "openrouter"):
+        ref = replay_sse(provider, body)
+        assert [(c.name, c.args) for c in ref.function_calls] == [
+            ("read_file" * 4, {"path": "a.md"})
+        ]
+        assert ref.facts["resent_tool_headers"] == 3
+        assert detect(ref) == ["tool_call_header_resent"]
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args, c.id) for c in full.function_calls] == [
+            ("read_file", {"path": "a.md"}, "c1")
+        ]
+        assert detect(full) == []
+
+
+def test_a_name_streamed_in_pieces_without_an_id_is_one_name():
+    def piece(name: str, args: str) -> dict:
+        return {"index": 0, "function": {"name": name, "arguments": args}}
+
+    body = _sse(_call(piece("get_", "")), _call(piece("weather", '{"city": "Bern"}')), END_TOOLS)
+    for config in (None, LabConfig.complete()):
+        r = replay_sse("ollama", body, config=config)
+        assert [(c.name, c.args) for c in r.function_calls] == [("get_weather", {"city": "Bern"})]
+        assert detect(r) == []
+
+
+def test_parallel_calls_without_ids_at_one_index_are_kept_apart_under_complete():
+    # each call whole in one delta, no id, all at index 0: the next one starts when a name
+    # comes after complete arguments, naming another tool or opening another object
+    def whole(name: str, args: str) -> dict:
+        return {"index": 0, "type": "function", "function": {"name": name, "arguments": args}}
+
+    body = _sse(
+        _call(whole("list_dir", "{}")),
+        _call(whole("read_file", '{"path": "a.md"}')),
+        _call(whole("read_file", '{"path": "b.md"}')),
+        END_TOOLS,
+    )
+    for provider in ("ollama", "openrouter"):
+        ref = replay_sse(provider, body)
+        assert [c.name for c in ref.function_calls] == ["list_dirread_fileread_file"]
+        assert ref.facts["merged_tool_calls"] == 2
+        assert "tool_calls_merged" in detect(ref)
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args) for c in full.function_calls] == [
+            ("list_dir", {}),
+            ("read_file", {"path": "a.md"}),
+            ("read_file", {"path": "b.md"}),
+        ]
+        assert detect(full) == []
+
+
 def test_an_empty_id_on_a_continuation_delta_keeps_the_calls_id():
     body = _sse(
         _call(

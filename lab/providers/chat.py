@@ -1336,22 +1336,31 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if isinstance(sig, str) and sig and "thought_signature" not in fields:
                     fields["thought_signature"] = sig  # Gemini's OpenAI-compatible endpoint
             index = 0 if index is None else index
-            if name and "id" in fields and acc.starts_new_call(index, fields["id"]):
-                # a new call header (another id) where a call already is: calls sent with no
-                # index, or all at index 0 (Gemini's, Mistral's, Ollama's and vLLM's
-                # OpenAI-compatible endpoints). The reference glues them into one call.
+            call_id = fields.get("id")
+            whole = None  # the delta's name is a piece of the call's name
+            if name and (
+                acc.starts_new_call(index, call_id)
+                if call_id is not None
+                else acc.starts_idless_call(index, name, args)
+            ):
+                # a new call (another id, or no id and another name or object after complete
+                # arguments) where a call already is: calls sent with no index, or all at
+                # index 0 (Gemini's, Mistral's, Ollama's and vLLM's OpenAI-compatible
+                # endpoints). The reference glues them into one call.
                 if self.config.all_tool_calls:
                     index = acc.next_index()
                 else:
                     self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
-            if name and "id" in fields and acc.resends_header(index, fields["id"], name):
-                # the whole call header (same id, same name) sent again: the reference
-                # appends the name a second time
+                    whole = name
+            elif name and acc.resends_header(index, call_id, name):
+                # the whole name sent again (with the same id, or none): the reference
+                # appends it a second time
+                whole = name
                 if self.config.merge_resent_tool_headers:
                     name = None
                 else:
                     self.facts["resent_tool_headers"] = self.facts.get("resent_tool_headers", 0) + 1
-            acc.add(index, name=name, arguments=args, fields=fields)
+            acc.add(index, name=name, arguments=args, fields=fields, whole=whole)
         if delta.get("reasoning_details"):  # continuity data for the step's first call
             self.rd_acc.extend(delta["reasoning_details"])
 

@@ -14,6 +14,7 @@ Pure functions and small classes, no I/O; they import nothing above :mod:`lab.mo
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -160,12 +161,18 @@ class ToolCallAccumulator:
     Name and argument pieces are kept in lists and joined once when the call is built, so
     a call streamed as 200,000 argument deltas costs the same per delta as one of 20,000
     (``acc += piece`` would copy the growing string each time).
+
+    Beside what is gathered, each index remembers the call it is on now: its whole name and
+    where its arguments start. Where the reference glues several calls, or a name sent
+    again, into one slot (``add(..., whole=...)``), the next delta is still judged against
+    that call, not against the glued text.
     """
 
-    __slots__ = ("calls",)
+    __slots__ = ("calls", "current")
 
     def __init__(self) -> None:
         self.calls: dict[int, dict[str, Any]] = {}
+        self.current: dict[int, tuple[str, int]] = {}  # index -> (whole name, first piece)
 
     def __bool__(self) -> bool:
         return bool(self.calls)
@@ -177,10 +184,21 @@ class ToolCallAccumulator:
         name: str | None = None,
         arguments: str | None = None,
         fields: dict[str, Any] | None = None,
+        whole: str | None = None,
     ) -> None:
+        """Gather one delta of call **index**. **whole**: the delta's name is the whole name
+        of a call already there (a name sent again: the call it is on stays) or of a new call
+        glued onto it (the call it is on becomes that one); None: a piece of the name."""
         acc = self.calls.get(index)
         if acc is None:
             acc = self.calls[index] = {"name": [], "arguments": []}
+        if whole is not None:
+            current = self.current.get(index)
+            if current is None or current[0] != whole:  # another call, glued: it starts here
+                self.current[index] = (whole, len(acc["arguments"]))
+        elif name:
+            current = self.current.get(index)
+            self.current[index] = (current[0] + name, current[1]) if current else (name, 0)
         if name:
             acc["name"].append(name)
         if arguments:
@@ -199,15 +217,45 @@ class ToolCallAccumulator:
             and acc["id"] != call_id
         )
 
+    def starts_idless_call(self, index: int, name: str, arguments: str | None) -> bool:
+        """Does a delta with **name** and no id start another call at **index**? It does when
+        the call there has a name and complete arguments (a JSON object) and the delta names
+        another tool or opens another object: calls sent with no id, all at one index. The
+        same name and no new object is the name sent again (:meth:`resends_header`)."""
+        current = self.current.get(index)
+        if current is None:
+            return False
+        pieces = self.calls[index]["arguments"][current[1] :]
+        if not pieces:
+            return False
+        if current[0] == name and not (arguments and arguments.lstrip()[:1] == "{"):
+            return False
+        # cheap first: complete arguments end with "}" (no parse per delta of a call whose
+        # every delta resends its name)
+        if not pieces[-1].rstrip().endswith("}"):
+            return False
+        try:
+            return isinstance(json.loads("".join(pieces)), dict)
+        except (ValueError, RecursionError):
+            return False
+
     def next_index(self) -> int:
         """A slot after every call so far (for a call that came with no index of its own)."""
         return max(self.calls, default=-1) + 1
 
-    def resends_header(self, index: int, call_id: str, name: str) -> bool:
-        """Does a delta with **call_id** and **name** repeat call **index**'s header (same id,
-        same whole name) rather than stream more of its name?"""
+    def resends_header(self, index: int, call_id: str | None, name: str) -> bool:
+        """Does a delta with **call_id** (None: the delta has no id) and **name** repeat the
+        header of the call at **index** (the same id or none, the same whole name) rather
+        than stream more of its name? MiniMax on NVIDIA NIM and GPT-5 resend the name on
+        every delta (hermes-agent #8259, open-webui #22177)."""
         acc = self.calls.get(index)
-        return acc is not None and acc.get("id") == call_id and "".join(acc["name"]) == name
+        current = self.current.get(index)
+        return (
+            acc is not None
+            and current is not None
+            and (call_id is None or acc.get("id") == call_id)
+            and current[0] == name
+        )
 
     def take(self) -> list[tuple[int, dict[str, Any]]]:
         """Every call as ``(index, {"name", "arguments", ...fields})`` in index order; the
@@ -222,6 +270,7 @@ class ToolCallAccumulator:
                 )
             )
         self.calls = {}
+        self.current = {}
         return built
 
     def names(self) -> list[str]:
