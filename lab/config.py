@@ -125,8 +125,10 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (whose OpenAI-compatible adapter reads only each
     endpoint's declared reasoning field; other reasoning is counted and the anomaly
     ``reasoning_field_ignored`` fires): read ``reasoning_content``, ``reasoning``,
-    ``reasoning_details`` (text and summary entries) and typed content lists (Mistral's
-    ``{"type": "thinking"}`` parts) wherever they appear."""
+    ``reasoning_details`` (text and summary entries), a reasoning field sent as an object
+    (``{"text": ...}``, Bedrock's shape through a gateway) and typed content lists
+    (Mistral's ``{"type": "thinking"}`` parts) wherever they appear; OpenRouter reads
+    ``reasoning_content`` when ``reasoning`` is empty."""
     normalize_usage_reasoning: bool = False
     """Lab addition, off as in the reference: when a usage block's completion tokens exclude
     reasoning (``total = prompt + completion + reasoning``, as xAI reports), add the

@@ -336,6 +336,54 @@ def test_parallel_calls_without_ids_at_one_index_are_kept_apart_under_complete()
         assert detect(full) == []
 
 
+def test_reasoning_sent_as_an_object_is_counted_and_read_under_complete():
+    # Bedrock's shape through a gateway (envoyproxy/ai-gateway #1222):
+    # "reasoning_content": {"text": "..."} where a string belongs
+    said = "I need to calculate 27 * 453."
+    body = _sse(
+        {"choices": [{"index": 0, "delta": {"reasoning_content": {"text": said}}}]},
+        {"choices": [{"index": 0, "delta": {"content": "12231"}, "finish_reason": "stop"}]},
+    )
+    as_reasoning = body.replace(b'"reasoning_content"', b'"reasoning"')
+    for provider, sent in (("deepseek", body), ("custom", body), ("openrouter", as_reasoning)):
+        ref = replay_sse(provider, sent)
+        assert (ref.text, ref.reasoning) == ("12231", "")
+        assert ref.facts["ignored_reasoning_chars"] == len(said)
+        assert detect(ref) == ["reasoning_field_ignored"]
+        full = replay_sse(provider, sent, config=LabConfig.complete())
+        assert (full.text, full.reasoning) == ("12231", said)
+        assert detect(full) == []
+
+
+def test_openrouter_counts_reasoning_content_it_does_not_read():
+    # the reference reads delta.reasoning alone; the same text in both is not counted
+    def chunk(delta: dict) -> dict:
+        return {"choices": [{"index": 0, "delta": delta}]}
+
+    stop = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    other = replay_sse("openrouter", _sse(chunk({"reasoning_content": "Thinking hard."}), stop))
+    assert (other.reasoning, other.facts["ignored_reasoning_chars"]) == ("", 14)
+    both = chunk({"reasoning": "Thinking hard.", "reasoning_content": "Thinking hard."})
+    same = replay_sse("openrouter", _sse(both, stop))
+    assert same.reasoning == "Thinking hard."
+    assert "ignored_reasoning_chars" not in same.facts
+
+
+def test_a_cache_read_at_the_top_level_of_usage_is_read():
+    # Moonshot/Kimi: usage.cached_tokens, no prompt_tokens_details (promptfoo PR #10132)
+    usage = {"prompt_tokens": 2000, "completion_tokens": 31, "total_tokens": 2031}
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    first = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    for provider in ("custom", "openai", "openrouter"):
+        r = replay_sse(provider, _sse(first, {**last, "usage": {**usage, "cached_tokens": 1792}}))
+        assert r.usage is not None
+        assert (r.usage.input_tokens, r.usage.cache_read_tokens) == (2000, 1792)
+        # the details object, when there is one, is what counts
+        details = {**usage, "cached_tokens": 5, "prompt_tokens_details": {"cached_tokens": 7}}
+        r = replay_sse(provider, _sse(first, {**last, "usage": details}))
+        assert r.usage is not None and r.usage.cache_read_tokens == 7
+
+
 def test_an_empty_id_on_a_continuation_delta_keeps_the_calls_id():
     body = _sse(
         _call(

@@ -77,6 +77,7 @@ from lab.providers.wire import (
     note_unknown_keys,
     openai_usage,
     reasoning_details_text,
+    reasoning_object_text,
     split_text_and_tool,
     typed_content,
 )
@@ -815,6 +816,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if isinstance(rd, list) and rd:
             rd_text, rd_summary = reasoning_details_text(rd)
         if self._read_all:
+            if reasoning is None:
+                for name in fields:
+                    if text := reasoning_object_text(delta_raw.get(name)):
+                        reasoning = text
+                        break
             if reasoning is None and rd_text:
                 reasoning = rd_text
             if reasoning is None and rd_summary:
@@ -830,6 +836,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
             v = delta_raw.get(name)
             if name not in fields and isinstance(v, str) and v and v != reasoning:
                 ignored += len(v)
+            elif type(v) is dict:  # an object where a string belongs: no field reads it
+                ignored += len(reasoning_object_text(v))
         if reasoning is None:
             ignored += len(rd_text) + len(rd_summary)
         ignored += len(typed)

@@ -140,6 +140,8 @@ def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
     pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
     reasoning = pick(cdet, "completion_tokens_details.", "reasoning_tokens", "reasoningTokens")
     cached = pick(pdet, "prompt_tokens_details.", "cached_tokens", "cachedTokens")
+    if cached is None:  # Moonshot/Kimi: the cache read at the top level, no details object
+        cached = pick(u, "", "cached_tokens")
     cache_write = pick(pdet, "prompt_tokens_details.", "cache_write_tokens", "cacheWriteTokens")
     cost = wire_float(u.get("cost"), "usage.cost", bad)
     if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
@@ -153,6 +155,16 @@ def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
         total_tokens=total,
         cost=cost,
     )
+
+
+def reasoning_object_text(v: Any) -> str:
+    """The text of a reasoning field sent as an object, ``{"text": "..."}`` (Bedrock's
+    shape, passed through by gateways: envoyproxy/ai-gateway #1222); "" for anything else."""
+    if type(v) is dict:
+        text = v.get("text")
+        if isinstance(text, str):
+            return text
+    return ""
 
 
 class ToolCallAccumulator:
