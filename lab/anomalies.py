@@ -23,7 +23,9 @@ Detectors and the real-world bug each one catches
   blocks of every dialect, stray special tokens (``<|im_end|>``, moltis #306);
   :func:`markup_leak_kinds` names the classes.
 - ``duplicated_deltas`` – every reasoning delta sent twice, ``TheThe user is user is``
-  (maximhq/bifrost #6427), or a long passage repeated back to back in the answer.
+  (maximhq/bifrost #6427), each reasoning delta resending all of the one before (cumulative
+  snapshots: DashScope paths, QwenLM/qwen-code #3896), or a long passage repeated back to
+  back in the answer.
 - ``glued_reasoning_summaries`` – summary headings concatenated with no separator,
   ``**Planning exact formatted output****Confirming exact reproduction requirement**``
   (diegosouzapw/OmniRoute #9500, NousResearch/hermes-agent PR #80736, zendev-sh/goai PR #129).
@@ -290,10 +292,13 @@ class _BackToBack:
 
 
 def _first_back_to_back(deltas: Iterable[str], rule: _BackToBack) -> str | None:
-    previous = None
+    """Over the reasoning deltas: a delta equal to the one before, or one that starts with
+    the whole of the one before (a backend that sends the reasoning so far each time, not
+    what is new: DashScope, qwen-code #3896) repeats that one."""
+    previous = ""
     for delta in deltas:
-        if delta == previous:
-            found = rule.pair(delta)
+        if previous and delta.startswith(previous):
+            found = rule.pair(previous)
             if found is not None:
                 return found
         previous = delta
@@ -322,7 +327,9 @@ def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = N
     letter or digit. One such pair is enough when its delta holds at least
     ``duplicate_delta_min_words`` words; shorter ones (a word doubled on purpose, ``" really
     really"``) take ``duplicate_delta_min_pairs`` pairs in the text, or in the reasoning, and
-    the first of them is returned.
+    the first of them is returned. In the reasoning, a delta that starts with the whole
+    delta before it repeats that one too (cumulative snapshots); in the text the reference's
+    dedup guard already cuts such a repeat (its guard event says so).
     """
     cfg = _cfg(config)
     return _first_back_to_back_text(result, _BackToBack(cfg)) or _first_back_to_back(

@@ -431,6 +431,18 @@ def test_openrouter_body_cut_inside_its_last_event_is_a_cut_not_invalid_json():
     assert "unhandled_shape" not in detect(r)
 
 
+def test_reasoning_sent_as_the_whole_text_so_far_each_time_is_flagged():
+    # DashScope paths send the reasoning so far each time, not what is new (qwen-code #3896)
+    snapshots = ["The user", "The user wants a count", "The user wants a count from one."]
+    r = openrouter(*(reasoning(d) for d in snapshots), content("1 2 3"), ending())
+    assert r.reasoning == "".join(snapshots)
+    assert find_duplicated_delta(r) == "The user wants a count"  # five words: at once
+    assert detect(r) == ["duplicated_deltas"]
+    # reasoning that only goes on is not
+    onward = openrouter(*(reasoning(d) for d in ["The user", " wants a count", " from one."]))
+    assert find_duplicated_delta(onward) is None
+
+
 def test_duplicate_delta_threshold_is_configurable():
     r = openrouter(reasoning(" very"), reasoning(" very"), content("Fine."), ending())
     assert detect(r) == []
