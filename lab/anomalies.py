@@ -50,6 +50,11 @@ Detectors and the real-world bug each one catches
   back to back (``{"query":"A"}{"query":"B"}``): several calls sent at one index with no
   name or id between them, appended by the reference into arguments that do not parse
   (GPT-5.4, open-webui #22235). Not also ``truncated_tool_arguments``.
+- ``tool_arguments_resent`` – a tool call whose argument deltas each carried the arguments
+  so far (``{"a"``, ``{"a": 1``, ``{"a": 1}``), appended by the reference into arguments that
+  do not parse (DeepSeek, Baidu Qianfan: NousResearch/hermes-agent PR #35718);
+  ``LabConfig.read_cumulative_tool_arguments`` reads the last. Not also
+  ``truncated_tool_arguments``.
 - ``empty_answer_with_reasoning`` – ``finish_reason: stop`` with empty content and the answer
   (or nothing) in reasoning (thedotmack/claude-mem #3569, chunkhound/chunkhound #415).
 - ``think_tags_after_guards`` – a reasoning tag still in the final text (a ``<think>`` the
@@ -147,6 +152,7 @@ __all__ = [
     "tool_calls_dropped",
     "tool_markup_in_reasoning",
     "tool_arguments_glued",
+    "tool_arguments_resent",
     "truncated_tool_arguments",
     "usage_not_final",
 ]
@@ -507,7 +513,11 @@ def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None 
         return True
     return any(
         fc.arguments_truncated
-        or ("raw_arguments" in fc.provider_fields and not _glued_arguments(fc.provider_fields))
+        or (
+            "raw_arguments" in fc.provider_fields
+            and not fc.provider_fields.get("arguments_resent")
+            and not _glued_arguments(fc.provider_fields)
+        )
         for fc in result.function_calls
     )
 
@@ -515,6 +525,11 @@ def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None 
 def _glued_arguments(fields: dict) -> bool:
     raw = fields.get("raw_arguments")
     return isinstance(raw, str) and glued_json_objects(raw) > 0
+
+
+def tool_arguments_resent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A tool call whose argument deltas each resent the arguments so far, appended whole."""
+    return any(fc.provider_fields.get("arguments_resent") for fc in result.function_calls)
 
 
 def tool_arguments_glued(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
@@ -736,6 +751,7 @@ DETECTORS: dict[str, Detector] = {
     "limit_reached": limit_reached,
     "truncated_tool_arguments": truncated_tool_arguments,
     "tool_arguments_glued": tool_arguments_glued,
+    "tool_arguments_resent": tool_arguments_resent,
     "empty_answer_with_reasoning": empty_answer_with_reasoning,
     "think_tags_after_guards": think_tags_after_guards,
     "error_in_200_stream": error_in_200_stream,

@@ -163,6 +163,12 @@ class LabConfig(BaseModel):
     so a backend that sends a call's whole name again, with the same id or with none,
     yields ``llm_versionllm_version``; MiniMax on NVIDIA NIM resends it on every delta; the
     anomaly ``tool_call_header_resent`` says so): a resent name adds nothing to the name."""
+    read_cumulative_tool_arguments: bool = False
+    """Lab addition, off as in the reference (which appends every ``function.arguments``
+    piece, so a backend that sends the arguments so far each time, ``{"a"``, ``{"a": 1``,
+    ``{"a": 1}``, yields arguments that do not parse; the anomaly
+    ``tool_arguments_resent`` says so): when every piece starts with the one before, the
+    pieces together do not parse and the last one does, the last one is the arguments."""
     dedup_keep_word_repeats: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
@@ -306,6 +312,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "final_usage_only",
     "usage_in_choices",
     "merge_resent_tool_headers",
+    "read_cumulative_tool_arguments",
     "refusal_content_filter",
     "usage_everywhere",
     "keep_length_content",

@@ -195,7 +195,12 @@ def check_call(
         raw = str(fields["raw_arguments"])
         clip = raw if len(raw) <= 80 else raw[:77] + "..."
         glued = glued_json_objects(raw)
-        what = f"{glued} JSON objects glued together" if glued else "arguments not JSON"
+        if fields.get("arguments_resent"):
+            what = "the arguments so far resent on every delta, appended"
+        elif glued:
+            what = f"{glued} JSON objects glued together"
+        else:
+            what = "arguments not JSON"
         return ToolCallCheck(index, name, False, "invalid_json", f"{what}: {clip}")
     if schemas is None:
         return ToolCallCheck(index, name, True, None, "offered tools unknown: not checked")

@@ -226,6 +226,7 @@ def test_registry_lists_every_detector_in_report_order():
         "limit_reached",
         "truncated_tool_arguments",
         "tool_arguments_glued",
+        "tool_arguments_resent",
         "empty_answer_with_reasoning",
         "think_tags_after_guards",
         "error_in_200_stream",

@@ -384,6 +384,42 @@ def test_a_cache_read_at_the_top_level_of_usage_is_read():
         assert r.usage is not None and r.usage.cache_read_tokens == 7
 
 
+def test_arguments_resent_whole_each_delta_are_named_and_read_from_the_last_under_complete():
+    # DeepSeek / Baidu Qianfan resend the arguments so far on every delta (hermes-agent
+    # PR #35718): the reference appends them into a string that does not parse
+    so_far = [
+        '{"pattern": "TODO',
+        '{"pattern": "TODO", "path": "src',
+        '{"pattern": "TODO", "path": "src/"}',
+    ]
+    header = {"index": 0, "id": "call_1", "type": "function"}
+    header["function"] = {"name": "search_files", "arguments": ""}
+    body = _sse(
+        _call(header),
+        *(_call({"index": 0, "function": {"arguments": piece}}) for piece in so_far),
+        END_TOOLS,
+    )
+    for provider in ("deepseek", "openrouter"):
+        ref = replay_sse(provider, body)
+        (call,) = ref.function_calls
+        assert (call.args, call.provider_fields["raw_arguments"]) == ({}, "".join(so_far))
+        assert call.provider_fields["arguments_resent"] is True
+        assert detect(ref) == ["tool_arguments_resent"]
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args) for c in full.function_calls] == [
+            ("search_files", {"pattern": "TODO", "path": "src/"})
+        ]
+        assert detect(full) == [] and full.guard_events == []
+    # pieces that each start with the one before but whose last is cut are not read so
+    cut = _sse(
+        _call(header),
+        *(_call({"index": 0, "function": {"arguments": piece}}) for piece in so_far[:2]),
+        END_TOOLS,
+    )
+    r = replay_sse("deepseek", cut, config=LabConfig.complete())
+    assert "arguments_resent" not in r.function_calls[0].provider_fields
+
+
 def test_an_empty_id_on_a_continuation_delta_keeps_the_calls_id():
     body = _sse(
         _call(

@@ -50,6 +50,7 @@ from lab.errors import (
     parse_status_code,
     status_phrase,
 )
+from lab.guards.json_repair import parse_tool_arguments
 from lab.guards.markup import MarkupGuard
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -1392,6 +1393,15 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 continue
             parsed = self._parse_arguments(acc["arguments"], acc["name"])
             provider_fields: dict[str, Any] = {} if calls else dict(first_fields)
+            so_far = acc.get("arguments_so_far")
+            if parsed.error is not None and so_far is not None:
+                # probed without the repair's notes: only a last piece that parses as it is
+                last = parse_tool_arguments(so_far, tool_name=acc["name"], notes=[])
+                if last.error is None and not last.truncated:  # the arguments sent so far
+                    if self.config.read_cumulative_tool_arguments:
+                        parsed = last
+                    else:
+                        provider_fields["arguments_resent"] = True
             if parsed.error is not None:
                 provider_fields["raw_arguments"] = acc["arguments"]
                 provider_fields["arguments_error"] = parsed.error

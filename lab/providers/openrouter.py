@@ -401,6 +401,7 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
 
 # --------------------------------------------------------------------------- typed fast path
 
+
 # With msgspec as the lab's JSON parser (lab/_json.py), the common chunk shape is decoded
 # straight into typed structs, whose fields are exactly the keys the shape check knows
 # and whose types are the ones normalize_openrouter_chunk keeps as they are. A line with
@@ -877,9 +878,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 thoughts.append(new_raw_thought(unread))
                 reasoning = unread
             else:
-                self.facts["ignored_reasoning_chars"] = (
-                    self.facts.get("ignored_reasoning_chars", 0) + len(unread)
-                )
+                self.facts["ignored_reasoning_chars"] = self.facts.get(
+                    "ignored_reasoning_chars", 0
+                ) + len(unread)
         if not reasoning and delta.get("reasoning_details"):
             text, summary = reasoning_details_text(delta["reasoning_details"])
             if self.config.read_all_reasoning_fields:

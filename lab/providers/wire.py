@@ -167,6 +167,24 @@ def reasoning_object_text(v: Any) -> str:
     return ""
 
 
+def cumulative_pieces(pieces: list[str]) -> bool:
+    """Is every piece (two or more) the one before it and more: the text so far sent each
+    time, not what is new (DeepSeek and Baidu Qianfan tool arguments, hermes-agent PR
+    #35718)? Stops at the first piece that is not, so streamed pieces cost a compare each.
+
+    >>> cumulative_pieces(['{"a"', '{"a": 1', '{"a": 1}']), cumulative_pieces(['{"a"', ': 1}'])
+    (True, False)
+    """
+    if len(pieces) < 2:
+        return False
+    previous = pieces[0]
+    for piece in pieces[1:]:
+        if len(piece) <= len(previous) or not piece.startswith(previous):
+            return False
+        previous = piece
+    return True
+
+
 class ToolCallAccumulator:
     """Streamed tool-call deltas gathered by index: one definition for the chat adapters.
 
@@ -275,12 +293,10 @@ class ToolCallAccumulator:
         built = []
         for index in sorted(self.calls):
             acc = self.calls[index]
-            built.append(
-                (
-                    index,
-                    {**acc, "name": "".join(acc["name"]), "arguments": "".join(acc["arguments"])},
-                )
-            )
+            call = {**acc, "name": "".join(acc["name"]), "arguments": "".join(acc["arguments"])}
+            if cumulative_pieces(acc["arguments"]):
+                call["arguments_so_far"] = acc["arguments"][-1]
+            built.append((index, call))
         self.calls = {}
         self.current = {}
         return built
