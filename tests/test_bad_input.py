@@ -135,3 +135,18 @@ def test_a_config_fingerprint_names_the_choices_away_from_the_defaults_only():
     tuned = LabConfig(spill=SpillGuardConfig(min_clause_words=3))
     assert tuned.fingerprint() == hashlib.sha1(b'{"spill":{"min_clause_words":3}}').hexdigest()[:10]
     assert len({default, tuned.fingerprint(), LabConfig(degrade=False).fingerprint()}) == 3
+
+
+@pytest.mark.parametrize("provider", FAMILIES)
+def test_a_json_error_body_sent_with_200_instead_of_a_stream_keeps_the_providers_word(provider):
+    # a gateway or server that answers a streaming request with one JSON error object and
+    # HTTP 200, no SSE framing: the provider's message and its status are what the user needs
+    body = b'{"error":{"message":"model is overloaded","type":"server_error","code":503}}\n'
+    r = replay_sse(provider, body)
+    assert r.error is not None and r.finish_reason == "error"
+    assert "model is overloaded" in r.error.message
+    assert r.error.message.endswith("[a JSON error body, not a stream, sent with HTTP 200]")
+    assert r.error.retryable is True  # 503, as the body says: worth another try
+    # a JSON body without an error is still an empty response
+    other = replay_sse(provider, b'{"status": "ok"}\n')
+    assert other.error is not None and other.error.code == "empty_response"
