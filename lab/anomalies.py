@@ -173,6 +173,10 @@ DUPLICATE_DELTA_MIN_PAIRS = 2
 this many such pairs are in the text, or in the reasoning: a backend that doubles deltas
 doubles most of them (bifrost #6427)."""
 
+DUPLICATE_DELTA_MAX_GAP = 2
+"""...and each such pair at most this many deltas after the pair before it: a backend that
+doubles deltas doubles them one after another, two words doubled far apart are English."""
+
 REPETITION_MIN_CHARS = 80
 """A passage repeated immediately (``XX``) in the answer must be at least this long."""
 
@@ -208,6 +212,9 @@ class AnomalyConfig(BaseModel):
     """A delta of at least this many words repeated back to back is flagged on its own."""
     duplicate_delta_min_pairs: int = Field(default=DUPLICATE_DELTA_MIN_PAIRS, ge=1)
     """Shorter deltas are flagged once this many of them are repeated back to back."""
+    duplicate_delta_max_gap: int = Field(default=DUPLICATE_DELTA_MAX_GAP, ge=0)
+    """...each within this many deltas of the pair before it (a backend that doubles its
+    deltas doubles them one after another; two words doubled far apart are English)."""
     repetition_min_chars: int = Field(default=REPETITION_MIN_CHARS, ge=1)
     """Minimum length of a passage immediately repeated in the answer text."""
     repetition_min_alnum: int = Field(default=REPETITION_MIN_ALNUM, ge=0)
@@ -269,31 +276,47 @@ def _non_trivial(delta: str, min_chars: int) -> bool:
     return len(core) >= min_chars and any(ch.isalnum() for ch in core)
 
 
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def _words(text: str) -> int:
+    """Words in **text**: runs between spaces, and each CJK character one word (a Chinese
+    or Japanese sentence has no spaces)."""
+    return len(text.split()) + len(_CJK.findall(text))
+
+
 class _BackToBack:
     """The rule of :func:`find_duplicated_delta`, fed the deltas a pair at a time: a
     non-trivial delta sent twice in a row counts at once when it holds at least
     ``min_words`` words (a sentence is not doubled by a model), and otherwise only once
-    ``min_pairs`` such pairs are seen (``"really really"`` is English; a backend that
-    doubles its deltas doubles many)."""
+    ``min_pairs`` such pairs are seen, each within ``max_gap`` deltas of the one before
+    (``"really really"`` is English; a backend that doubles its deltas doubles them one
+    after another)."""
 
-    __slots__ = ("first", "min_chars", "min_pairs", "min_words", "pairs")
+    __slots__ = ("first", "last", "max_gap", "min_chars", "min_pairs", "min_words", "pairs")
 
     def __init__(self, cfg: AnomalyConfig) -> None:
         self.min_chars = cfg.duplicate_delta_min_chars
         self.min_words = cfg.duplicate_delta_min_words
         self.min_pairs = cfg.duplicate_delta_min_pairs
+        self.max_gap = cfg.duplicate_delta_max_gap
         self.first: str | None = None
+        self.last = 0  # the position of the last pair's second delta
         self.pairs = 0
 
-    def pair(self, delta: str) -> str | None:
-        """``delta`` was just sent twice in a row: the delta to report, or None (not yet)."""
+    def pair(self, delta: str, position: int) -> str | None:
+        """``delta`` was just sent twice in a row, the second time at delta **position**:
+        the delta to report, or None (not yet)."""
         if not _non_trivial(delta, self.min_chars):
             return None
-        if len(delta.split()) >= self.min_words:
+        if _words(delta) >= self.min_words:
             return delta
+        if self.pairs and position - self.last - 2 > self.max_gap:
+            self.first, self.pairs = None, 0  # too far from the pair before: start again
         if self.first is None:
             self.first = delta
         self.pairs += 1
+        self.last = position
         return self.first if self.pairs >= self.min_pairs else None
 
 
@@ -302,9 +325,9 @@ def _first_back_to_back(deltas: Iterable[str], rule: _BackToBack) -> str | None:
     the whole of the one before (a backend that sends the reasoning so far each time, not
     what is new: DashScope, qwen-code #3896) repeats that one."""
     previous = ""
-    for delta in deltas:
+    for position, delta in enumerate(deltas):
         if previous and delta.startswith(previous):
-            found = rule.pair(previous)
+            found = rule.pair(previous, position)
             if found is not None:
                 return found
         previous = delta
@@ -315,14 +338,16 @@ def _first_back_to_back_text(result: StreamResult, rule: _BackToBack) -> str | N
     """:func:`_first_back_to_back` over the chunks' visible text deltas, inlined (it runs
     over every chunk of every stream a table is built from)."""
     previous = None
+    position = 0
     for chunk in result.chunks:
         delta = chunk.content
         if delta:
             if delta == previous:
-                found = rule.pair(delta)
+                found = rule.pair(delta, position)
                 if found is not None:
                     return found
             previous = delta
+            position += 1
     return None
 
 
@@ -332,8 +357,9 @@ def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = N
     Non-trivial: at least ``duplicate_delta_min_chars`` characters after stripping and a
     letter or digit. One such pair is enough when its delta holds at least
     ``duplicate_delta_min_words`` words; shorter ones (a word doubled on purpose, ``" really
-    really"``) take ``duplicate_delta_min_pairs`` pairs in the text, or in the reasoning, and
-    the first of them is returned. In the reasoning, a delta that starts with the whole
+    really"``) take ``duplicate_delta_min_pairs`` pairs in the text, or in the reasoning, each
+    within ``duplicate_delta_max_gap`` deltas of the pair before, and the first of them is
+    returned. A CJK character counts as a word. In the reasoning, a delta that starts with the whole
     delta before it repeats that one too (cumulative snapshots); in the text the reference's
     dedup guard already cuts such a repeat (its guard event says so).
     """

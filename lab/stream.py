@@ -30,7 +30,7 @@ import httpx
 
 from lab.config import LabConfig
 from lab.degrade import Attempt, DegradationPlan
-from lab.errors import classify_error
+from lab.errors import classify_error, code_string, parse_status_code
 from lab.http.decoding import decoder_for
 from lab.http.limits import (
     LimitExceeded,
@@ -622,8 +622,14 @@ def _foreign_error(
 ) -> ProviderError | None:
     """The provider's own error when a body with no stream in it is one JSON object that
     holds an ``error`` (``{"error": {"message": "model is overloaded", ...}}`` sent with
-    HTTP 200, not as SSE), read as the family reads an error body; None otherwise."""
-    text = b"".join(head).decode("utf-8", "replace").strip()
+    HTTP 200, not as SSE), read as the family reads an error body; None otherwise.
+
+    The error is classified by the status its ``code`` names (``503``, ``"429"``). A code
+    that names none (``"rate_limit_exceeded"``, or no code) leaves HTTP 200, which no
+    family's rules read: the error then keeps the body's own code and stays retryable, as
+    the empty body it was taken for is, unless a classifier knows its message (a context
+    length, a model error, an exhausted balance)."""
+    text = b"".join(head).decode("utf-8", "replace").lstrip("\ufeff").strip()
     if not text.startswith("{"):
         return None
     try:
@@ -634,11 +640,17 @@ def _foreign_error(
         return None
     inner = parsed["error"]
     code = inner.get("code") if isinstance(inner, dict) else None
-    # classified by the status the error names, when it names one (503: overloaded)
-    said = code if type(code) is int and 400 <= code <= 599 else status
-    error = adapter.http_error(said, text, body=body, label=label)
+    named = parse_status_code(code)
+    if named is not None and not 400 <= named <= 599:
+        named = None
+    error = adapter.http_error(named or status, text, body=body, label=label)
     note = f" [a JSON error body, not a stream, sent with HTTP {status}]"
-    return error.model_copy(update={"message": error.message + note})
+    update: dict[str, Any] = {"message": error.message + note}
+    if named is None:
+        update["code"] = code_string(code) or "error_body"
+        if classify_error(error) is None:
+            update["retryable"] = True
+    return error.model_copy(update=update)
 
 
 def _empty_response_error(adapter: StreamAdapter) -> ProviderError:

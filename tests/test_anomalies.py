@@ -1147,3 +1147,36 @@ def test_a_call_in_the_stop_chunk_itself_is_named_when_the_reference_drops_it(fa
     assert "parallel_tool_calls_dropped" in detect(r)
     kept = replay_sse(family, body, config=LabConfig.complete())
     assert [c.name for c in kept.function_calls] == ["get_weather"]
+
+
+def test_two_words_doubled_far_apart_are_english_not_duplicated_deltas():
+    # "really really" early and "deeply deeply" many deltas later: a backend that doubles its
+    # deltas doubles them one after another (duplicate_delta_max_gap deltas apart at most)
+    far = [
+        "I'm",
+        " really",
+        " really",
+        " sorry.",
+        " It",
+        " was",
+        " a",
+        " deeply",
+        " deeply",
+        " long day.",
+    ]
+    r = openrouter(*(content(d) for d in far), ending())
+    assert find_duplicated_delta(r) is None
+    assert detect(r) == []
+    wide = AnomalyConfig(duplicate_delta_max_gap=4)
+    assert find_duplicated_delta(r, wide) == " really"
+    near = ["I'm", " really", " really", " sorry", ",", " deeply", " deeply", " sorry."]
+    close = openrouter(*(content(d) for d in near), ending())
+    assert find_duplicated_delta(close) == " really"  # two deltas between: one after another
+
+
+def test_a_doubled_cjk_sentence_counts_its_characters_as_words():
+    # a Chinese sentence has no spaces: each character is a word, so one doubled sentence
+    # is flagged at once, as an English one is
+    r = openrouter(content("我们来看看。"), content("我们来看看。"), content("好的"), ending())
+    assert find_duplicated_delta(r) == "我们来看看。"
+    assert detect(r) == ["duplicated_deltas"]

@@ -150,3 +150,28 @@ def test_a_json_error_body_sent_with_200_instead_of_a_stream_keeps_the_providers
     # a JSON body without an error is still an empty response
     other = replay_sse(provider, b'{"status": "ok"}\n')
     assert other.error is not None and other.error.code == "empty_response"
+
+
+@pytest.mark.parametrize("provider", FAMILIES)
+def test_a_json_error_body_sent_with_200_whose_code_names_no_status_stays_retryable(provider):
+    # a code that names a status as a string is that status; a word, or no code, names
+    # none: HTTP 200 tells no rule anything, so the body's code is kept and it is retried,
+    # as the empty body it was taken for is
+    said = replay_sse(provider, b'{"error":{"message":"slow down","code":"429"}}')
+    assert said.error is not None
+    assert (said.error.code, said.error.retryable) == ("429", True)
+    for body, code in (
+        (
+            b'{"error":{"message":"Rate limit exceeded","code":"rate_limit_exceeded"}}',
+            "rate_limit_exceeded",
+        ),
+        (b'\xef\xbb\xbf{"error":"model overloaded"}', "error_body"),  # a BOM in front
+    ):
+        r = replay_sse(provider, body)
+        assert r.error is not None
+        assert (r.error.code, r.error.retryable) == (code, True)
+        assert r.error.message.endswith("[a JSON error body, not a stream, sent with HTTP 200]")
+    # a message a classifier knows keeps its advice: a longer context will not help
+    long = b'{"error":{"message":"This model\'s maximum context length is 8192 tokens"}}'
+    r = replay_sse(provider, long)
+    assert r.error is not None and r.error.retryable is False

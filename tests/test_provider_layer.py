@@ -601,3 +601,178 @@ def test_several_choices_are_named_and_the_first_kept_alone_under_complete():
         assert "choices_mixed" in detect(ref) and "one" in ref.text  # the reference mixes them
         full = replay_sse(provider, body, config=LabConfig.complete())
         assert (full.text, full.finish_reason) == ("Alpha Beta", "stop")
+
+
+def test_idless_calls_that_resend_the_name_on_every_delta_stay_whole_under_complete():
+    # two calls of different tools, no ids, all at index 0, the name on every delta: under
+    # complete each is one call (not a junk call per delta after the first moved)
+    def piece(name: str, args: str) -> dict:
+        return {"index": 0, "function": {"name": name, "arguments": args}}
+
+    body = _sse(
+        _call(piece("list_dir", '{"path":')),
+        _call(piece("list_dir", ' "."}')),
+        _call(piece("read_file", '{"path":')),
+        _call(piece("read_file", ' "a.md"')),
+        _call(piece("read_file", "}")),
+        END_TOOLS,
+    )
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [
+        ("list_dir", {"path": "."}),
+        ("read_file", {"path": "a.md"}),
+    ]
+    assert detect(full) == []
+    ref = replay_sse("ollama", body)
+    assert [c.name for c in ref.function_calls] == ["list_dir" * 2 + "read_file" * 3]
+    assert (ref.facts["merged_tool_calls"], ref.facts["resent_tool_headers"]) == (1, 3)
+
+
+def test_ids_resent_on_every_delta_at_one_index_stay_two_calls_under_complete():
+    def piece(call_id: str, name: str, args: str) -> dict:
+        return {"index": 0, "id": call_id, "function": {"name": name, "arguments": args}}
+
+    body = _sse(
+        _call(piece("a", "f", '{"x":')),
+        _call(piece("a", "f", " 1}")),
+        _call(piece("b", "g", '{"y":')),
+        _call(piece("b", "g", " 2}")),
+        END_TOOLS,
+    )
+    full = replay_sse("custom", body, config=LabConfig.complete())
+    assert [(c.name, c.args, c.id) for c in full.function_calls] == [
+        ("f", {"x": 1}, "a"),
+        ("g", {"y": 2}, "b"),
+    ]
+
+
+def test_same_tool_calls_sent_header_then_arguments_without_ids_are_two_calls():
+    # a header (name, no arguments), then its arguments, twice at index 0: the second header
+    # begins another call (a new object follows it), it does not repeat the name
+    def header(name: str) -> dict:
+        return {"index": 0, "type": "function", "function": {"name": name}}
+
+    def args(text: str) -> dict:
+        return {"index": 0, "function": {"arguments": text}}
+
+    body = _sse(
+        _call(header("read_file")),
+        _call(args('{"path": "a.md"}')),
+        _call(header("read_file")),
+        _call(args('{"path": "b.md"}')),
+        END_TOOLS,
+    )
+    ref = replay_sse("ollama", body)
+    assert [c.name for c in ref.function_calls] == ["read_fileread_file"]
+    assert ref.facts["merged_tool_calls"] == 1
+    assert "resent_tool_headers" not in ref.facts
+    assert "tool_calls_merged" in detect(ref)
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [
+        ("read_file", {"path": "a.md"}),
+        ("read_file", {"path": "b.md"}),
+    ]
+    assert detect(full) == []
+
+
+def test_a_header_repeated_after_complete_arguments_is_a_resent_header():
+    # the same header again, then no new object: the name was only repeated
+    header = {"index": 0, "type": "function", "function": {"name": "read_file"}}
+    args = {"index": 0, "function": {"arguments": '{"path": "a.md"}'}}
+    body = _sse(_call(header), _call(args), _call(header), END_TOOLS)
+    ref = replay_sse("ollama", body)
+    assert ref.facts["resent_tool_headers"] == 1
+    assert "merged_tool_calls" not in ref.facts
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("read_file", {"path": "a.md"})]
+
+
+def test_a_final_chunk_that_resends_the_whole_call_is_not_a_new_call():
+    def piece(name: str | None, args: str) -> dict:
+        fn = {"arguments": args} if name is None else {"name": name, "arguments": args}
+        return {"index": 0, "function": fn}
+
+    body = _sse(
+        _call(piece("read_file", '{"path":')),
+        _call(piece(None, ' "a.md"}')),
+        _call(piece("read_file", '{"path": "a.md"}')),
+        END_TOOLS,
+    )
+    ref = replay_sse("ollama", body)
+    assert "merged_tool_calls" not in ref.facts
+    assert ref.function_calls[0].provider_fields["arguments_resent"] is True
+    assert "tool_arguments_resent" in detect(ref)
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("read_file", {"path": "a.md"})]
+    assert detect(full) == []
+
+
+def test_cumulative_arguments_with_the_last_snapshot_repeated_are_read_from_the_last():
+    def piece(args: str) -> dict:
+        return {"index": 0, "function": {"arguments": args}}
+
+    first = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f"}}
+    snaps = ['{"a"', '{"a": 1', '{"a": 1}', '{"a": 1}']
+    body = _sse(_call(first), *(_call(piece(s)) for s in snaps), END_TOOLS)
+    ref = replay_sse("deepseek", body)
+    assert ref.function_calls[0].provider_fields["arguments_resent"] is True
+    full = replay_sse("deepseek", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("f", {"a": 1})]
+
+
+def test_a_name_resent_on_every_delta_is_not_parsed_per_delta(monkeypatch):
+    # the name check comes before any parse: 2,000 deltas that resend the name cost no
+    # json.loads each (a join and parse per delta made replay quadratic)
+    from lab.providers import wire
+
+    calls = []
+    real = wire.json.loads
+
+    def counting(text, *a, **k):
+        calls.append(len(text))
+        return real(text, *a, **k)
+
+    def piece(args: str) -> dict:
+        return {"index": 0, "function": {"name": "f", "arguments": args}}
+
+    pieces = ['{"xs": [', *("1, " for _ in range(2000)), "1]}"]
+    body = _sse(*(_call(piece(p)) for p in pieces), END_TOOLS)
+    monkeypatch.setattr(wire.json, "loads", counting)
+    for config in (None, LabConfig.complete()):
+        calls.clear()
+        r = replay_sse("nvidia", body, config=config)
+        assert len(r.function_calls[0].args["xs"]) == 2001
+        assert sum(calls) < 4 * sum(map(len, pieces))
+
+
+def test_one_reasoning_sent_in_several_unread_fields_is_counted_and_read_once():
+    # reasoning as an object, the same text in reasoning_content and in reasoning_details:
+    # one reasoning, not three (OpenRouter reads delta.reasoning alone)
+    said = "Thinking hard."
+
+    def chunk(delta: dict) -> dict:
+        return {"choices": [{"index": 0, "delta": delta}]}
+
+    stop = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    details = [{"type": "reasoning.text", "text": said}]
+    for delta in (
+        {"reasoning": {"text": said}, "reasoning_content": said},
+        {"reasoning": {"text": said}, "reasoning_content": said, "reasoning_details": details},
+        {"reasoning_content": said, "reasoning_details": details},
+    ):
+        body = _sse(chunk(delta), stop)
+        ref = replay_sse("openrouter", body)
+        assert (ref.reasoning, ref.facts["ignored_reasoning_chars"]) == ("", len(said))
+        full = replay_sse("openrouter", body, config=LabConfig.complete())
+        assert full.reasoning == said
+        assert "ignored_reasoning_chars" not in full.facts
+
+
+def test_a_trailing_usage_of_a_cache_count_alone_does_not_wipe_the_usage():
+    usage = {"prompt_tokens": 2000, "completion_tokens": 31, "total_tokens": 2031}
+    first = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+    for provider in ("custom", "openai", "openrouter"):
+        r = replay_sse(provider, _sse(first, last, {"choices": [], "usage": {"cached_tokens": 0}}))
+        assert r.usage is not None
+        assert (r.usage.input_tokens, r.usage.output_tokens) == (2000, 31)

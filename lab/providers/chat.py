@@ -81,6 +81,7 @@ from lab.providers.wire import (
     reasoning_object_text,
     split_text_and_tool,
     typed_content,
+    unread_chars,
 )
 
 __all__ = [
@@ -832,16 +833,16 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if typed and self.typed_content_lists:
             reasoning = (reasoning or "") + typed
             typed = ""
-        ignored = 0
+        unread = []
         for name in REASONING_FIELDS:
             v = delta_raw.get(name)
-            if name not in fields and isinstance(v, str) and v and v != reasoning:
-                ignored += len(v)
+            if name not in fields and isinstance(v, str):
+                unread.append(v)
             elif type(v) is dict:  # an object where a string belongs: no field reads it
-                ignored += len(reasoning_object_text(v))
+                unread.append(reasoning_object_text(v))
         if reasoning is None:
-            ignored += len(rd_text) + len(rd_summary)
-        ignored += len(typed)
+            unread += (rd_text, rd_summary)
+        ignored = unread_chars(unread, reasoning) + len(typed)
         if ignored:
             self.facts["ignored_reasoning_chars"] = (
                 self.facts.get("ignored_reasoning_chars", 0) + ignored
@@ -1301,7 +1302,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _accumulate_tools(self, delta: dict) -> None:
         acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
-            if self.lean and tc.keys() <= _ARGUMENTS_ONLY:  # an argument delta: its own way
+            if self.lean and acc.plain and tc.keys() <= _ARGUMENTS_ONLY:  # its own way
                 index = tc.get("index")
                 fn = tc.get("function")
                 if type(index) is int and index >= 0 and type(fn) is dict and not fn.get("name"):
@@ -1345,9 +1346,23 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if isinstance(sig, str) and sig and "thought_signature" not in fields:
                     fields["thought_signature"] = sig  # Gemini's OpenAI-compatible endpoint
             index = 0 if index is None else index
+            wire = index
+            index = acc.slot(wire)  # under all_tool_calls: where its current call moved
             call_id = fields.get("id")
             whole = None  # the delta's name is a piece of the call's name
-            if name and (
+            held = acc.release(index) if acc.pending else None
+            if held is not None and not self._judge_held_header(tc, name, args):
+                held = None  # the header only repeated the name
+            if held is not None:
+                # the header held back began another call of the same tool: a new object
+                # follows it
+                if self.config.all_tool_calls:
+                    index = acc.move(wire)
+                    name = held
+                else:
+                    self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
+                    acc.restart(index, held)
+            elif name and (
                 acc.starts_new_call(index, call_id)
                 if call_id is not None
                 else acc.starts_idless_call(index, name, args)
@@ -1357,7 +1372,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 # index 0 (Gemini's, Mistral's, Ollama's and vLLM's OpenAI-compatible
                 # endpoints). The reference glues them into one call.
                 if self.config.all_tool_calls:
-                    index = acc.next_index()
+                    index = acc.move(wire)
                 else:
                     self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
                     whole = name
@@ -1365,19 +1380,46 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 # the whole name sent again (with the same id, or none): the reference
                 # appends it a second time
                 whole = name
+                if call_id is None and not args and acc.complete(index):
+                    # after complete arguments: another call of the same tool, or the name
+                    # repeated? The next delta tells (_judge_held_header)
+                    acc.hold(index, name)
+                else:
+                    self._count_resent_header()
                 if self.config.merge_resent_tool_headers:
                     name = None
-                else:
-                    self.facts["resent_tool_headers"] = self.facts.get("resent_tool_headers", 0) + 1
+                    if args and acc.repeats_call(index, args) and acc.complete(index):
+                        args = None  # the whole call sent again: read once
             acc.add(index, name=name, arguments=args, fields=fields, whole=whole)
         if delta.get("reasoning_details"):  # continuity data for the step's first call
             self.rd_acc.extend(delta["reasoning_details"])
+
+    def _judge_held_header(self, tc: dict, name: str | None, args: str | None) -> bool:
+        """A header (the same name, no id) came after complete arguments and was held: did
+        it begin another call of the same tool? It did when this delta, with no name or id
+        of its own, opens a new object. Otherwise it only repeated the name, counted in
+        ``facts["resent_tool_headers"]``."""
+        if not name and not tc.get("id") and args and args.lstrip()[:1] == "{":
+            return True
+        self._count_resent_header()
+        return False
+
+    def _count_resent_header(self) -> None:
+        if not self.config.merge_resent_tool_headers:
+            self.facts["resent_tool_headers"] = self.facts.get("resent_tool_headers", 0) + 1
+
+    def _settle_held_headers(self) -> None:
+        """Headers still held when the calls are built only repeated the name."""
+        for _ in range(len(self.tool_acc.pending)):
+            self._count_resent_header()
+        self.tool_acc.pending.clear()
 
     def _build_calls(self, *, truncated: bool = False) -> tuple[list[FunctionCall], list[dict]]:
         """The step's calls: the one at index 0 (reference), or every one in index order
         (``config.all_tool_calls``); the others are returned as ``ignored`` and named in
         ``facts["dropped_tool_calls"]``. **truncated**: the stream was cut before the
         call's finish chunk, so each call is marked ``arguments_truncated``."""
+        self._settle_held_headers()
         built = self.tool_acc.take()
         first_fields = self._first_call_fields()
         if self.config.all_tool_calls:
@@ -1425,6 +1467,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         ``config.all_tool_calls``. The reference builds neither."""
         if not self.tool_acc:
             return
+        self._settle_held_headers()
         if self.facts.get("done_seen"):
             # The server ended the stream ([DONE]) without a finish for the calls: nothing
             # was cut, the reference just never builds them (all_tool_calls does).

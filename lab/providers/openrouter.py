@@ -61,6 +61,7 @@ from lab.providers.wire import (
     reasoning_details_text,
     reasoning_object_text,
     split_text_and_tool,
+    unread_chars,
     wire_int,
 )
 
@@ -414,12 +415,13 @@ def _unread_reasoning(reasoning: Any, reasoning_content: Any) -> str:
     """Reasoning a delta carries where OpenRouter's rule does not read it: ``reasoning`` as
     an object (``{"text": ...}``) and ``reasoning_content`` (a string or such an object). The
     normalized delta keeps it as ``_unread_reasoning`` for :meth:`map_reasoning`."""
-    unread = reasoning_object_text(reasoning)
-    if isinstance(reasoning_content, str):
-        unread += reasoning_content
-    else:
-        unread += reasoning_object_text(reasoning_content)
-    return unread
+    said = reasoning_object_text(reasoning)
+    other = (
+        reasoning_content
+        if isinstance(reasoning_content, str)
+        else reasoning_object_text(reasoning_content)
+    )
+    return said + other if said and other and other != said else said or other
 
 
 decode_typed_chunk: Callable[[str, list[str]], dict | None] | None = None
@@ -888,9 +890,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                     thoughts.append(new_thought(kind="raw", content=text))
                 if summary:
                     thoughts.append(new_thought(kind="summary", content=summary))
-            elif text or summary:
+            elif ignored := unread_chars((text, summary), unread):
                 self.facts["ignored_reasoning_chars"] = (
-                    self.facts.get("ignored_reasoning_chars", 0) + len(text) + len(summary)
+                    self.facts.get("ignored_reasoning_chars", 0) + ignored
                 )
         if thoughts and chunk.get("_repeated_reasoning"):
             metadata["repeated_thoughts"] = True
