@@ -23,7 +23,9 @@ Detectors and the real-world bug each one catches
   blocks of every dialect, stray special tokens (``<|im_end|>``, moltis #306);
   :func:`markup_leak_kinds` names the classes.
 - ``duplicated_deltas`` – every reasoning delta sent twice, ``TheThe user is user is``
-  (maximhq/bifrost #6427), or a long passage repeated back to back in the answer.
+  (maximhq/bifrost #6427), each reasoning delta resending all of the one before (cumulative
+  snapshots: DashScope paths, QwenLM/qwen-code #3896), or a long passage repeated back to
+  back in the answer.
 - ``glued_reasoning_summaries`` – summary headings concatenated with no separator,
   ``**Planning exact formatted output****Confirming exact reproduction requirement**``
   (diegosouzapw/OmniRoute #9500, NousResearch/hermes-agent PR #80736, zendev-sh/goai PR #129).
@@ -44,6 +46,15 @@ Detectors and the real-world bug each one catches
   rewriting ``length`` to ``tool_calls`` (NousResearch/hermes-agent PR #7693, #91717),
   DeepSeek-v4 ``Unterminated string`` arguments at exactly ``max_tokens``, vLLM PR #46303,
   or an Anthropic stream that ended inside a ``tool_use`` block (``facts["cut_tool_use"]``).
+- ``tool_arguments_glued`` – a tool call whose arguments are two or more whole JSON objects
+  back to back (``{"query":"A"}{"query":"B"}``): several calls sent at one index with no
+  name or id between them, appended by the reference into arguments that do not parse
+  (GPT-5.4, open-webui #22235). Not also ``truncated_tool_arguments``.
+- ``tool_arguments_resent`` – a tool call whose argument deltas each carried the arguments
+  so far (``{"a"``, ``{"a": 1``, ``{"a": 1}``), appended by the reference into arguments that
+  do not parse (DeepSeek, Baidu Qianfan: NousResearch/hermes-agent PR #35718);
+  ``LabConfig.read_cumulative_tool_arguments`` reads the last. Not also
+  ``truncated_tool_arguments``.
 - ``empty_answer_with_reasoning`` – ``finish_reason: stop`` with empty content and the answer
   (or nothing) in reasoning (thedotmack/claude-mem #3569, chunkhound/chunkhound #415).
 - ``think_tags_after_guards`` – a reasoning tag still in the final text (a ``<think>`` the
@@ -104,7 +115,7 @@ from lab.guards.tags import REASONING_TAG_RE
 from lab.guards.text import is_word_repeat
 from lab.providers import PROVIDERS, get_adapter
 from lab.result import counted_thoughts
-from lab.toolcheck import FAILED_CALL_FINISHES
+from lab.toolcheck import FAILED_CALL_FINISHES, glued_json_objects
 
 if TYPE_CHECKING:
     from lab.result import StreamResult
@@ -140,6 +151,8 @@ __all__ = [
     "tool_markup_in_content",
     "tool_calls_dropped",
     "tool_markup_in_reasoning",
+    "tool_arguments_glued",
+    "tool_arguments_resent",
     "truncated_tool_arguments",
     "usage_not_final",
 ]
@@ -150,6 +163,19 @@ DUPLICATE_DELTA_MIN_CHARS = 6
 """A delta counts as non-trivial when it has at least this many characters after stripping
 whitespace and at least one letter or digit (so ``"    "`` indentation or ``"\\n\\n"`` repeated
 back to back never fires)."""
+
+DUPLICATE_DELTA_MIN_WORDS = 3
+"""A non-trivial delta of at least this many (whitespace-separated) words sent twice in a row
+is flagged on its own: a model does not double a phrase that long."""
+
+DUPLICATE_DELTA_MIN_PAIRS = 2
+"""A shorter one (a word doubled on purpose, ``" really really"``, ``"very, very"``) only when
+this many such pairs are in the text, or in the reasoning: a backend that doubles deltas
+doubles most of them (bifrost #6427)."""
+
+DUPLICATE_DELTA_MAX_GAP = 2
+"""...and each such pair at most this many deltas after the pair before it: a backend that
+doubles deltas doubles them one after another, two words doubled far apart are English."""
 
 REPETITION_MIN_CHARS = 80
 """A passage repeated immediately (``XX``) in the answer must be at least this long."""
@@ -182,6 +208,13 @@ class AnomalyConfig(BaseModel):
 
     duplicate_delta_min_chars: int = Field(default=DUPLICATE_DELTA_MIN_CHARS, ge=1)
     """Minimum stripped length of a delta that counts when repeated back to back."""
+    duplicate_delta_min_words: int = Field(default=DUPLICATE_DELTA_MIN_WORDS, ge=1)
+    """A delta of at least this many words repeated back to back is flagged on its own."""
+    duplicate_delta_min_pairs: int = Field(default=DUPLICATE_DELTA_MIN_PAIRS, ge=1)
+    """Shorter deltas are flagged once this many of them are repeated back to back."""
+    duplicate_delta_max_gap: int = Field(default=DUPLICATE_DELTA_MAX_GAP, ge=0)
+    """...each within this many deltas of the pair before it (a backend that doubles its
+    deltas doubles them one after another; two words doubled far apart are English)."""
     repetition_min_chars: int = Field(default=REPETITION_MIN_CHARS, ge=1)
     """Minimum length of a passage immediately repeated in the answer text."""
     repetition_min_alnum: int = Field(default=REPETITION_MIN_ALNUM, ge=0)
@@ -243,33 +276,96 @@ def _non_trivial(delta: str, min_chars: int) -> bool:
     return len(core) >= min_chars and any(ch.isalnum() for ch in core)
 
 
-def _first_back_to_back(deltas: Iterable[str], min_chars: int) -> str | None:
-    previous = None
-    for delta in deltas:
-        if delta == previous and _non_trivial(delta, min_chars):
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def _words(text: str) -> int:
+    """Words in **text**: runs between spaces, and each CJK character one word (a Chinese
+    or Japanese sentence has no spaces)."""
+    return len(text.split()) + len(_CJK.findall(text))
+
+
+class _BackToBack:
+    """The rule of :func:`find_duplicated_delta`, fed the deltas a pair at a time: a
+    non-trivial delta sent twice in a row counts at once when it holds at least
+    ``min_words`` words (a sentence is not doubled by a model), and otherwise only once
+    ``min_pairs`` such pairs are seen, each within ``max_gap`` deltas of the one before
+    (``"really really"`` is English; a backend that doubles its deltas doubles them one
+    after another)."""
+
+    __slots__ = ("first", "last", "max_gap", "min_chars", "min_pairs", "min_words", "pairs")
+
+    def __init__(self, cfg: AnomalyConfig) -> None:
+        self.min_chars = cfg.duplicate_delta_min_chars
+        self.min_words = cfg.duplicate_delta_min_words
+        self.min_pairs = cfg.duplicate_delta_min_pairs
+        self.max_gap = cfg.duplicate_delta_max_gap
+        self.first: str | None = None
+        self.last = 0  # the position of the last pair's second delta
+        self.pairs = 0
+
+    def pair(self, delta: str, position: int) -> str | None:
+        """``delta`` was just sent twice in a row, the second time at delta **position**:
+        the delta to report, or None (not yet)."""
+        if not _non_trivial(delta, self.min_chars):
+            return None
+        if _words(delta) >= self.min_words:
             return delta
+        if self.pairs and position - self.last - 2 > self.max_gap:
+            self.first, self.pairs = None, 0  # too far from the pair before: start again
+        if self.first is None:
+            self.first = delta
+        self.pairs += 1
+        self.last = position
+        return self.first if self.pairs >= self.min_pairs else None
+
+
+def _first_back_to_back(deltas: Iterable[str], rule: _BackToBack) -> str | None:
+    """Over the reasoning deltas: a delta equal to the one before, or one that starts with
+    the whole of the one before (a backend that sends the reasoning so far each time, not
+    what is new: DashScope, qwen-code #3896) repeats that one."""
+    previous = ""
+    for position, delta in enumerate(deltas):
+        if previous and delta.startswith(previous):
+            found = rule.pair(previous, position)
+            if found is not None:
+                return found
         previous = delta
     return None
 
 
-def _first_back_to_back_text(result: StreamResult, min_chars: int) -> str | None:
+def _first_back_to_back_text(result: StreamResult, rule: _BackToBack) -> str | None:
     """:func:`_first_back_to_back` over the chunks' visible text deltas, inlined (it runs
     over every chunk of every stream a table is built from)."""
     previous = None
+    position = 0
     for chunk in result.chunks:
         delta = chunk.content
         if delta:
-            if delta == previous and _non_trivial(delta, min_chars):
-                return delta
+            if delta == previous:
+                found = rule.pair(delta, position)
+                if found is not None:
+                    return found
             previous = delta
+            position += 1
     return None
 
 
 def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = None) -> str | None:
-    """The first non-trivial delta repeated back to back in text or reasoning, or None."""
+    """The first non-trivial delta repeated back to back in text or reasoning, or None.
+
+    Non-trivial: at least ``duplicate_delta_min_chars`` characters after stripping and a
+    letter or digit. One such pair is enough when its delta holds at least
+    ``duplicate_delta_min_words`` words; shorter ones (a word doubled on purpose, ``" really
+    really"``) take ``duplicate_delta_min_pairs`` pairs in the text, or in the reasoning, each
+    within ``duplicate_delta_max_gap`` deltas of the pair before, and the first of them is
+    returned. A CJK character counts as a word. In the reasoning, a delta that starts with the whole
+    delta before it repeats that one too (cumulative snapshots); in the text the reference's
+    dedup guard already cuts such a repeat (its guard event says so).
+    """
     cfg = _cfg(config)
-    return _first_back_to_back_text(result, cfg.duplicate_delta_min_chars) or _first_back_to_back(
-        _reasoning_deltas(result), cfg.duplicate_delta_min_chars
+    return _first_back_to_back_text(result, _BackToBack(cfg)) or _first_back_to_back(
+        _reasoning_deltas(result), _BackToBack(cfg)
     )
 
 
@@ -433,13 +529,39 @@ def limit_reached(result: StreamResult, config: AnomalyConfig | None = None) -> 
 
 
 def truncated_tool_arguments(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
-    """A tool call built from cut-short argument JSON (repaired, or kept raw because unparsable)."""
+    """A tool call built from cut-short argument JSON (repaired, or kept raw because unparsable).
+
+    Not whole objects glued together: ``tool_arguments_glued`` names those.
+    """
     if result.facts.get("cut_tool_use"):  # Anthropic: the stream ended inside a tool_use block
         return True
     if result.facts.get("cut_tool_calls"):  # chat: cut before the call's finish chunk
         return True
     return any(
-        fc.arguments_truncated or "raw_arguments" in fc.provider_fields
+        fc.arguments_truncated
+        or (
+            "raw_arguments" in fc.provider_fields
+            and not fc.provider_fields.get("arguments_resent")
+            and not _glued_arguments(fc.provider_fields)
+        )
+        for fc in result.function_calls
+    )
+
+
+def _glued_arguments(fields: dict) -> bool:
+    raw = fields.get("raw_arguments")
+    return isinstance(raw, str) and glued_json_objects(raw) > 0
+
+
+def tool_arguments_resent(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A tool call whose argument deltas each resent the arguments so far, appended whole."""
+    return any(fc.provider_fields.get("arguments_resent") for fc in result.function_calls)
+
+
+def tool_arguments_glued(result: StreamResult, config: AnomalyConfig | None = None) -> bool:
+    """A tool call whose arguments are whole JSON objects back to back (``{..}{..}``)."""
+    return any(
+        not fc.arguments_truncated and _glued_arguments(fc.provider_fields)
         for fc in result.function_calls
     )
 
@@ -654,6 +776,8 @@ DETECTORS: dict[str, Detector] = {
     "recording_cut": recording_cut,
     "limit_reached": limit_reached,
     "truncated_tool_arguments": truncated_tool_arguments,
+    "tool_arguments_glued": tool_arguments_glued,
+    "tool_arguments_resent": tool_arguments_resent,
     "empty_answer_with_reasoning": empty_answer_with_reasoning,
     "think_tags_after_guards": think_tags_after_guards,
     "error_in_200_stream": error_in_200_stream,

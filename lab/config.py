@@ -114,7 +114,9 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (which builds only the tool call at index 0; the
     others are listed in ``metadata["ignored_tool_calls"]`` and the anomaly
     ``parallel_tool_calls_dropped`` names them): build every streamed call of a step in index
-    order, also when the first index is not 0 or the step ends with ``stop``."""
+    order, also when the first index is not 0 or the step ends with ``stop``; calls sent
+    all at one index (a new id, or no id and a name after complete arguments) each get a
+    slot of their own (the reference glues them: ``tool_calls_merged``)."""
     keep_cut_tool_calls: bool = False
     """Lab addition, off as in the reference (a call whose stream is cut before its finish
     chunk is never built; ``facts["cut_tool_calls"]`` names it and the anomaly
@@ -123,8 +125,10 @@ class LabConfig(BaseModel):
     """Lab addition, off as in the reference (whose OpenAI-compatible adapter reads only each
     endpoint's declared reasoning field; other reasoning is counted and the anomaly
     ``reasoning_field_ignored`` fires): read ``reasoning_content``, ``reasoning``,
-    ``reasoning_details`` (text and summary entries) and typed content lists (Mistral's
-    ``{"type": "thinking"}`` parts) wherever they appear."""
+    ``reasoning_details`` (text and summary entries), a reasoning field sent as an object
+    (``{"text": ...}``, Bedrock's shape through a gateway) and typed content lists
+    (Mistral's ``{"type": "thinking"}`` parts) wherever they appear; OpenRouter reads
+    ``reasoning_content`` when ``reasoning`` is empty."""
     normalize_usage_reasoning: bool = False
     """Lab addition, off as in the reference: when a usage block's completion tokens exclude
     reasoning (``total = prompt + completion + reasoning``, as xAI reports), add the
@@ -156,9 +160,15 @@ class LabConfig(BaseModel):
     place a registered endpoint reads it."""
     merge_resent_tool_headers: bool = False
     """Lab addition, off as in the reference (which appends every ``function.name`` piece,
-    so a backend that sends a call's whole header again, same id and name, with its
-    arguments yields ``llm_versionllm_version``; the anomaly ``tool_call_header_resent``
-    says so): a resent header adds nothing to the name."""
+    so a backend that sends a call's whole name again, with the same id or with none,
+    yields ``llm_versionllm_version``; MiniMax on NVIDIA NIM resends it on every delta; the
+    anomaly ``tool_call_header_resent`` says so): a resent name adds nothing to the name."""
+    read_cumulative_tool_arguments: bool = False
+    """Lab addition, off as in the reference (which appends every ``function.arguments``
+    piece, so a backend that sends the arguments so far each time, ``{"a"``, ``{"a": 1``,
+    ``{"a": 1}``, yields arguments that do not parse; the anomaly
+    ``tool_arguments_resent`` says so): when every piece starts with the one before, the
+    pieces together do not parse and the last one does, the last one is the arguments."""
     dedup_keep_word_repeats: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
@@ -302,6 +312,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "final_usage_only",
     "usage_in_choices",
     "merge_resent_tool_headers",
+    "read_cumulative_tool_arguments",
     "refusal_content_filter",
     "usage_everywhere",
     "keep_length_content",

@@ -30,7 +30,7 @@ import httpx
 
 from lab.config import LabConfig
 from lab.degrade import Attempt, DegradationPlan
-from lab.errors import classify_error
+from lab.errors import classify_error, code_string, parse_status_code
 from lab.http.decoding import decoder_for
 from lab.http.limits import (
     LimitExceeded,
@@ -402,11 +402,18 @@ class _Request:
                     ):
                         # the guards were flushed by finish(); only the error chunk is added
                         adapter._record_finish("error")
+                        said = _foreign_error(
+                            adapter,
+                            response.status_code,
+                            body.head,
+                            body=attempt.body,
+                            label=attempt.label,
+                        )
                         emit(
                             [
                                 ProcessedChunk(
                                     type="error",
-                                    error=_empty_response_error(adapter),
+                                    error=said or _empty_response_error(adapter),
                                     metadata={"finish_reason": "error"},
                                 )
                             ]
@@ -480,7 +487,7 @@ class _Body:
     decoded here in bounded pieces (:mod:`lab.http.decoding`) and counted against
     ``max_exchange_bytes``; each read's arrival time goes to ``times``."""
 
-    __slots__ = ("_response", "_max", "_times", "_t0", "n_reads", "over")
+    __slots__ = ("_response", "_max", "_times", "_t0", "n_reads", "over", "head", "_head_left")
 
     def __init__(self, response: httpx.Response, max_bytes: int | None, times: list, t0: int):
         self._response = response
@@ -491,11 +498,20 @@ class _Body:
         """Reads taken from the response so far (the one being fed included)."""
         self.over = False
         """The byte limit was reached: the last piece handed out ends exactly at it."""
+        self.head: list[bytes] = []
+        """The body's first :data:`BODY_HEAD_BYTES` decoded bytes (what a body that is not a
+        stream said: :func:`_foreign_error`)."""
+        self._head_left = BODY_HEAD_BYTES
 
     def pieces(self) -> Iterator[tuple[int, bytes]]:
         """``(read index, piece)`` for every decoded piece, in order; stops at the limit."""
         budget = self._max
         for seq, piece in self._decoded():
+            if self._head_left > 0:  # the piece itself (no copy) while it fits
+                self.head.append(
+                    piece if len(piece) <= self._head_left else piece[: self._head_left]
+                )
+                self._head_left -= len(piece)
             if budget is not None:
                 budget -= len(piece)
                 if budget < 0:  # up to the limit exactly, then no more
@@ -594,6 +610,47 @@ def _empty(adapter: StreamAdapter, start: int) -> bool:
         if c.metadata and c.metadata.get("usage") is not None:
             return False
     return True
+
+
+BODY_HEAD_BYTES = 16 * 1024
+"""How much of a body's start the stack keeps to read a 200 body that is one JSON error
+object, not a stream (:func:`_foreign_error`)."""
+
+
+def _foreign_error(
+    adapter: StreamAdapter, status: int, head: list[bytes], *, body: dict, label: str
+) -> ProviderError | None:
+    """The provider's own error when a body with no stream in it is one JSON object that
+    holds an ``error`` (``{"error": {"message": "model is overloaded", ...}}`` sent with
+    HTTP 200, not as SSE), read as the family reads an error body; None otherwise.
+
+    The error is classified by the status its ``code`` names (``503``, ``"429"``). A code
+    that names none (``"rate_limit_exceeded"``, or no code) leaves HTTP 200, which no
+    family's rules read: the error then keeps the body's own code and stays retryable, as
+    the empty body it was taken for is, unless a classifier knows its message (a context
+    length, a model error, an exhausted balance)."""
+    text = b"".join(head).decode("utf-8", "replace").lstrip("\ufeff").strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(parsed, dict) or not parsed.get("error"):
+        return None
+    inner = parsed["error"]
+    code = inner.get("code") if isinstance(inner, dict) else None
+    named = parse_status_code(code)
+    if named is not None and not 400 <= named <= 599:
+        named = None
+    error = adapter.http_error(named or status, text, body=body, label=label)
+    note = f" [a JSON error body, not a stream, sent with HTTP {status}]"
+    update: dict[str, Any] = {"message": error.message + note}
+    if named is None:
+        update["code"] = code_string(code) or "error_body"
+        if classify_error(error) is None:
+            update["retryable"] = True
+    return error.model_copy(update=update)
 
 
 def _empty_response_error(adapter: StreamAdapter) -> ProviderError:

@@ -50,6 +50,7 @@ __all__ = [
     "ToolCallCheck",
     "check_call",
     "check_stream",
+    "glued_json_objects",
     "tool_schemas",
 ]
 
@@ -142,6 +143,37 @@ def _path(parts: Iterable[Any]) -> str:
     return out
 
 
+_DECODER = json.JSONDecoder()
+
+
+def glued_json_objects(raw: str) -> int:
+    """How many whole JSON objects ``raw`` is, back to back (``{"q":"A"}{"q":"B"}``: 2), when
+    it is two or more and nothing else; 0 otherwise (one object, a cut one, anything else).
+
+    The arguments of several calls sent at one index with no name or id between them: the
+    reference appends them into one string that does not parse (GPT-5.4, open-webui #22235).
+
+    >>> glued_json_objects('{"q": "A"} {"q": "B"}'), glued_json_objects('{"q": "A"}')
+    (2, 0)
+    >>> glued_json_objects('{"q": "A"}{"q": ')
+    0
+    """
+    n = pos = 0
+    end = len(raw)
+    try:
+        while True:
+            while pos < end and raw[pos] in " \t\r\n":
+                pos += 1
+            if pos == end:
+                return n if n >= 2 else 0
+            if raw[pos] != "{":
+                return 0
+            _, pos = _DECODER.raw_decode(raw, pos)
+            n += 1
+    except (ValueError, RecursionError):
+        return 0
+
+
 def check_call(
     call: FunctionCall, schemas: Mapping[str, Any] | None, *, index: int = 0
 ) -> ToolCallCheck:
@@ -162,7 +194,14 @@ def check_call(
     if "raw_arguments" in fields:
         raw = str(fields["raw_arguments"])
         clip = raw if len(raw) <= 80 else raw[:77] + "..."
-        return ToolCallCheck(index, name, False, "invalid_json", f"arguments not JSON: {clip}")
+        glued = glued_json_objects(raw)
+        if fields.get("arguments_resent"):
+            what = "the arguments so far resent on every delta, appended"
+        elif glued:
+            what = f"{glued} JSON objects glued together"
+        else:
+            what = "arguments not JSON"
+        return ToolCallCheck(index, name, False, "invalid_json", f"{what}: {clip}")
     if schemas is None:
         return ToolCallCheck(index, name, True, None, "offered tools unknown: not checked")
     if name not in schemas:

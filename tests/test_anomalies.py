@@ -33,6 +33,7 @@ from lab.anomalies import (
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry
 from lab.replay import replay_sse
 from lab.result import AttemptInfo, ChunkOrigin, StreamResult
+from lab.toolcheck import check_stream
 
 # --------------------------------------------------------------------------- wire builders
 
@@ -224,6 +225,8 @@ def test_registry_lists_every_detector_in_report_order():
         "recording_cut",
         "limit_reached",
         "truncated_tool_arguments",
+        "tool_arguments_glued",
+        "tool_arguments_resent",
         "empty_answer_with_reasoning",
         "think_tags_after_guards",
         "error_in_200_stream",
@@ -429,10 +432,67 @@ def test_openrouter_body_cut_inside_its_last_event_is_a_cut_not_invalid_json():
     assert "unhandled_shape" not in detect(r)
 
 
+def test_reasoning_sent_as_the_whole_text_so_far_each_time_is_flagged():
+    # DashScope paths send the reasoning so far each time, not what is new (qwen-code #3896)
+    snapshots = ["The user", "The user wants a count", "The user wants a count from one."]
+    r = openrouter(*(reasoning(d) for d in snapshots), content("1 2 3"), ending())
+    assert r.reasoning == "".join(snapshots)
+    assert find_duplicated_delta(r) == "The user wants a count"  # five words: at once
+    assert detect(r) == ["duplicated_deltas"]
+    # reasoning that only goes on is not
+    onward = openrouter(*(reasoning(d) for d in ["The user", " wants a count", " from one."]))
+    assert find_duplicated_delta(onward) is None
+
+
 def test_duplicate_delta_threshold_is_configurable():
     r = openrouter(reasoning(" very"), reasoning(" very"), content("Fine."), ending())
     assert detect(r) == []
-    assert detect(r, AnomalyConfig(duplicate_delta_min_chars=4)) == ["duplicated_deltas"]
+    one_pair = AnomalyConfig(duplicate_delta_min_chars=4, duplicate_delta_min_pairs=1)
+    assert detect(r, one_pair) == ["duplicated_deltas"]
+    assert detect(r, AnomalyConfig(duplicate_delta_min_chars=4)) == []  # one pair of one word
+
+
+def test_one_word_doubled_on_purpose_is_not_a_duplicated_delta():
+    # a model writes "really really" as two deltas " really", " really": English
+    r = openrouter(
+        reasoning("The user is"),
+        reasoning(" really"),
+        reasoning(" really"),
+        reasoning(" upset."),
+        content("I'm"),
+        content(" really"),
+        content(" really"),
+        content(" sorry about that."),
+        ending(),
+    )
+    assert r.text == "I'm really really sorry about that."
+    assert find_duplicated_delta(r) is None
+    assert detect(r) == []
+
+
+def test_two_doubled_words_or_one_doubled_phrase_are_duplicated_deltas():
+    words = ["Sure", ",", " gladly", " gladly", " really", " really", " glad to help."]
+    r = openrouter(*(content(d) for d in words), ending())
+    assert find_duplicated_delta(r) == " gladly"  # the first of the two pairs
+    assert detect(r) == ["duplicated_deltas"]
+    phrase = openrouter(
+        reasoning("Let me see."),
+        reasoning(" The user asks"),
+        reasoning(" The user asks"),
+        content("Hi."),
+        ending(),
+    )
+    assert find_duplicated_delta(phrase) == " The user asks"  # three words: at once
+    assert detect(phrase) == ["duplicated_deltas"]
+    # pairs are counted in the text and in the reasoning apart
+    split = openrouter(
+        reasoning(" really"),
+        reasoning(" really"),
+        content(" gladly"),
+        content(" gladly"),
+        ending(),
+    )
+    assert find_duplicated_delta(split) is None
 
 
 def test_long_separator_rules_and_repeated_short_rows_are_not_repetitions():
@@ -722,6 +782,37 @@ def test_unparsable_raw_arguments_count_as_truncated():
     )
     r = built(function_calls=[call], finish_reason="tool_calls")
     assert detect(r) == ["truncated_tool_arguments"]
+
+
+def test_whole_argument_objects_glued_together_are_named_not_called_truncated():
+    # GPT-5.4 sends two calls' arguments at one index, no name or id between (open-webui
+    # #22235): the reference appends them into one string that does not parse
+    r = openrouter(
+        tool_delta({"index": 0, "id": "c1", "type": "function", "function": {"name": "search"}}),
+        tool_delta({"index": 0, "function": {"arguments": '{"query": "A", "count": 5}'}}),
+        tool_delta({"index": 0, "function": {"arguments": '{"query": "B", "count": 5}'}}),
+        ending("tool_calls"),
+    )
+    (call,) = r.function_calls
+    assert call.provider_fields["raw_arguments"] == (
+        '{"query": "A", "count": 5}{"query": "B", "count": 5}'
+    )
+    assert detect(r) == ["tool_arguments_glued"]
+    (check,) = check_stream(r.function_calls, r.finish_reason, None)
+    assert (check.error_kind, check.detail[:32]) == (
+        "invalid_json",
+        "2 JSON objects glued together: {",
+    )
+    # a cut second object is a cut, not a glue
+    cut = built(
+        function_calls=[
+            FunctionCall(
+                name="search", args={}, provider_fields={"raw_arguments": '{"q": 1}{"q": '}
+            )
+        ],
+        finish_reason="tool_calls",
+    )
+    assert detect(cut) == ["truncated_tool_arguments"]
 
 
 # --------------------------------------------------------------------------- empty answer
@@ -1056,3 +1147,36 @@ def test_a_call_in_the_stop_chunk_itself_is_named_when_the_reference_drops_it(fa
     assert "parallel_tool_calls_dropped" in detect(r)
     kept = replay_sse(family, body, config=LabConfig.complete())
     assert [c.name for c in kept.function_calls] == ["get_weather"]
+
+
+def test_two_words_doubled_far_apart_are_english_not_duplicated_deltas():
+    # "really really" early and "deeply deeply" many deltas later: a backend that doubles its
+    # deltas doubles them one after another (duplicate_delta_max_gap deltas apart at most)
+    far = [
+        "I'm",
+        " really",
+        " really",
+        " sorry.",
+        " It",
+        " was",
+        " a",
+        " deeply",
+        " deeply",
+        " long day.",
+    ]
+    r = openrouter(*(content(d) for d in far), ending())
+    assert find_duplicated_delta(r) is None
+    assert detect(r) == []
+    wide = AnomalyConfig(duplicate_delta_max_gap=4)
+    assert find_duplicated_delta(r, wide) == " really"
+    near = ["I'm", " really", " really", " sorry", ",", " deeply", " deeply", " sorry."]
+    close = openrouter(*(content(d) for d in near), ending())
+    assert find_duplicated_delta(close) == " really"  # two deltas between: one after another
+
+
+def test_a_doubled_cjk_sentence_counts_its_characters_as_words():
+    # a Chinese sentence has no spaces: each character is a word, so one doubled sentence
+    # is flagged at once, as an English one is
+    r = openrouter(content("我们来看看。"), content("我们来看看。"), content("好的"), ending())
+    assert find_duplicated_delta(r) == "我们来看看。"
+    assert detect(r) == ["duplicated_deltas"]

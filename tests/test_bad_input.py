@@ -135,3 +135,43 @@ def test_a_config_fingerprint_names_the_choices_away_from_the_defaults_only():
     tuned = LabConfig(spill=SpillGuardConfig(min_clause_words=3))
     assert tuned.fingerprint() == hashlib.sha1(b'{"spill":{"min_clause_words":3}}').hexdigest()[:10]
     assert len({default, tuned.fingerprint(), LabConfig(degrade=False).fingerprint()}) == 3
+
+
+@pytest.mark.parametrize("provider", FAMILIES)
+def test_a_json_error_body_sent_with_200_instead_of_a_stream_keeps_the_providers_word(provider):
+    # a gateway or server that answers a streaming request with one JSON error object and
+    # HTTP 200, no SSE framing: the provider's message and its status are what the user needs
+    body = b'{"error":{"message":"model is overloaded","type":"server_error","code":503}}\n'
+    r = replay_sse(provider, body)
+    assert r.error is not None and r.finish_reason == "error"
+    assert "model is overloaded" in r.error.message
+    assert r.error.message.endswith("[a JSON error body, not a stream, sent with HTTP 200]")
+    assert r.error.retryable is True  # 503, as the body says: worth another try
+    # a JSON body without an error is still an empty response
+    other = replay_sse(provider, b'{"status": "ok"}\n')
+    assert other.error is not None and other.error.code == "empty_response"
+
+
+@pytest.mark.parametrize("provider", FAMILIES)
+def test_a_json_error_body_sent_with_200_whose_code_names_no_status_stays_retryable(provider):
+    # a code that names a status as a string is that status; a word, or no code, names
+    # none: HTTP 200 tells no rule anything, so the body's code is kept and it is retried,
+    # as the empty body it was taken for is
+    said = replay_sse(provider, b'{"error":{"message":"slow down","code":"429"}}')
+    assert said.error is not None
+    assert (said.error.code, said.error.retryable) == ("429", True)
+    for body, code in (
+        (
+            b'{"error":{"message":"Rate limit exceeded","code":"rate_limit_exceeded"}}',
+            "rate_limit_exceeded",
+        ),
+        (b'\xef\xbb\xbf{"error":"model overloaded"}', "error_body"),  # a BOM in front
+    ):
+        r = replay_sse(provider, body)
+        assert r.error is not None
+        assert (r.error.code, r.error.retryable) == (code, True)
+        assert r.error.message.endswith("[a JSON error body, not a stream, sent with HTTP 200]")
+    # a message a classifier knows keeps its advice: a longer context will not help
+    long = b'{"error":{"message":"This model\'s maximum context length is 8192 tokens"}}'
+    r = replay_sse(provider, long)
+    assert r.error is not None and r.error.retryable is False

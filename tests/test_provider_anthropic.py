@@ -488,3 +488,30 @@ def test_hostile_numbers_never_raise_and_are_counted():
         "index",
     ]
     assert "hostile_value" in detect(r)
+
+
+def test_a_delta_sent_to_another_kind_of_block_is_counted_not_lost_silently():
+    # openllmetry #4050 / sglang PR #25876: input_json_delta addressed to the text block
+    # (index 0) while the tool_use block (index 1) is open; the arguments never reach it
+    moved = body(
+        MESSAGE_START,
+        *text_block(0, "Let me check."),
+        block_start(1, {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}),
+        delta(0, {"type": "input_json_delta", "partial_json": '{"path": "a.md"}'}),
+        delta(1, {"type": "text_delta", "text": "\n"}),  # sglang #24293: text on a tool block
+        block_stop(1),
+        message_delta("tool_use"),
+        MESSAGE_STOP,
+    )
+    for config in (None, LabConfig.complete()):
+        r = replay_sse("anthropic", moved, config=config)
+        assert [(c.name, c.args) for c in r.function_calls] == [("read_file", {})]
+        assert r.facts["unhandled_shapes"] == {
+            "input_json_delta on a text block": 1,
+            "text_delta on a tool_use block": 1,
+        }
+        assert detect(r) == ["unhandled_shape"]
+    # the same deltas where they belong: nothing counted
+    (call,) = replay_sse("anthropic", full_sequence()).function_calls
+    assert call.args == {"path": "README.md"}
+    assert "unhandled_shapes" not in replay_sse("anthropic", full_sequence()).facts

@@ -270,6 +270,156 @@ def test_parallel_calls_without_an_index_are_kept_apart_under_complete():
         assert detect(full) == []
 
 
+def test_a_name_resent_on_every_delta_without_an_id_is_named_and_kept_once_under_complete():
+    # MiniMax M2.7 on NVIDIA NIM resends the whole name on every delta, id only on the first
+    # (hermes-agent #8259): the reference appends it each time, "read_fileread_file..."
+    def piece(args: str) -> dict:
+        return {"index": 0, "function": {"name": "read_file", "arguments": args}}
+
+    first = {"index": 0, "id": "c1", "type": "function"}
+    first["function"] = {"name": "read_file", "arguments": ""}
+    body = _sse(
+        _call(first),
+        _call(piece('{"path":')),
+        _call(piece(' "a.md"}')),
+        _call(piece("")),
+        END_TOOLS,
+    )
+    for provider in ("nvidia", "openrouter"):
+        ref = replay_sse(provider, body)
+        assert [(c.name, c.args) for c in ref.function_calls] == [
+            ("read_file" * 4, {"path": "a.md"})
+        ]
+        assert ref.facts["resent_tool_headers"] == 3
+        assert detect(ref) == ["tool_call_header_resent"]
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args, c.id) for c in full.function_calls] == [
+            ("read_file", {"path": "a.md"}, "c1")
+        ]
+        assert detect(full) == []
+
+
+def test_a_name_streamed_in_pieces_without_an_id_is_one_name():
+    def piece(name: str, args: str) -> dict:
+        return {"index": 0, "function": {"name": name, "arguments": args}}
+
+    body = _sse(_call(piece("get_", "")), _call(piece("weather", '{"city": "Bern"}')), END_TOOLS)
+    for config in (None, LabConfig.complete()):
+        r = replay_sse("ollama", body, config=config)
+        assert [(c.name, c.args) for c in r.function_calls] == [("get_weather", {"city": "Bern"})]
+        assert detect(r) == []
+
+
+def test_parallel_calls_without_ids_at_one_index_are_kept_apart_under_complete():
+    # each call whole in one delta, no id, all at index 0: the next one starts when a name
+    # comes after complete arguments, naming another tool or opening another object
+    def whole(name: str, args: str) -> dict:
+        return {"index": 0, "type": "function", "function": {"name": name, "arguments": args}}
+
+    body = _sse(
+        _call(whole("list_dir", "{}")),
+        _call(whole("read_file", '{"path": "a.md"}')),
+        _call(whole("read_file", '{"path": "b.md"}')),
+        END_TOOLS,
+    )
+    for provider in ("ollama", "openrouter"):
+        ref = replay_sse(provider, body)
+        assert [c.name for c in ref.function_calls] == ["list_dirread_fileread_file"]
+        assert ref.facts["merged_tool_calls"] == 2
+        assert "tool_calls_merged" in detect(ref)
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args) for c in full.function_calls] == [
+            ("list_dir", {}),
+            ("read_file", {"path": "a.md"}),
+            ("read_file", {"path": "b.md"}),
+        ]
+        assert detect(full) == []
+
+
+def test_reasoning_sent_as_an_object_is_counted_and_read_under_complete():
+    # Bedrock's shape through a gateway (envoyproxy/ai-gateway #1222):
+    # "reasoning_content": {"text": "..."} where a string belongs
+    said = "I need to calculate 27 * 453."
+    body = _sse(
+        {"choices": [{"index": 0, "delta": {"reasoning_content": {"text": said}}}]},
+        {"choices": [{"index": 0, "delta": {"content": "12231"}, "finish_reason": "stop"}]},
+    )
+    as_reasoning = body.replace(b'"reasoning_content"', b'"reasoning"')
+    for provider, sent in (("deepseek", body), ("custom", body), ("openrouter", as_reasoning)):
+        ref = replay_sse(provider, sent)
+        assert (ref.text, ref.reasoning) == ("12231", "")
+        assert ref.facts["ignored_reasoning_chars"] == len(said)
+        assert detect(ref) == ["reasoning_field_ignored"]
+        full = replay_sse(provider, sent, config=LabConfig.complete())
+        assert (full.text, full.reasoning) == ("12231", said)
+        assert detect(full) == []
+
+
+def test_openrouter_counts_reasoning_content_it_does_not_read():
+    # the reference reads delta.reasoning alone; the same text in both is not counted
+    def chunk(delta: dict) -> dict:
+        return {"choices": [{"index": 0, "delta": delta}]}
+
+    stop = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    other = replay_sse("openrouter", _sse(chunk({"reasoning_content": "Thinking hard."}), stop))
+    assert (other.reasoning, other.facts["ignored_reasoning_chars"]) == ("", 14)
+    both = chunk({"reasoning": "Thinking hard.", "reasoning_content": "Thinking hard."})
+    same = replay_sse("openrouter", _sse(both, stop))
+    assert same.reasoning == "Thinking hard."
+    assert "ignored_reasoning_chars" not in same.facts
+
+
+def test_a_cache_read_at_the_top_level_of_usage_is_read():
+    # Moonshot/Kimi: usage.cached_tokens, no prompt_tokens_details (promptfoo PR #10132)
+    usage = {"prompt_tokens": 2000, "completion_tokens": 31, "total_tokens": 2031}
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    first = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    for provider in ("custom", "openai", "openrouter"):
+        r = replay_sse(provider, _sse(first, {**last, "usage": {**usage, "cached_tokens": 1792}}))
+        assert r.usage is not None
+        assert (r.usage.input_tokens, r.usage.cache_read_tokens) == (2000, 1792)
+        # the details object, when there is one, is what counts
+        details = {**usage, "cached_tokens": 5, "prompt_tokens_details": {"cached_tokens": 7}}
+        r = replay_sse(provider, _sse(first, {**last, "usage": details}))
+        assert r.usage is not None and r.usage.cache_read_tokens == 7
+
+
+def test_arguments_resent_whole_each_delta_are_named_and_read_from_the_last_under_complete():
+    # DeepSeek / Baidu Qianfan resend the arguments so far on every delta (hermes-agent
+    # PR #35718): the reference appends them into a string that does not parse
+    so_far = [
+        '{"pattern": "TODO',
+        '{"pattern": "TODO", "path": "src',
+        '{"pattern": "TODO", "path": "src/"}',
+    ]
+    header = {"index": 0, "id": "call_1", "type": "function"}
+    header["function"] = {"name": "search_files", "arguments": ""}
+    body = _sse(
+        _call(header),
+        *(_call({"index": 0, "function": {"arguments": piece}}) for piece in so_far),
+        END_TOOLS,
+    )
+    for provider in ("deepseek", "openrouter"):
+        ref = replay_sse(provider, body)
+        (call,) = ref.function_calls
+        assert (call.args, call.provider_fields["raw_arguments"]) == ({}, "".join(so_far))
+        assert call.provider_fields["arguments_resent"] is True
+        assert detect(ref) == ["tool_arguments_resent"]
+        full = replay_sse(provider, body, config=LabConfig.complete())
+        assert [(c.name, c.args) for c in full.function_calls] == [
+            ("search_files", {"pattern": "TODO", "path": "src/"})
+        ]
+        assert detect(full) == [] and full.guard_events == []
+    # pieces that each start with the one before but whose last is cut are not read so
+    cut = _sse(
+        _call(header),
+        *(_call({"index": 0, "function": {"arguments": piece}}) for piece in so_far[:2]),
+        END_TOOLS,
+    )
+    r = replay_sse("deepseek", cut, config=LabConfig.complete())
+    assert "arguments_resent" not in r.function_calls[0].provider_fields
+
+
 def test_an_empty_id_on_a_continuation_delta_keeps_the_calls_id():
     body = _sse(
         _call(
@@ -451,3 +601,178 @@ def test_several_choices_are_named_and_the_first_kept_alone_under_complete():
         assert "choices_mixed" in detect(ref) and "one" in ref.text  # the reference mixes them
         full = replay_sse(provider, body, config=LabConfig.complete())
         assert (full.text, full.finish_reason) == ("Alpha Beta", "stop")
+
+
+def test_idless_calls_that_resend_the_name_on_every_delta_stay_whole_under_complete():
+    # two calls of different tools, no ids, all at index 0, the name on every delta: under
+    # complete each is one call (not a junk call per delta after the first moved)
+    def piece(name: str, args: str) -> dict:
+        return {"index": 0, "function": {"name": name, "arguments": args}}
+
+    body = _sse(
+        _call(piece("list_dir", '{"path":')),
+        _call(piece("list_dir", ' "."}')),
+        _call(piece("read_file", '{"path":')),
+        _call(piece("read_file", ' "a.md"')),
+        _call(piece("read_file", "}")),
+        END_TOOLS,
+    )
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [
+        ("list_dir", {"path": "."}),
+        ("read_file", {"path": "a.md"}),
+    ]
+    assert detect(full) == []
+    ref = replay_sse("ollama", body)
+    assert [c.name for c in ref.function_calls] == ["list_dir" * 2 + "read_file" * 3]
+    assert (ref.facts["merged_tool_calls"], ref.facts["resent_tool_headers"]) == (1, 3)
+
+
+def test_ids_resent_on_every_delta_at_one_index_stay_two_calls_under_complete():
+    def piece(call_id: str, name: str, args: str) -> dict:
+        return {"index": 0, "id": call_id, "function": {"name": name, "arguments": args}}
+
+    body = _sse(
+        _call(piece("a", "f", '{"x":')),
+        _call(piece("a", "f", " 1}")),
+        _call(piece("b", "g", '{"y":')),
+        _call(piece("b", "g", " 2}")),
+        END_TOOLS,
+    )
+    full = replay_sse("custom", body, config=LabConfig.complete())
+    assert [(c.name, c.args, c.id) for c in full.function_calls] == [
+        ("f", {"x": 1}, "a"),
+        ("g", {"y": 2}, "b"),
+    ]
+
+
+def test_same_tool_calls_sent_header_then_arguments_without_ids_are_two_calls():
+    # a header (name, no arguments), then its arguments, twice at index 0: the second header
+    # begins another call (a new object follows it), it does not repeat the name
+    def header(name: str) -> dict:
+        return {"index": 0, "type": "function", "function": {"name": name}}
+
+    def args(text: str) -> dict:
+        return {"index": 0, "function": {"arguments": text}}
+
+    body = _sse(
+        _call(header("read_file")),
+        _call(args('{"path": "a.md"}')),
+        _call(header("read_file")),
+        _call(args('{"path": "b.md"}')),
+        END_TOOLS,
+    )
+    ref = replay_sse("ollama", body)
+    assert [c.name for c in ref.function_calls] == ["read_fileread_file"]
+    assert ref.facts["merged_tool_calls"] == 1
+    assert "resent_tool_headers" not in ref.facts
+    assert "tool_calls_merged" in detect(ref)
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [
+        ("read_file", {"path": "a.md"}),
+        ("read_file", {"path": "b.md"}),
+    ]
+    assert detect(full) == []
+
+
+def test_a_header_repeated_after_complete_arguments_is_a_resent_header():
+    # the same header again, then no new object: the name was only repeated
+    header = {"index": 0, "type": "function", "function": {"name": "read_file"}}
+    args = {"index": 0, "function": {"arguments": '{"path": "a.md"}'}}
+    body = _sse(_call(header), _call(args), _call(header), END_TOOLS)
+    ref = replay_sse("ollama", body)
+    assert ref.facts["resent_tool_headers"] == 1
+    assert "merged_tool_calls" not in ref.facts
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("read_file", {"path": "a.md"})]
+
+
+def test_a_final_chunk_that_resends_the_whole_call_is_not_a_new_call():
+    def piece(name: str | None, args: str) -> dict:
+        fn = {"arguments": args} if name is None else {"name": name, "arguments": args}
+        return {"index": 0, "function": fn}
+
+    body = _sse(
+        _call(piece("read_file", '{"path":')),
+        _call(piece(None, ' "a.md"}')),
+        _call(piece("read_file", '{"path": "a.md"}')),
+        END_TOOLS,
+    )
+    ref = replay_sse("ollama", body)
+    assert "merged_tool_calls" not in ref.facts
+    assert ref.function_calls[0].provider_fields["arguments_resent"] is True
+    assert "tool_arguments_resent" in detect(ref)
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("read_file", {"path": "a.md"})]
+    assert detect(full) == []
+
+
+def test_cumulative_arguments_with_the_last_snapshot_repeated_are_read_from_the_last():
+    def piece(args: str) -> dict:
+        return {"index": 0, "function": {"arguments": args}}
+
+    first = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f"}}
+    snaps = ['{"a"', '{"a": 1', '{"a": 1}', '{"a": 1}']
+    body = _sse(_call(first), *(_call(piece(s)) for s in snaps), END_TOOLS)
+    ref = replay_sse("deepseek", body)
+    assert ref.function_calls[0].provider_fields["arguments_resent"] is True
+    full = replay_sse("deepseek", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("f", {"a": 1})]
+
+
+def test_a_name_resent_on_every_delta_is_not_parsed_per_delta(monkeypatch):
+    # the name check comes before any parse: 2,000 deltas that resend the name cost no
+    # json.loads each (a join and parse per delta made replay quadratic)
+    from lab.providers import wire
+
+    calls = []
+    real = wire.json.loads
+
+    def counting(text, *a, **k):
+        calls.append(len(text))
+        return real(text, *a, **k)
+
+    def piece(args: str) -> dict:
+        return {"index": 0, "function": {"name": "f", "arguments": args}}
+
+    pieces = ['{"xs": [', *("1, " for _ in range(2000)), "1]}"]
+    body = _sse(*(_call(piece(p)) for p in pieces), END_TOOLS)
+    monkeypatch.setattr(wire.json, "loads", counting)
+    for config in (None, LabConfig.complete()):
+        calls.clear()
+        r = replay_sse("nvidia", body, config=config)
+        assert len(r.function_calls[0].args["xs"]) == 2001
+        assert sum(calls) < 4 * sum(map(len, pieces))
+
+
+def test_one_reasoning_sent_in_several_unread_fields_is_counted_and_read_once():
+    # reasoning as an object, the same text in reasoning_content and in reasoning_details:
+    # one reasoning, not three (OpenRouter reads delta.reasoning alone)
+    said = "Thinking hard."
+
+    def chunk(delta: dict) -> dict:
+        return {"choices": [{"index": 0, "delta": delta}]}
+
+    stop = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    details = [{"type": "reasoning.text", "text": said}]
+    for delta in (
+        {"reasoning": {"text": said}, "reasoning_content": said},
+        {"reasoning": {"text": said}, "reasoning_content": said, "reasoning_details": details},
+        {"reasoning_content": said, "reasoning_details": details},
+    ):
+        body = _sse(chunk(delta), stop)
+        ref = replay_sse("openrouter", body)
+        assert (ref.reasoning, ref.facts["ignored_reasoning_chars"]) == ("", len(said))
+        full = replay_sse("openrouter", body, config=LabConfig.complete())
+        assert full.reasoning == said
+        assert "ignored_reasoning_chars" not in full.facts
+
+
+def test_a_trailing_usage_of_a_cache_count_alone_does_not_wipe_the_usage():
+    usage = {"prompt_tokens": 2000, "completion_tokens": 31, "total_tokens": 2031}
+    first = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+    for provider in ("custom", "openai", "openrouter"):
+        r = replay_sse(provider, _sse(first, last, {"choices": [], "usage": {"cached_tokens": 0}}))
+        assert r.usage is not None
+        assert (r.usage.input_tokens, r.usage.output_tokens) == (2000, 31)

@@ -404,6 +404,17 @@ if _json.PARSER == "msgspec":
     decode_delta = _decode_delta
 
 
+_DELTA_BLOCK = {
+    "text_delta": "text",
+    "citations_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "thinking",
+    "input_json_delta": "tool_use",  # or server_tool_use, mcp_tool_use: any *tool_use
+}
+"""The block each content delta belongs to; one sent to another kind of block is counted
+(``unhandled_shape``)."""
+
+
 class AnthropicAdapter(StreamAdapter):
     """Anthropic Messages API streaming."""
 
@@ -503,15 +514,19 @@ class AnthropicAdapter(StreamAdapter):
             if ev is not None:
                 d = ev.delta
                 dtype = d.type
+                index = ev.index
+                block = None if index is None else self.blocks.get(index)
+                # a delta sent to another kind of block goes the general way (counted there)
                 if dtype == "text_delta":
-                    if type(d.text) is str:
+                    if type(d.text) is str and (block is None or block["type"] == "text"):
                         self._text(d.text, out)
                         return
-                elif dtype == "thinking_delta" and type(d.thinking) is str:
-                    index = ev.index
-                    self._thinking(
-                        None if index is None else self.blocks.get(index), d.thinking, out
-                    )
+                elif (
+                    dtype == "thinking_delta"
+                    and type(d.thinking) is str
+                    and (block is None or block["type"] == "thinking")
+                ):
+                    self._thinking(block, d.thinking, out)
                     return
         try:
             payload = _json.loads(text)
@@ -666,6 +681,19 @@ class AnthropicAdapter(StreamAdapter):
         got = payload.get("delta")
         delta: dict = got if isinstance(got, dict) else {}
         dtype = delta.get("type")
+        if (
+            block is not None
+            and type(dtype) is str
+            and dtype in _DELTA_BLOCK
+            and block["type"] != _DELTA_BLOCK[dtype]
+        ):
+            btype = block["type"]
+            if not (dtype == "input_json_delta" and str(btype).endswith("tool_use")):
+                # a delta sent to another kind of block (sglang #25876, openllmetry #4050):
+                # read as it comes, where that loses it (JSON into a text block), counted
+                note_shape(self.facts, f"{dtype} on a {btype} block")
+        elif block is None and dtype == "input_json_delta":
+            note_shape(self.facts, "input_json_delta on no started block")
         if dtype == "text_delta" and isinstance(delta.get("text"), str):
             self._text(delta["text"], out)
         elif dtype == "thinking_delta" and isinstance(delta.get("thinking"), str):

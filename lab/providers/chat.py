@@ -50,6 +50,7 @@ from lab.errors import (
     parse_status_code,
     status_phrase,
 )
+from lab.guards.json_repair import parse_tool_arguments
 from lab.guards.markup import MarkupGuard
 from lab.http.sse import SSEEvent
 from lab.model import (
@@ -77,8 +78,10 @@ from lab.providers.wire import (
     note_unknown_keys,
     openai_usage,
     reasoning_details_text,
+    reasoning_object_text,
     split_text_and_tool,
     typed_content,
+    unread_chars,
 )
 
 __all__ = [
@@ -815,6 +818,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if isinstance(rd, list) and rd:
             rd_text, rd_summary = reasoning_details_text(rd)
         if self._read_all:
+            if reasoning is None:
+                for name in fields:
+                    if text := reasoning_object_text(delta_raw.get(name)):
+                        reasoning = text
+                        break
             if reasoning is None and rd_text:
                 reasoning = rd_text
             if reasoning is None and rd_summary:
@@ -825,14 +833,16 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if typed and self.typed_content_lists:
             reasoning = (reasoning or "") + typed
             typed = ""
-        ignored = 0
+        unread = []
         for name in REASONING_FIELDS:
             v = delta_raw.get(name)
-            if name not in fields and isinstance(v, str) and v and v != reasoning:
-                ignored += len(v)
+            if name not in fields and isinstance(v, str):
+                unread.append(v)
+            elif type(v) is dict:  # an object where a string belongs: no field reads it
+                unread.append(reasoning_object_text(v))
         if reasoning is None:
-            ignored += len(rd_text) + len(rd_summary)
-        ignored += len(typed)
+            unread += (rd_text, rd_summary)
+        ignored = unread_chars(unread, reasoning) + len(typed)
         if ignored:
             self.facts["ignored_reasoning_chars"] = (
                 self.facts.get("ignored_reasoning_chars", 0) + ignored
@@ -1292,7 +1302,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _accumulate_tools(self, delta: dict) -> None:
         acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
-            if self.lean and tc.keys() <= _ARGUMENTS_ONLY:  # an argument delta: its own way
+            if self.lean and acc.plain and tc.keys() <= _ARGUMENTS_ONLY:  # its own way
                 index = tc.get("index")
                 fn = tc.get("function")
                 if type(index) is int and index >= 0 and type(fn) is dict and not fn.get("name"):
@@ -1336,30 +1346,80 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if isinstance(sig, str) and sig and "thought_signature" not in fields:
                     fields["thought_signature"] = sig  # Gemini's OpenAI-compatible endpoint
             index = 0 if index is None else index
-            if name and "id" in fields and acc.starts_new_call(index, fields["id"]):
-                # a new call header (another id) where a call already is: calls sent with no
-                # index, or all at index 0 (Gemini's, Mistral's, Ollama's and vLLM's
-                # OpenAI-compatible endpoints). The reference glues them into one call.
+            wire = index
+            index = acc.slot(wire)  # under all_tool_calls: where its current call moved
+            call_id = fields.get("id")
+            whole = None  # the delta's name is a piece of the call's name
+            held = acc.release(index) if acc.pending else None
+            if held is not None and not self._judge_held_header(tc, name, args):
+                held = None  # the header only repeated the name
+            if held is not None:
+                # the header held back began another call of the same tool: a new object
+                # follows it
                 if self.config.all_tool_calls:
-                    index = acc.next_index()
+                    index = acc.move(wire)
+                    name = held
                 else:
                     self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
-            if name and "id" in fields and acc.resends_header(index, fields["id"], name):
-                # the whole call header (same id, same name) sent again: the reference
-                # appends the name a second time
+                    acc.restart(index, held)
+            elif name and (
+                acc.starts_new_call(index, call_id)
+                if call_id is not None
+                else acc.starts_idless_call(index, name, args)
+            ):
+                # a new call (another id, or no id and another name or object after complete
+                # arguments) where a call already is: calls sent with no index, or all at
+                # index 0 (Gemini's, Mistral's, Ollama's and vLLM's OpenAI-compatible
+                # endpoints). The reference glues them into one call.
+                if self.config.all_tool_calls:
+                    index = acc.move(wire)
+                else:
+                    self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
+                    whole = name
+            elif name and acc.resends_header(index, call_id, name):
+                # the whole name sent again (with the same id, or none): the reference
+                # appends it a second time
+                whole = name
+                if call_id is None and not args and acc.complete(index):
+                    # after complete arguments: another call of the same tool, or the name
+                    # repeated? The next delta tells (_judge_held_header)
+                    acc.hold(index, name)
+                else:
+                    self._count_resent_header()
                 if self.config.merge_resent_tool_headers:
                     name = None
-                else:
-                    self.facts["resent_tool_headers"] = self.facts.get("resent_tool_headers", 0) + 1
-            acc.add(index, name=name, arguments=args, fields=fields)
+                    if args and acc.repeats_call(index, args) and acc.complete(index):
+                        args = None  # the whole call sent again: read once
+            acc.add(index, name=name, arguments=args, fields=fields, whole=whole)
         if delta.get("reasoning_details"):  # continuity data for the step's first call
             self.rd_acc.extend(delta["reasoning_details"])
+
+    def _judge_held_header(self, tc: dict, name: str | None, args: str | None) -> bool:
+        """A header (the same name, no id) came after complete arguments and was held: did
+        it begin another call of the same tool? It did when this delta, with no name or id
+        of its own, opens a new object. Otherwise it only repeated the name, counted in
+        ``facts["resent_tool_headers"]``."""
+        if not name and not tc.get("id") and args and args.lstrip()[:1] == "{":
+            return True
+        self._count_resent_header()
+        return False
+
+    def _count_resent_header(self) -> None:
+        if not self.config.merge_resent_tool_headers:
+            self.facts["resent_tool_headers"] = self.facts.get("resent_tool_headers", 0) + 1
+
+    def _settle_held_headers(self) -> None:
+        """Headers still held when the calls are built only repeated the name."""
+        for _ in range(len(self.tool_acc.pending)):
+            self._count_resent_header()
+        self.tool_acc.pending.clear()
 
     def _build_calls(self, *, truncated: bool = False) -> tuple[list[FunctionCall], list[dict]]:
         """The step's calls: the one at index 0 (reference), or every one in index order
         (``config.all_tool_calls``); the others are returned as ``ignored`` and named in
         ``facts["dropped_tool_calls"]``. **truncated**: the stream was cut before the
         call's finish chunk, so each call is marked ``arguments_truncated``."""
+        self._settle_held_headers()
         built = self.tool_acc.take()
         first_fields = self._first_call_fields()
         if self.config.all_tool_calls:
@@ -1375,6 +1435,15 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 continue
             parsed = self._parse_arguments(acc["arguments"], acc["name"])
             provider_fields: dict[str, Any] = {} if calls else dict(first_fields)
+            so_far = acc.get("arguments_so_far")
+            if parsed.error is not None and so_far is not None:
+                # probed without the repair's notes: only a last piece that parses as it is
+                last = parse_tool_arguments(so_far, tool_name=acc["name"], notes=[])
+                if last.error is None and not last.truncated:  # the arguments sent so far
+                    if self.config.read_cumulative_tool_arguments:
+                        parsed = last
+                    else:
+                        provider_fields["arguments_resent"] = True
             if parsed.error is not None:
                 provider_fields["raw_arguments"] = acc["arguments"]
                 provider_fields["arguments_error"] = parsed.error
@@ -1398,6 +1467,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         ``config.all_tool_calls``. The reference builds neither."""
         if not self.tool_acc:
             return
+        self._settle_held_headers()
         if self.facts.get("done_seen"):
             # The server ended the stream ([DONE]) without a finish for the calls: nothing
             # was cut, the reference just never builds them (all_tool_calls does).

@@ -59,7 +59,9 @@ from lab.providers.wire import (
     note_unknown_keys,
     openai_usage,
     reasoning_details_text,
+    reasoning_object_text,
     split_text_and_tool,
+    unread_chars,
     wire_int,
 )
 
@@ -356,6 +358,9 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
                 v = delta_raw.get("reasoning", _MISSING)
                 if v is None or isinstance(v, str):
                     delta["reasoning"] = v
+                unread = _unread_reasoning(v, delta_raw.get("reasoning_content"))
+                if unread:
+                    delta["_unread_reasoning"] = unread
                 tcs = delta_raw.get("tool_calls")
                 if tcs is None:
                     tcs = delta_raw.get("toolCalls")
@@ -397,6 +402,7 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
 
 # --------------------------------------------------------------------------- typed fast path
 
+
 # With msgspec as the lab's JSON parser (lab/_json.py), the common chunk shape is decoded
 # straight into typed structs, whose fields are exactly the keys the shape check knows
 # and whose types are the ones normalize_openrouter_chunk keeps as they are. A line with
@@ -405,6 +411,19 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
 # way (json, shape check, normalize_openrouter_chunk), which decides as before. The
 # decoder builds the same normalized dict (tests/test_openrouter_typed.py checks it against
 # normalize_openrouter_chunk on generated chunks); what it buys: docs/PERFORMANCE.md.
+def _unread_reasoning(reasoning: Any, reasoning_content: Any) -> str:
+    """Reasoning a delta carries where OpenRouter's rule does not read it: ``reasoning`` as
+    an object (``{"text": ...}``) and ``reasoning_content`` (a string or such an object). The
+    normalized delta keeps it as ``_unread_reasoning`` for :meth:`map_reasoning`."""
+    said = reasoning_object_text(reasoning)
+    other = (
+        reasoning_content
+        if isinstance(reasoning_content, str)
+        else reasoning_object_text(reasoning_content)
+    )
+    return said + other if said and other and other != said else said or other
+
+
 decode_typed_chunk: Callable[[str, list[str]], dict | None] | None = None
 """``decode_typed_chunk(line, bad)``: the normalized chunk of a data line of the common
 shape (hostile usage counts appended to **bad**, as the normalizer does), or None for any
@@ -489,6 +508,10 @@ if _json.PARSER == "msgspec":
                         delta["content"] = d.content
                     if d.reasoning is not UNSET:
                         delta["reasoning"] = d.reasoning
+                    if d.reasoning_content is not None:
+                        unread = _unread_reasoning(None, d.reasoning_content)
+                        if unread:
+                            delta["_unread_reasoning"] = unread
                     tcs = d.tool_calls if d.tool_calls is not None else d.toolCalls
                     if tcs is not None:
                         delta["tool_calls"] = [
@@ -851,6 +874,15 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         counted otherwise; a repeated piece's thoughts are marked ``repeated_thoughts``."""
         reasoning = delta.get("reasoning")
         thoughts = [new_raw_thought(reasoning)] if reasoning else []
+        unread = delta.get("_unread_reasoning")
+        if unread and unread != reasoning:  # reasoning_content, or reasoning as an object
+            if self.config.read_all_reasoning_fields and not reasoning:
+                thoughts.append(new_raw_thought(unread))
+                reasoning = unread
+            else:
+                self.facts["ignored_reasoning_chars"] = self.facts.get(
+                    "ignored_reasoning_chars", 0
+                ) + len(unread)
         if not reasoning and delta.get("reasoning_details"):
             text, summary = reasoning_details_text(delta["reasoning_details"])
             if self.config.read_all_reasoning_fields:
@@ -858,9 +890,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                     thoughts.append(new_thought(kind="raw", content=text))
                 if summary:
                     thoughts.append(new_thought(kind="summary", content=summary))
-            elif text or summary:
+            elif ignored := unread_chars((text, summary), unread):
                 self.facts["ignored_reasoning_chars"] = (
-                    self.facts.get("ignored_reasoning_chars", 0) + len(text) + len(summary)
+                    self.facts.get("ignored_reasoning_chars", 0) + ignored
                 )
         if thoughts and chunk.get("_repeated_reasoning"):
             metadata["repeated_thoughts"] = True

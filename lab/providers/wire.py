@@ -14,7 +14,9 @@ Pure functions and small classes, no I/O; they import nothing above :mod:`lab.mo
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from lab.guards.base import NoteSink
@@ -139,6 +141,10 @@ def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
     pdet = u.get("prompt_tokens_details", u.get("promptTokensDetails"))
     reasoning = pick(cdet, "completion_tokens_details.", "reasoning_tokens", "reasoningTokens")
     cached = pick(pdet, "prompt_tokens_details.", "cached_tokens", "cachedTokens")
+    if cached is None and (prompt, completion, total) != (None, None, None):
+        # Moonshot/Kimi: the cache read at the top level, no details object; read beside
+        # the counts only (a usage of {"cached_tokens": 0} alone says nothing)
+        cached = pick(u, "", "cached_tokens")
     cache_write = pick(pdet, "prompt_tokens_details.", "cache_write_tokens", "cacheWriteTokens")
     cost = wire_float(u.get("cost"), "usage.cost", bad)
     if all(v is None for v in (prompt, completion, total, reasoning, cached, cache_write, cost)):
@@ -154,18 +160,92 @@ def openai_usage(u: Any, bad: list[str] | None = None) -> Usage | None:
     )
 
 
+def reasoning_object_text(v: Any) -> str:
+    """The text of a reasoning field sent as an object, ``{"text": "..."}`` (Bedrock's
+    shape, passed through by gateways: envoyproxy/ai-gateway #1222); "" for anything else."""
+    if type(v) is dict:
+        text = v.get("text")
+        if isinstance(text, str):
+            return text
+    return ""
+
+
+def unread_chars(texts: Iterable[str], read: str | None) -> int:
+    """Characters of reasoning no field read: **texts** from the fields not read, each
+    distinct text once and none equal to what was **read** (one reasoning sent in three
+    fields is one reasoning left unread, not three).
+
+    >>> unread_chars(["abc", "abc", "", "de"], None), unread_chars(["abc"], "abc")
+    (5, 0)
+    """
+    return sum(len(t) for t in set(texts) if t and t != read)
+
+
+def cumulative_pieces(pieces: list[str]) -> bool:
+    """Is every piece (two or more) the one before it and more, or the same again: the text
+    so far sent each time, not what is new (DeepSeek and Baidu Qianfan tool arguments, hermes-agent PR
+    #35718)? Stops at the first piece that is not, so streamed pieces cost a compare each.
+
+    >>> cumulative_pieces(['{"a"', '{"a": 1', '{"a": 1}']), cumulative_pieces(['{"a"', ': 1}'])
+    (True, False)
+    """
+    if len(pieces) < 2:
+        return False
+    previous = pieces[0]
+    for piece in pieces[1:]:
+        if len(piece) < len(previous) or not piece.startswith(previous):
+            return False
+        previous = piece
+    return True
+
+
+def resent_whole(pieces: list[str]) -> bool:
+    """Is the last of three or more pieces all the ones before it, sent again whole (a final
+    chunk that repeats the call)?
+
+    >>> resent_whole(['{"a"', ': 1}', '{"a": 1}']), resent_whole(['{"a"', ': 1}'])
+    (True, False)
+    """
+    if len(pieces) < 3:
+        return False
+    last = pieces[-1]
+    if sum(map(len, pieces)) != 2 * len(last):
+        return False
+    return "".join(pieces[:-1]) == last
+
+
 class ToolCallAccumulator:
     """Streamed tool-call deltas gathered by index: one definition for the chat adapters.
 
     Name and argument pieces are kept in lists and joined once when the call is built, so
     a call streamed as 200,000 argument deltas costs the same per delta as one of 20,000
     (``acc += piece`` would copy the growing string each time).
+
+    Beside what is gathered, each slot remembers the call it is on now: its whole name,
+    where its arguments start and how many characters came before them. Where the
+    reference glues several calls, or a name sent again, into one slot
+    (``add(..., whole=...)``), the next delta is still judged against that call, not
+    against the glued text.
+
+    Two more things serve ``config.all_tool_calls``, which keeps calls apart: ``alias``
+    sends a wire index to the slot its current call moved to (calls sent all at index 0,
+    each to a slot of its own), and ``pending`` holds a header (the same name, no id, no
+    arguments) seen after complete arguments, until the next delta says whether it began
+    another call of the same tool (a new object follows) or only repeated the name.
+    ``plain`` is True while neither is in use: an argument delta may then go straight to
+    :meth:`add`.
     """
 
-    __slots__ = ("calls",)
+    __slots__ = ("alias", "calls", "chars", "current", "pending", "plain")
 
     def __init__(self) -> None:
         self.calls: dict[int, dict[str, Any]] = {}
+        # slot -> (whole name, first piece, characters before it)
+        self.current: dict[int, tuple[str, int, int]] = {}
+        self.chars: dict[int, int] = {}  # slot -> argument characters gathered
+        self.alias: dict[int, int] = {}  # wire index -> slot
+        self.pending: dict[int, str] = {}  # slot -> a header's name, not yet judged
+        self.plain = True
 
     def __bool__(self) -> bool:
         return bool(self.calls)
@@ -177,16 +257,61 @@ class ToolCallAccumulator:
         name: str | None = None,
         arguments: str | None = None,
         fields: dict[str, Any] | None = None,
+        whole: str | None = None,
     ) -> None:
+        """Gather one delta of call **index**. **whole**: the delta's name is the whole name
+        of a call already there (a name sent again: the call it is on stays) or of a new call
+        glued onto it (the call it is on becomes that one); None: a piece of the name."""
         acc = self.calls.get(index)
         if acc is None:
             acc = self.calls[index] = {"name": [], "arguments": []}
+            self.chars[index] = 0
+        if whole is not None:
+            current = self.current.get(index)
+            if current is None or current[0] != whole:  # another call, glued: it starts here
+                self.current[index] = (whole, len(acc["arguments"]), self.chars[index])
+        elif name:
+            current = self.current.get(index)
+            self.current[index] = (
+                (current[0] + name, current[1], current[2])
+                if current
+                else (name, 0, self.chars[index])
+            )
         if name:
             acc["name"].append(name)
         if arguments:
             acc["arguments"].append(arguments)
+            self.chars[index] += len(arguments)
         if fields:
             acc.update(fields)
+
+    def restart(self, index: int, name: str) -> None:
+        """Another call of **name** starts at slot **index** with the next arguments (the
+        reference glues it onto the one there)."""
+        self.current[index] = (name, len(self.calls[index]["arguments"]), self.chars[index])
+
+    def slot(self, index: int) -> int:
+        """The slot wire **index**'s deltas go to now."""
+        return self.alias.get(index, index)
+
+    def move(self, index: int) -> int:
+        """Give wire **index** a new slot, after every call so far; return it."""
+        slot = max(self.calls, default=-1) + 1
+        self.alias[index] = slot
+        self.plain = False
+        return slot
+
+    def hold(self, index: int, name: str) -> None:
+        """Keep the header **name** at slot **index** until the next delta judges it."""
+        self.pending[index] = name
+        self.plain = False
+
+    def release(self, index: int) -> str | None:
+        """The header held at **index**, if any, no longer held."""
+        name = self.pending.pop(index, None)
+        if name is not None:
+            self.plain = not self.alias and not self.pending
+        return name
 
     def starts_new_call(self, index: int, call_id: str) -> bool:
         """Does a header with **call_id** at **index** start another call than the one
@@ -199,29 +324,84 @@ class ToolCallAccumulator:
             and acc["id"] != call_id
         )
 
+    def complete(self, index: int) -> bool:
+        """Are the arguments of the call slot **index** is on a whole JSON object? Cheap
+        first: arguments that do not end with ``}`` are not parsed."""
+        current = self.current.get(index)
+        if current is None:
+            return False
+        pieces = self.calls[index]["arguments"]
+        if len(pieces) <= current[1] or not pieces[-1].rstrip().endswith("}"):
+            return False
+        try:
+            return isinstance(json.loads("".join(pieces[current[1] :])), dict)
+        except (ValueError, RecursionError):
+            return False
+
+    def repeats_call(self, index: int, arguments: str) -> bool:
+        """Are **arguments** the arguments of the call slot **index** is on, sent again
+        whole (the last snapshot repeated, or a final chunk that resends the call)?"""
+        current = self.current.get(index)
+        if current is None:
+            return False
+        pieces = self.calls[index]["arguments"]
+        if len(pieces) <= current[1]:
+            return False
+        if pieces[-1] == arguments and arguments.lstrip()[:1] == "{":  # a snapshot again
+            return True
+        return self.chars[index] - current[2] == len(arguments) and (
+            "".join(pieces[current[1] :]) == arguments
+        )
+
+    def starts_idless_call(self, index: int, name: str, arguments: str | None) -> bool:
+        """Does a delta with **name** and no id start another call at **index**? It does when
+        the call there has complete arguments (a JSON object) and the delta names another
+        tool, or the same tool with another object (not the same arguments sent again):
+        calls sent with no id, all at one index. The same name and no new object is the
+        name sent again (:meth:`resends_header`)."""
+        current = self.current.get(index)
+        if current is None:
+            return False
+        if current[0] == name:  # the name check first: no work for a name sent every delta
+            if not (arguments and arguments.lstrip()[:1] == "{"):
+                return False
+            if self.repeats_call(index, arguments):
+                return False
+        return self.complete(index)
+
     def next_index(self) -> int:
         """A slot after every call so far (for a call that came with no index of its own)."""
         return max(self.calls, default=-1) + 1
 
-    def resends_header(self, index: int, call_id: str, name: str) -> bool:
-        """Does a delta with **call_id** and **name** repeat call **index**'s header (same id,
-        same whole name) rather than stream more of its name?"""
+    def resends_header(self, index: int, call_id: str | None, name: str) -> bool:
+        """Does a delta with **call_id** (None: the delta has no id) and **name** repeat the
+        header of the call at **index** (the same id or none, the same whole name) rather
+        than stream more of its name? MiniMax on NVIDIA NIM and GPT-5 resend the name on
+        every delta (hermes-agent #8259, open-webui #22177)."""
         acc = self.calls.get(index)
-        return acc is not None and acc.get("id") == call_id and "".join(acc["name"]) == name
+        current = self.current.get(index)
+        return (
+            acc is not None
+            and current is not None
+            and (call_id is None or acc.get("id") == call_id)
+            and current[0] == name
+        )
 
     def take(self) -> list[tuple[int, dict[str, Any]]]:
         """Every call as ``(index, {"name", "arguments", ...fields})`` in index order; the
-        accumulator is empty afterwards."""
+        accumulator is empty afterwards. Arguments sent whole again (each piece the one
+        before and more, or the last piece all the ones before it) also carry
+        ``arguments_so_far``: the last piece."""
         built = []
         for index in sorted(self.calls):
             acc = self.calls[index]
-            built.append(
-                (
-                    index,
-                    {**acc, "name": "".join(acc["name"]), "arguments": "".join(acc["arguments"])},
-                )
-            )
-        self.calls = {}
+            pieces = acc["arguments"]
+            call = {**acc, "name": "".join(acc["name"]), "arguments": "".join(pieces)}
+            if cumulative_pieces(pieces) or resent_whole(pieces):
+                call["arguments_so_far"] = pieces[-1]
+            built.append((index, call))
+        self.calls, self.current, self.chars = {}, {}, {}
+        self.alias, self.pending, self.plain = {}, {}, True
         return built
 
     def names(self) -> list[str]:
