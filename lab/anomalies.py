@@ -105,6 +105,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -118,6 +119,7 @@ from lab.result import counted_thoughts
 from lab.toolcheck import FAILED_CALL_FINISHES, glued_json_objects
 
 if TYPE_CHECKING:
+    from lab.model import ProcessedChunk
     from lab.result import StreamResult
 
 __all__ = [
@@ -271,6 +273,14 @@ def _reasoning_deltas(result: StreamResult) -> Iterator[str]:
                 yield thought.content
 
 
+_CONTENT = attrgetter("content")
+
+
+def _thought_texts(result: StreamResult) -> str:
+    """Every thought's text, NUL between them (no marker spans two thoughts)."""
+    return "\0".join(map(_CONTENT, result.thoughts))
+
+
 def _non_trivial(delta: str, min_chars: int) -> bool:
     core = delta.strip()
     return len(core) >= min_chars and any(ch.isalnum() for ch in core)
@@ -334,23 +344,6 @@ def _first_back_to_back(deltas: Iterable[str], rule: _BackToBack) -> str | None:
     return None
 
 
-def _first_back_to_back_text(result: StreamResult, rule: _BackToBack) -> str | None:
-    """:func:`_first_back_to_back` over the chunks' visible text deltas, inlined (it runs
-    over every chunk of every stream a table is built from)."""
-    previous = None
-    position = 0
-    for chunk in result.chunks:
-        delta = chunk.content
-        if delta:
-            if delta == previous:
-                found = rule.pair(delta, position)
-                if found is not None:
-                    return found
-            previous = delta
-            position += 1
-    return None
-
-
 def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = None) -> str | None:
     """The first non-trivial delta repeated back to back in text or reasoning, or None.
 
@@ -364,9 +357,46 @@ def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = N
     dedup guard already cuts such a repeat (its guard event says so).
     """
     cfg = _cfg(config)
-    return _first_back_to_back_text(result, _BackToBack(cfg)) or _first_back_to_back(
-        _reasoning_deltas(result), _BackToBack(cfg)
-    )
+    if not result.chunks:  # a hand-built result with thoughts but no chunks
+        return _first_back_to_back(_reasoning_deltas(result), _BackToBack(cfg))
+    return _first_back_to_back_chunks(result.chunks, _BackToBack(cfg), _BackToBack(cfg))
+
+
+def _first_back_to_back_chunks(
+    chunks: list[ProcessedChunk], text_rule: _BackToBack, reasoning_rule: _BackToBack
+) -> str | None:
+    """:func:`_first_back_to_back` over the text deltas and, apart, the reasoning deltas
+    (:func:`_reasoning_deltas`), in one pass over the chunks (it runs over every chunk of
+    every stream a table is built from). A text finding comes first."""
+    previous = None  # the text delta before
+    position = 0
+    previous_r = ""  # the reasoning delta before
+    position_r = 0
+    found_r = None
+    for chunk in chunks:
+        delta = chunk.content
+        if delta:
+            if delta == previous:
+                found = text_rule.pair(delta, position)
+                if found is not None:
+                    return found
+            previous = delta
+            position += 1
+        thoughts = chunk.thoughts
+        if thoughts and found_r is None:
+            meta = chunk.metadata
+            if meta and meta.get("repeated_thoughts"):
+                continue  # counted_thoughts: sent once, with the chunk before
+            for thought in thoughts:
+                said = thought.content
+                if said:
+                    if previous_r and said.startswith(previous_r):
+                        found_r = reasoning_rule.pair(previous_r, position_r)
+                        if found_r is not None:
+                            break
+                    previous_r = said
+                    position_r += 1
+    return found_r
 
 
 def _common_prefix_len(text: str, a: int, b: int, limit: int) -> int:
@@ -458,6 +488,8 @@ def tool_markup_in_reasoning(result: StreamResult, config: AnomalyConfig | None 
     lead, search = _TOOL_MARKUP_LEAD, TOOL_MARKUP_RE.search
     if lead in result.reasoning and search(result.reasoning) is not None:
         return True
+    if lead not in _thought_texts(result):  # one scan in C before a search per thought
+        return False
     return any(lead in t.content and search(t.content) for t in result.thoughts)
 
 
@@ -492,6 +524,8 @@ def glued_reasoning_summaries(result: StreamResult, config: AnomalyConfig | None
     search = GLUED_SUMMARY_RE.search  # both of its forms hold "**": a text without is clean
     if "**" in result.reasoning and search(result.reasoning):
         return True
+    if "**" not in _thought_texts(result):  # one scan in C before a search per thought
+        return False
     return any("**" in t.content and search(t.content) for t in result.thoughts)
 
 

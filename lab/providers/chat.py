@@ -1364,11 +1364,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
                     acc.restart(index, held)
             elif name and (
                 acc.starts_new_call(index, call_id)
-                if call_id is not None
-                else acc.starts_idless_call(index, name, args)
+                if call_id is not None and acc.has_id(index)
+                else acc.starts_idless_call(index, name, args, call_id)
             ):
-                # a new call (another id, or no id and another name or object after complete
-                # arguments) where a call already is: calls sent with no index, or all at
+                # a new call (another id, or, where the call there has no id, another name or
+                # object after complete arguments) where a call already is: calls sent with no index, or all at
                 # index 0 (Gemini's, Mistral's, Ollama's and vLLM's OpenAI-compatible
                 # endpoints). The reference glues them into one call.
                 if self.config.all_tool_calls:
@@ -1436,7 +1436,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             parsed = self._parse_arguments(acc["arguments"], acc["name"])
             provider_fields: dict[str, Any] = {} if calls else dict(first_fields)
             so_far = acc.get("arguments_so_far")
-            if parsed.error is not None and so_far is not None:
+            if so_far is not None and not parsed.parsed:  # an error, or a repair of glued text
                 # probed without the repair's notes: only a last piece that parses as it is
                 last = parse_tool_arguments(so_far, tool_name=acc["name"], notes=[])
                 if last.error is None and not last.truncated:  # the arguments sent so far

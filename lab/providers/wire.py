@@ -324,17 +324,31 @@ class ToolCallAccumulator:
             and acc["id"] != call_id
         )
 
+    def has_id(self, index: int) -> bool:
+        """Has the call at slot **index** an id (a header with one came)?"""
+        acc = self.calls.get(index)
+        return acc is not None and isinstance(acc.get("id"), str)
+
     def complete(self, index: int) -> bool:
-        """Are the arguments of the call slot **index** is on a whole JSON object? Cheap
-        first: arguments that do not end with ``}`` are not parsed."""
+        """Are the arguments of the call slot **index** is on a whole JSON object (or, sent
+        whole each time, is the last of them)? Cheap first: arguments that do not end with
+        ``}`` are not parsed."""
         current = self.current.get(index)
         if current is None:
             return False
         pieces = self.calls[index]["arguments"]
         if len(pieces) <= current[1] or not pieces[-1].rstrip().endswith("}"):
             return False
+        own = pieces[current[1] :]
         try:
-            return isinstance(json.loads("".join(pieces[current[1] :])), dict)
+            return isinstance(json.loads("".join(own)), dict)
+        except (ValueError, RecursionError):
+            pass
+        # arguments sent whole each time (cumulative, or the call resent): the last is all
+        if not (cumulative_pieces(own) or resent_whole(own)):
+            return False
+        try:
+            return isinstance(json.loads(own[-1]), dict)
         except (ValueError, RecursionError):
             return False
 
@@ -353,20 +367,22 @@ class ToolCallAccumulator:
             "".join(pieces[current[1] :]) == arguments
         )
 
-    def starts_idless_call(self, index: int, name: str, arguments: str | None) -> bool:
-        """Does a delta with **name** and no id start another call at **index**? It does when
-        the call there has complete arguments (a JSON object) and the delta names another
-        tool, or the same tool with another object (not the same arguments sent again):
-        calls sent with no id, all at one index. The same name and no new object is the
-        name sent again (:meth:`resends_header`)."""
+    def starts_idless_call(
+        self, index: int, name: str, arguments: str | None, call_id: str | None = None
+    ) -> bool:
+        """Does a delta with **name** start another call at slot **index**, whose call has
+        no id? It does when that call has complete arguments (a JSON object) and the delta
+        names another tool, or the same tool with an id (**call_id**) or another object (not
+        the same arguments sent again): calls sent with no id, all at one index. The same
+        name and no id or new object is the name sent again (:meth:`resends_header`)."""
         current = self.current.get(index)
         if current is None:
             return False
         if current[0] == name:  # the name check first: no work for a name sent every delta
-            if not (arguments and arguments.lstrip()[:1] == "{"):
+            if call_id is None and not (arguments and arguments.lstrip()[:1] == "{"):
                 return False
-            if self.repeats_call(index, arguments):
-                return False
+            if arguments and self.repeats_call(index, arguments):
+                return False  # the call sent again
         return self.complete(index)
 
     def next_index(self) -> int:
@@ -375,7 +391,8 @@ class ToolCallAccumulator:
 
     def resends_header(self, index: int, call_id: str | None, name: str) -> bool:
         """Does a delta with **call_id** (None: the delta has no id) and **name** repeat the
-        header of the call at **index** (the same id or none, the same whole name) rather
+        header of the call at **index** (the same id, or none on either side, the same whole
+        name) rather
         than stream more of its name? MiniMax on NVIDIA NIM and GPT-5 resend the name on
         every delta (hermes-agent #8259, open-webui #22177)."""
         acc = self.calls.get(index)
@@ -383,7 +400,7 @@ class ToolCallAccumulator:
         return (
             acc is not None
             and current is not None
-            and (call_id is None or acc.get("id") == call_id)
+            and (call_id is None or acc.get("id") in (None, call_id))
             and current[0] == name
         )
 
