@@ -290,9 +290,12 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 
 
 def _words(text: str) -> int:
-    """Words in **text**: runs between spaces, and each CJK character one word (a Chinese
-    or Japanese sentence has no spaces)."""
-    return len(text.split()) + len(_CJK.findall(text))
+    """Words in **text**: runs between spaces, and each distinct CJK character one word (a
+    Chinese or Japanese sentence has no spaces; ``哈哈哈哈`` is one word said four times)."""
+    cjk = _CJK.findall(text)
+    if not cjk:
+        return len(text.split())
+    return len(_CJK.sub(" ", text).split()) + len(set(cjk))
 
 
 class _BackToBack:
@@ -311,22 +314,23 @@ class _BackToBack:
         self.min_pairs = cfg.duplicate_delta_min_pairs
         self.max_gap = cfg.duplicate_delta_max_gap
         self.first: str | None = None
-        self.last = 0  # the position of the last pair's second delta
+        self.last = 0  # the position of the last pair's second delta (trivial ones too)
         self.pairs = 0
 
     def pair(self, delta: str, position: int) -> str | None:
         """``delta`` was just sent twice in a row, the second time at delta **position**:
         the delta to report, or None (not yet)."""
+        near = position - self.last - 2 <= self.max_gap
+        self.last = position  # any pair, even of a trivial delta, is the one before the next
         if not _non_trivial(delta, self.min_chars):
             return None
         if _words(delta) >= self.min_words:
             return delta
-        if self.pairs and position - self.last - 2 > self.max_gap:
+        if self.pairs and not near:
             self.first, self.pairs = None, 0  # too far from the pair before: start again
         if self.first is None:
             self.first = delta
         self.pairs += 1
-        self.last = position
         return self.first if self.pairs >= self.min_pairs else None
 
 

@@ -169,6 +169,13 @@ class LabConfig(BaseModel):
     ``{"a": 1}``, yields arguments that do not parse; the anomaly
     ``tool_arguments_resent`` says so): when every piece starts with the one before, the
     pieces together do not parse and the last one does, the last one is the arguments."""
+    read_message_start_content: bool = False
+    """Lab addition, off as in the reference (which reads content only from
+    ``content_block_*`` events): an Anthropic ``message_start`` that already carries
+    ``content`` and a ``stop_reason`` (a programmatic tool-calling continuation: the
+    message is whole at its start, vercel/ai ``anthropic-programmatic-tool-calling``) is
+    read as those blocks and that finish. Off, they are counted (``unhandled_shape``:
+    ``message.content[]``, ``message.stop_reason``)."""
     dedup_keep_word_repeats: bool = False
     """Lab addition, off as in the reference (whose dedup drops any delta of
     ``dedup_min_chars``+ characters that the recent tail already ends with, so two 8-space
@@ -313,6 +320,7 @@ COMPLETE_SWITCHES: tuple[str, ...] = (
     "usage_in_choices",
     "merge_resent_tool_headers",
     "read_cumulative_tool_arguments",
+    "read_message_start_content",
     "refusal_content_filter",
     "usage_everywhere",
     "keep_length_content",

@@ -313,8 +313,12 @@ def parse_status_code(code: Any) -> int | None:
         return code
     if isinstance(code, float) and code.is_integer():  # a JSON number: 502.0 is 502
         return int(code)
-    if isinstance(code, str) and code.strip().isdigit():
-        return int(code.strip())
+    if isinstance(code, str):
+        digits = code.strip()
+        # ASCII digits only ("²".isdigit() is True, int("²") fails), and no longer than any
+        # status (int() refuses a string of more than 4,300 digits)
+        if digits.isascii() and digits.isdigit() and len(digits) <= 9:
+            return int(digits)
     return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -1179,4 +1180,20 @@ def test_a_doubled_cjk_sentence_counts_its_characters_as_words():
     # is flagged at once, as an English one is
     r = openrouter(content("我们来看看。"), content("我们来看看。"), content("好的"), ending())
     assert find_duplicated_delta(r) == "我们来看看。"
+    assert detect(r) == ["duplicated_deltas"]
+    # distinct characters are what count: a laugh doubled is one character, not six words
+    laugh = openrouter(
+        reasoning("哈哈哈哈哈哈"), reasoning("哈哈哈哈哈哈"), reasoning("，好的"), ending()
+    )
+    assert find_duplicated_delta(laugh) is None
+
+
+def test_every_reasoning_token_doubled_on_a_short_answer_is_flagged_across_short_words():
+    # bifrost #6427 with word-sized tokens: the doubled words of six characters or more sit
+    # several short doubled words apart; a short pair keeps the run going (the gap counts
+    # from the last pair of any size)
+    said = "Sure! Here is a quick summary of the main points you asked about in the last message."
+    tokens = re.findall(r" ?[\w']+|[^\w\s]+", said)
+    r = openrouter(*(reasoning(x) for t in tokens for x in (t, t)), content("ok"), ending())
+    assert find_duplicated_delta(r) == " summary"
     assert detect(r) == ["duplicated_deltas"]

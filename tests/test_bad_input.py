@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lab.replay import replay_sse
@@ -175,3 +177,14 @@ def test_a_json_error_body_sent_with_200_whose_code_names_no_status_stays_retrya
     long = b'{"error":{"message":"This model\'s maximum context length is 8192 tokens"}}'
     r = replay_sse(provider, long)
     assert r.error is not None and r.error.retryable is False
+
+
+@pytest.mark.parametrize("provider", FAMILIES)
+@pytest.mark.parametrize("code", ["\u00b2", "\u0663", "9" * 5000])
+def test_a_json_error_body_whose_code_is_digits_no_int_takes_is_kept_not_a_crash(provider, code):
+    # "²" and the Arabic-Indic "٣" are str.isdigit() but int() refuses them; int() refuses a
+    # string of more than 4,300 digits: the code is the provider's word, kept as sent
+    body = json.dumps({"error": {"message": "x", "code": code}}).encode()
+    r = replay_sse(provider, body)
+    assert r.error is not None
+    assert (r.error.code, r.error.retryable) == (code, True)

@@ -3,6 +3,7 @@ registered the documented way working end to end (HTTP error path included)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -776,3 +777,120 @@ def test_a_trailing_usage_of_a_cache_count_alone_does_not_wipe_the_usage():
         r = replay_sse(provider, _sse(first, last, {"choices": [], "usage": {"cached_tokens": 0}}))
         assert r.usage is not None
         assert (r.usage.input_tokens, r.usage.output_tokens) == (2000, 31)
+
+
+# --------------------------------------------------------------------------- calls at one index
+
+
+def _tc(name: str | None = None, args: str | None = None, call_id: str | None = None) -> dict:
+    fn = {k: v for k, v in (("name", name), ("arguments", args)) if v is not None}
+    out: dict = {"index": 0, "function": fn}
+    if call_id is not None:
+        out["id"] = call_id
+    return out
+
+
+CITIES = ("Paris", "Rome", "Oslo")
+
+
+@pytest.mark.parametrize(
+    "style",
+    ["whole", "header_then_arguments", "name_on_every_delta"],
+)
+def test_three_idless_calls_of_one_tool_are_three_calls_and_two_merges(style):
+    # get_weather for three cities, ids stripped by a relay, all at index 0
+    deltas: list[dict] = []
+    for city in CITIES:
+        args = json.dumps({"city": city}, separators=(",", ":"))
+        if style == "whole":
+            deltas.append(_tc("get_weather", args))
+        elif style == "header_then_arguments":
+            deltas += [_tc("get_weather", ""), _tc(None, args[:8]), _tc(None, args[8:])]
+        else:
+            deltas += [_tc("get_weather", args[:8]), _tc("get_weather", args[8:])]
+    body = _sse(*map(_call, deltas), END_TOOLS)
+    ref = replay_sse("ollama", body)
+    assert [c.name for c in ref.function_calls] == [
+        "get_weather" * (3 if style != "name_on_every_delta" else 6)
+    ]
+    assert ref.facts["merged_tool_calls"] == 2
+    assert ref.facts.get("resent_tool_headers") == (3 if style == "name_on_every_delta" else None)
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [
+        ("get_weather", {"city": c}) for c in CITIES
+    ]
+    assert detect(full) == []
+
+
+def test_an_empty_delta_between_a_held_header_and_its_arguments_tells_nothing():
+    # a second header of the same tool after complete arguments is held until a delta
+    # says what it was; an empty arguments delta says nothing, the object after it does
+    deltas = [_tc("f", ""), _tc(None, '{"x":1}'), _tc("f", ""), _tc(None, ""), _tc(None, '{"x":2}')]
+    body = _sse(*map(_call, deltas), END_TOOLS)
+    full = replay_sse("custom", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("f", {"x": 1}), ("f", {"x": 2})]
+    ref = replay_sse("custom", body)
+    assert ref.facts["merged_tool_calls"] == 1
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_a_call_resent_whole_at_the_end_is_read_once_in_one_delta_or_two(split):
+    deltas = [_tc("f", ""), _tc(None, '{"x"'), _tc(None, ":1}")]
+    deltas += [_tc("f", ""), _tc(None, '{"x":1}')] if split else [_tc("f", '{"x":1}')]
+    body = _sse(*map(_call, deltas), END_TOOLS)
+    full = replay_sse("custom", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("f", {"x": 1})]
+    assert detect(full) == []
+    ref = replay_sse("custom", body)
+    assert ref.facts["resent_tool_headers"] == 1
+    assert "tool_arguments_resent" in detect(ref)
+
+
+@pytest.mark.parametrize("call_id", [None, ""])
+def test_the_same_call_sent_whole_twice_is_two_calls_under_complete(call_id):
+    # a model rolls a die twice: each call whole in its own delta is a call (a resend is
+    # told apart by the call before it having come in pieces)
+    one = _tc("roll_dice", '{"sides":6}', call_id)
+    body = _sse(_call(one), _call(one), END_TOOLS)
+    full = replay_sse("custom", body, config=LabConfig.complete())
+    assert [(c.name, c.args) for c in full.function_calls] == [("roll_dice", {"sides": 6})] * 2
+    assert detect(full) == []
+    ref = replay_sse("custom", body)
+    assert ref.facts["merged_tool_calls"] == 1
+
+
+def test_snapshots_whose_concatenation_closes_a_brace_by_chance_are_still_snapshots():
+    # '{"x": 0, "s": "' then '{"x": 0, "s": "\""}': glued, the escaped quote of the
+    # second falls outside a string and its brace closes the object; no parse agrees,
+    # so the snapshots are read as snapshots, and the next call starts after them
+    whole = '{"x": 0, "s": "\\""}'
+    deltas = [_tc("f", whole[:15], "call_0"), _tc(None, whole), _tc("f", '{"x": 0, "s": ""}')]
+    body = _sse(*map(_call, deltas), END_TOOLS)
+    full = replay_sse("ollama", body, config=LabConfig.complete())
+    assert [(c.name, c.args, c.id) for c in full.function_calls] == [
+        ("f", {"x": 0, "s": '"'}, "call_0"),
+        ("f", {"x": 0, "s": ""}, None),
+    ]
+
+
+@pytest.mark.parametrize("call_id", [None, "c1"])
+def test_braces_inside_a_string_streamed_a_character_a_time_are_read_once(monkeypatch, call_id):
+    # '}' and '{' inside the string: no count of braces alone says the object closed, and
+    # asking after every delta must not parse the growing text again each time
+    from lab.providers import wire
+
+    sizes: list[int] = []
+    real = wire.json.loads
+
+    def counting(text, *a, **k):
+        sizes.append(len(text))
+        return real(text, *a, **k)
+
+    pieces = ['{"s":"', *(["}", "{"] * 1000), '"}']
+    body = _sse(*(_call(_tc("f", p, call_id)) for p in pieces), END_TOOLS)
+    monkeypatch.setattr(wire.json, "loads", counting)
+    for config in (None, LabConfig.complete()):
+        sizes.clear()
+        r = replay_sse("nvidia", body, config=config)
+        assert r.function_calls[0].args == {"s": "}{" * 1000}
+        assert sum(sizes) < 4 * sum(map(len, pieces))

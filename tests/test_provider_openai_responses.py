@@ -620,7 +620,7 @@ def test_a_real_responses_body_cut_anywhere_raises_nothing_and_claims_no_finish(
 
 
 def test_the_real_responses_bodies_are_all_cut_above():
-    assert len(REAL_BODIES) == 9
+    assert len(REAL_BODIES) == 10
 
 
 def test_a_bare_recording_of_a_responses_call_replays_through_the_responses_adapter(

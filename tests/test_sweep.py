@@ -291,7 +291,16 @@ def test_lab_sweep_prints_the_per_backend_table_with_its_verdicts(prompts, tmp_p
         "(72.2–100.0 %) against 10.0 % for the rest (n = 10; one-sided Fisher p = 4e-08, "
         "Holm-adjusted "
     ) in out
-    assert "DeepInfra: not worse with confidence on any verdict (10 streams)." in lines
+    # DeepInfra leaks nothing: no rate verdict names it. Its time to first token is the
+    # machine's timing (delay_scale=0), which a loaded machine may make slower with
+    # confidence by chance: that sentence is allowed, no other.
+    deepinfra = [ln for ln in lines if ln.startswith("DeepInfra: ")]
+    assert deepinfra, out
+    assert all(
+        ln == "DeepInfra: not worse with confidence on any verdict (10 streams)."
+        or ln.startswith("DeepInfra: slower with confidence on time to first token")
+        for ln in deepinfra
+    ), deepinfra
 
 
 @pytest.mark.parametrize(

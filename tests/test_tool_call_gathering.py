@@ -4,9 +4,9 @@ header then arguments, the name on every delta, each call whole in one delta, th
 arguments so far on every delta) gives back the calls that were sent, in order.
 
 The streams are generated: a call's arguments split at random points, each call in one of
-the four styles. Two calls of one tool with the same arguments one after the other at one index
-and not both with an id are left out: nothing on the wire tells them from one call sent
-twice (the lab reads a resend).
+the four styles. A call streamed in pieces, then the same tool with the same arguments at
+its index, not both with an id, is left out: nothing on the wire tells that from the call
+sent again whole (the lab reads a resend).
 """
 
 from __future__ import annotations
@@ -36,16 +36,19 @@ _call = st.fixed_dictionaries(
 )
 
 
-def _deltas(n: int, call: dict) -> list[dict]:
+def _pieces(call: dict) -> list[str]:
     args = json.dumps(call["args"], ensure_ascii=False)
     cuts = sorted({c for c in call["cuts"] if c < len(args)})
     ends = [*cuts, len(args)]
     if call["style"] == "whole":
-        pieces = [args]
-    elif call["style"] == "cumulative":
-        pieces = [args[:j] for j in ends]
-    else:
-        pieces = [args[i:j] for i, j in zip([0, *cuts], ends, strict=True)]
+        return [args]
+    if call["style"] == "cumulative":
+        return [args[:j] for j in ends]
+    return [args[i:j] for i, j in zip([0, *cuts], ends, strict=True)]
+
+
+def _deltas(n: int, call: dict) -> list[dict]:
+    pieces = _pieces(call)
     where = {"own": {"index": n}, "zero": {"index": 0}, "none": {}}[call["index"]]
     ident = {"own": {"id": f"call_{n}"}, "none": {}, "empty": {"id": ""}}[call["id"]]
     out = []
@@ -66,8 +69,9 @@ def _deltas(n: int, call: dict) -> list[dict]:
 
 
 def _ambiguous(calls: list[dict]) -> bool:
-    """A call of the tool and the arguments of the call before it at its wire index, where
-    not both carry an id: the same call sent again, as far as the wire says."""
+    """A call of the tool and the arguments of the call before it at its wire index, that
+    one streamed in pieces, where not both carry an id: the same call sent again, as far as
+    the wire says."""
     last: dict[int, dict] = {}
     for n, call in enumerate(calls):
         wire = n if call["index"] == "own" else 0
@@ -75,6 +79,7 @@ def _ambiguous(calls: list[dict]) -> bool:
         if (
             before is not None
             and (before["name"], before["args"]) == (call["name"], call["args"])
+            and len(_pieces(before)) >= 2  # a call sent whole, then again, is two calls
             and not before["id"] == call["id"] == "own"
         ):
             return True

@@ -134,10 +134,18 @@ def get_adapter(provider: str) -> type[StreamAdapter]:
     return cls
 
 
+def _responses_path(path: str) -> bool:
+    """A Responses API stream's path: ``.../responses`` (create), or ``.../responses/<id>``
+    (a background response streamed again, ``?stream=true&starting_after=N``)."""
+    head, _, last = path.partition("?")[0].rstrip("/").rpartition("/")
+    return last == "responses" or (bool(last) and head.endswith("/responses"))
+
+
 def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
     """The adapter for a request of ``provider`` to ``path`` (a URL path, or a whole URL).
 
-    A path ending in ``/responses`` gets a Responses adapter
+    A path ending in ``/responses`` (or ``/responses/<id>``, a background response
+    streamed again) gets a Responses adapter
     (:mod:`lab.providers.openai_responses`): the named one of openai, openrouter and
     deepseek, and for any other OpenAI-compatible endpoint (vLLM, Ollama, custom, a
     registered one: servers that implement ``/v1/responses`` too) one built from its chat
@@ -147,7 +155,7 @@ def adapter_for(provider: str, path: str | None = None) -> type[StreamAdapter]:
     as :func:`get_adapter`. A ``/responses`` path of a Gemini or Anthropic provider is a
     ValueError.
     """
-    if path is not None and path.partition("?")[0].rstrip("/").endswith("/responses"):
+    if path is not None and _responses_path(path):
         chat = get_adapter(provider)  # an unknown provider fails the usual way
         from lab.providers.openai_responses import RESPONSES_ADAPTERS, responses_adapter_for
 

@@ -1351,8 +1351,13 @@ class OpenAICompatibleAdapter(StreamAdapter):
             call_id = fields.get("id")
             whole = None  # the delta's name is a piece of the call's name
             held = acc.release(index) if acc.pending else None
-            if held is not None and not self._judge_held_header(tc, name, args):
+            if held is not None and not name and not fields and not (args and args.strip()):
+                acc.hold(index, held)  # a delta with nothing in it tells nothing: still held
+                held = None
+            elif held is not None and not self._judge_held_header(index, tc, name, args):
                 held = None  # the header only repeated the name
+                if self.config.merge_resent_tool_headers and args and acc.repeats_call(index, args):
+                    args = None  # and the arguments that follow it are the call's again
             if held is not None:
                 # the header held back began another call of the same tool: a new object
                 # follows it
@@ -1375,6 +1380,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
                     index = acc.move(wire)
                 else:
                     self.facts["merged_tool_calls"] = self.facts.get("merged_tool_calls", 0) + 1
+                    acc.restart(index, name)  # the next delta is judged against this call
                     whole = name
             elif name and acc.resends_header(index, call_id, name):
                 # the whole name sent again (with the same id, or none): the reference
@@ -1394,12 +1400,18 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if delta.get("reasoning_details"):  # continuity data for the step's first call
             self.rd_acc.extend(delta["reasoning_details"])
 
-    def _judge_held_header(self, tc: dict, name: str | None, args: str | None) -> bool:
+    def _judge_held_header(self, index: int, tc: dict, name: str | None, args: str | None) -> bool:
         """A header (the same name, no id) came after complete arguments and was held: did
         it begin another call of the same tool? It did when this delta, with no name or id
-        of its own, opens a new object. Otherwise it only repeated the name, counted in
-        ``facts["resent_tool_headers"]``."""
-        if not name and not tc.get("id") and args and args.lstrip()[:1] == "{":
+        of its own, opens a new object that is not the call's arguments sent again.
+        Otherwise it only repeated the name, counted in ``facts["resent_tool_headers"]``."""
+        if (
+            not name
+            and not tc.get("id")
+            and args
+            and args.lstrip()[:1] == "{"
+            and not self.tool_acc.repeats_call(index, args)
+        ):
             return True
         self._count_resent_header()
         return False

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -214,6 +215,63 @@ def resent_whole(pieces: list[str]) -> bool:
     return "".join(pieces[:-1]) == last
 
 
+_STRUCTURE = re.compile(r'["\\{}\[\]]')
+
+
+class _ObjectShape:
+    """Where a call's argument text stands as one JSON object, read piece by piece, each
+    character once: ``state`` 0 nothing yet, 1 inside the object, 2 the object closed (only
+    whitespace after), 3 not one object (does not open with ``{``, or more after it).
+    Only brackets, quotes and backslashes are looked at (a regex walks past the rest), so
+    ``2`` says "worth a parse", not "valid JSON"."""
+
+    __slots__ = ("depth", "esc", "fed", "in_str", "state")
+
+    def __init__(self, fed: int) -> None:
+        self.depth = 0
+        self.esc = False  # the last piece ended inside a string on a backslash
+        self.in_str = False
+        self.state = 0
+        self.fed = fed  # the pieces read so far (an index into the call's pieces)
+
+    def feed(self, text: str) -> None:
+        if self.state == 3:
+            return
+        pos = 0  # outside the object: where the text not yet checked for whitespace starts
+        skip = 0 if self.esc else -1  # a character escaped by a backslash
+        self.esc = False
+        for m in _STRUCTURE.finditer(text):
+            i = m.start()
+            if i == skip:
+                continue
+            ch = text[i]
+            if self.in_str:
+                if ch == "\\":
+                    if i + 1 == len(text):
+                        self.esc = True
+                    else:
+                        skip = i + 1
+                elif ch == '"':
+                    self.in_str = False
+                continue
+            if self.state != 1:  # before or after the object: whitespace, then "{" only once
+                if self.state == 2 or ch != "{" or text[pos:i].strip():
+                    self.state = 3
+                    return
+                self.state, self.depth = 1, 1
+                continue
+            if ch == '"':
+                self.in_str = True
+            elif ch in "{[":
+                self.depth += 1
+            elif ch in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    self.state, pos = 2, i + 1
+        if self.state != 1 and text[pos:].strip():
+            self.state = 3
+
+
 class ToolCallAccumulator:
     """Streamed tool-call deltas gathered by index: one definition for the chat adapters.
 
@@ -222,10 +280,11 @@ class ToolCallAccumulator:
     (``acc += piece`` would copy the growing string each time).
 
     Beside what is gathered, each slot remembers the call it is on now: its whole name,
-    where its arguments start and how many characters came before them. Where the
-    reference glues several calls, or a name sent again, into one slot
-    (``add(..., whole=...)``), the next delta is still judged against that call, not
-    against the glued text.
+    where its arguments start and how many characters came before them, and how far its
+    arguments stand as one JSON object (:class:`_ObjectShape`, read lazily: each character
+    once, whatever is asked how often). Where the reference glues several calls, or a name
+    sent again, into one slot (``add(..., whole=...)``, :meth:`restart`), the next delta is
+    still judged against that call, not against the glued text.
 
     Two more things serve ``config.all_tool_calls``, which keeps calls apart: ``alias``
     sends a wire index to the slot its current call moved to (calls sent all at index 0,
@@ -236,19 +295,39 @@ class ToolCallAccumulator:
     :meth:`add`.
     """
 
-    __slots__ = ("alias", "calls", "chars", "current", "pending", "plain")
+    __slots__ = (
+        "alias",
+        "calls",
+        "chars",
+        "checked",
+        "current",
+        "pending",
+        "plain",
+        "shapes",
+        "top",
+    )
 
     def __init__(self) -> None:
         self.calls: dict[int, dict[str, Any]] = {}
         # slot -> (whole name, first piece, characters before it)
         self.current: dict[int, tuple[str, int, int]] = {}
         self.chars: dict[int, int] = {}  # slot -> argument characters gathered
+        self.shapes: dict[int, _ObjectShape] = {}  # slot -> its current call's arguments
+        self.checked: dict[int, tuple[int, bool]] = {}  # slot -> (pieces, complete?) cached
         self.alias: dict[int, int] = {}  # wire index -> slot
         self.pending: dict[int, str] = {}  # slot -> a header's name, not yet judged
         self.plain = True
+        self.top = -1  # the highest slot
 
     def __bool__(self) -> bool:
         return bool(self.calls)
+
+    def _begin(self, index: int, name: str) -> None:
+        """The call at slot **index** is now one of **name** whose arguments start here."""
+        first = len(self.calls[index]["arguments"])
+        self.current[index] = (name, first, self.chars[index])
+        self.shapes[index] = _ObjectShape(first)
+        self.checked.pop(index, None)
 
     def add(
         self,
@@ -266,17 +345,18 @@ class ToolCallAccumulator:
         if acc is None:
             acc = self.calls[index] = {"name": [], "arguments": []}
             self.chars[index] = 0
+            if index > self.top:
+                self.top = index
         if whole is not None:
             current = self.current.get(index)
             if current is None or current[0] != whole:  # another call, glued: it starts here
-                self.current[index] = (whole, len(acc["arguments"]), self.chars[index])
+                self._begin(index, whole)
         elif name:
             current = self.current.get(index)
-            self.current[index] = (
-                (current[0] + name, current[1], current[2])
-                if current
-                else (name, 0, self.chars[index])
-            )
+            if current is None:
+                self._begin(index, name)
+            else:
+                self.current[index] = (current[0] + name, current[1], current[2])
         if name:
             acc["name"].append(name)
         if arguments:
@@ -288,7 +368,7 @@ class ToolCallAccumulator:
     def restart(self, index: int, name: str) -> None:
         """Another call of **name** starts at slot **index** with the next arguments (the
         reference glues it onto the one there)."""
-        self.current[index] = (name, len(self.calls[index]["arguments"]), self.chars[index])
+        self._begin(index, name)
 
     def slot(self, index: int) -> int:
         """The slot wire **index**'s deltas go to now."""
@@ -296,7 +376,7 @@ class ToolCallAccumulator:
 
     def move(self, index: int) -> int:
         """Give wire **index** a new slot, after every call so far; return it."""
-        slot = max(self.calls, default=-1) + 1
+        slot = self.top + 1
         self.alias[index] = slot
         self.plain = False
         return slot
@@ -331,35 +411,54 @@ class ToolCallAccumulator:
 
     def complete(self, index: int) -> bool:
         """Are the arguments of the call slot **index** is on a whole JSON object (or, sent
-        whole each time, is the last of them)? Cheap first: arguments that do not end with
-        ``}`` are not parsed."""
+        whole each time, is the last of them)? Each character is read once however often
+        this is asked (:class:`_ObjectShape`), and one parse confirms a candidate."""
         current = self.current.get(index)
         if current is None:
             return False
         pieces = self.calls[index]["arguments"]
-        if len(pieces) <= current[1] or not pieces[-1].rstrip().endswith("}"):
+        n = len(pieces)
+        if n <= current[1]:
             return False
-        own = pieces[current[1] :]
-        try:
-            return isinstance(json.loads("".join(own)), dict)
-        except (ValueError, RecursionError):
-            pass
-        # arguments sent whole each time (cumulative, or the call resent): the last is all
-        if not (cumulative_pieces(own) or resent_whole(own)):
-            return False
-        try:
-            return isinstance(json.loads(own[-1]), dict)
-        except (ValueError, RecursionError):
-            return False
+        seen = self.checked.get(index)
+        if seen is not None and seen[0] == n:
+            return seen[1]
+        shape = self.shapes[index]
+        for piece in pieces[shape.fed :]:
+            shape.feed(piece)
+        shape.fed = n
+        found = False
+        if shape.state == 2:
+            try:
+                found = isinstance(json.loads("".join(pieces[current[1] :])), dict)
+            except (ValueError, RecursionError):
+                found = False
+        if not found and n - current[1] >= 2:
+            # arguments sent whole each time (their concatenation may close a brace by
+            # chance: a quote escaped in one snapshot, bare after the next one's start): the last piece the one before and more, or
+            # all the ones before it (the lengths say so before any text is compared)
+            last = pieces[-1]
+            if last.startswith(pieces[-2]) or (
+                self.chars[index] - current[2] == 2 * len(last)
+                and "".join(pieces[current[1] : -1]) == last
+            ):
+                try:
+                    found = isinstance(json.loads(last), dict)
+                except (ValueError, RecursionError):
+                    found = False
+        self.checked[index] = (n, found)
+        return found
 
     def repeats_call(self, index: int, arguments: str) -> bool:
         """Are **arguments** the arguments of the call slot **index** is on, sent again
-        whole (the last snapshot repeated, or a final chunk that resends the call)?"""
+        whole (the last snapshot repeated, or a final chunk that resends the call)? Only a
+        call streamed in pieces is resent so: a call sent whole, then the same again, is
+        two calls (a model rolls a die twice)."""
         current = self.current.get(index)
         if current is None:
             return False
         pieces = self.calls[index]["arguments"]
-        if len(pieces) <= current[1]:
+        if len(pieces) - current[1] < 2:
             return False
         if pieces[-1] == arguments and arguments.lstrip()[:1] == "{":  # a snapshot again
             return True
@@ -387,7 +486,7 @@ class ToolCallAccumulator:
 
     def next_index(self) -> int:
         """A slot after every call so far (for a call that came with no index of its own)."""
-        return max(self.calls, default=-1) + 1
+        return self.top + 1
 
     def resends_header(self, index: int, call_id: str | None, name: str) -> bool:
         """Does a delta with **call_id** (None: the delta has no id) and **name** repeat the
@@ -417,8 +516,8 @@ class ToolCallAccumulator:
             if cumulative_pieces(pieces) or resent_whole(pieces):
                 call["arguments_so_far"] = pieces[-1]
             built.append((index, call))
-        self.calls, self.current, self.chars = {}, {}, {}
-        self.alias, self.pending, self.plain = {}, {}, True
+        self.calls, self.current, self.chars, self.shapes, self.checked = {}, {}, {}, {}, {}
+        self.alias, self.pending, self.plain, self.top = {}, {}, True, -1
         return built
 
     def names(self) -> list[str]:
