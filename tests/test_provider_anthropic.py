@@ -515,3 +515,20 @@ def test_a_delta_sent_to_another_kind_of_block_is_counted_not_lost_silently():
     (call,) = replay_sse("anthropic", full_sequence()).function_calls
     assert call.args == {"path": "README.md"}
     assert "unhandled_shapes" not in replay_sse("anthropic", full_sequence()).facts
+
+
+def test_a_message_start_that_holds_the_whole_message_is_counted_or_read_under_the_switch():
+    # vercel/ai programmatic tool calling, message 2: the message_start already holds the
+    # tool_use block and its stop_reason; no block events follow, only message_stop
+    from pathlib import Path
+
+    body = Path(__file__).parent / "realworld" / "anthropic-ptc-message-start-content.sse"
+    sent = body.read_bytes()
+    ref = replay_sse("anthropic", sent)
+    assert ref.function_calls == []
+    assert ref.facts["unhandled_shapes"] == {"message.content[]": 1, "message.stop_reason": 1}
+    assert "unhandled_shape" in detect(ref)
+    read = replay_sse("anthropic", sent, config=LabConfig(read_message_start_content=True))
+    assert [(c.name, c.args) for c in read.function_calls] == [("rollDie", {"player": "player2"})]
+    assert read.finish_reason == "tool_calls"
+    assert "unhandled_shapes" not in read.facts

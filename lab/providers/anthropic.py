@@ -580,26 +580,29 @@ class AnthropicAdapter(StreamAdapter):
             self.facts["response_model"] = message["model"]
         self._update_usage(message.get("usage"))
         content, stop = message.get("content"), message.get("stop_reason")
-        if (isinstance(content, list) and content) or (isinstance(stop, str) and stop):
-            self._message_start_content(message, out)
-
-    def _message_start_content(self, message: dict, out: list[ProcessedChunk]) -> None:
-        """A ``message_start`` whose message is already whole (content, a stop reason):
-        read as the blocks' start and stop events and a ``message_delta`` would be, with
-        ``config.read_message_start_content``; counted otherwise."""
-        content, stop = message.get("content"), message.get("stop_reason")
         blocks = content if isinstance(content, list) else []
+        if not (isinstance(stop, str) and stop):
+            stop = None
+        if blocks or stop:
+            self._message_start_content(blocks, stop, message, out)
+
+    def _message_start_content(
+        self, blocks: list, stop: str | None, message: dict, out: list[ProcessedChunk]
+    ) -> None:
+        """A ``message_start`` whose message is already whole (content **blocks**, a
+        **stop** reason): read as the blocks' start and stop events and a ``message_delta``
+        would be, with ``config.read_message_start_content``; counted otherwise."""
         if not self.config.read_message_start_content:
             for _ in blocks:
                 note_shape(self.facts, "message.content[]")
-            if isinstance(stop, str) and stop:
+            if stop:
                 note_shape(self.facts, "message.stop_reason")
             return
         for block in blocks:
             index = len(self.blocks)
             self._on_content_block_start({"index": index, "content_block": block}, out)
             self._on_content_block_stop({"index": index}, out)
-        if isinstance(stop, str) and stop:
+        if stop:
             self._on_message_delta(
                 {"delta": {"stop_reason": stop, "stop_sequence": message.get("stop_sequence")}},
                 out,

@@ -434,9 +434,12 @@ class ToolCallAccumulator:
             except (ValueError, RecursionError):
                 found = False
         if not found and n - current[1] >= 2:
-            # arguments sent whole each time (their concatenation may close a brace by
-            # chance: a quote escaped in one snapshot, bare after the next one's start): the last piece the one before and more, or
-            # all the ones before it (the lengths say so before any text is compared)
+            # arguments sent whole each time: the last piece the one before and more, or
+            # all the ones before it (the lengths say so before any text is compared).
+            # Only the last two pieces are compared, not every one (cumulative_pieces):
+            # linear however often this is asked, and the parse below decides. Tried
+            # also when the shape closed: glued snapshots can close a brace by chance
+            # (a quote escaped in one, bare after the next one's start).
             last = pieces[-1]
             if last.startswith(pieces[-2]) or (
                 self.chars[index] - current[2] == 2 * len(last)
