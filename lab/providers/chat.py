@@ -518,11 +518,15 @@ class OpenAICompatibleAdapter(StreamAdapter):
     """The message of a mid-stream error object that has none (default: "<prefix>: provider
     API error")."""
 
-    def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+    def feed_data(
+        self, data: str, event: SSEEvent, out: list[ProcessedChunk], *, typed_first: bool = True
+    ) -> None:
         """Each ``data:`` line of the event in turn (the reference's line reader): ``[DONE]``
-        noted, the typed fast path when the family has one, else JSON then
-        :meth:`normalize_chunk`; an unparsable line goes to :meth:`unparsable_line`."""
-        typed = type(self)._decode_typed  # a plain function (staticmethod), not a method
+        noted, the typed fast path when the family has one (and **typed_first**: a family
+        that tried it already passes False), else JSON then :meth:`normalize_chunk`; an
+        unparsable line goes to :meth:`unparsable_line`."""
+        # a plain function (staticmethod), not a method
+        typed = type(self)._decode_typed if typed_first else None
         for line in data.split("\n") if "\n" in data else (data,):
             line = line.strip()
             if line == "[DONE]":
