@@ -26,7 +26,7 @@ from lab.providers.openrouter import OpenRouterAdapter
 from lab.replay import replay_sse
 from tests.result_parts import everything
 
-pytestmark = pytest.mark.skipif(
+needs_msgspec = pytest.mark.skipif(
     openrouter.decode_struct is None, reason="msgspec is not the lab's JSON parser here"
 )
 
@@ -96,16 +96,16 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
         if rng.random() < 0.1:
             del chunk["id"]
         if odd():
-            delta[rng.choice(["content", "reasoning", "reasoningDetails", "reasoning_content"])] = (
-                rng.choice([7, ["x"], {"text": "obj"}, None, "rc", []])
-            )
+            key = rng.choice(["content", "reasoning", "reasoningDetails", "reasoning_content",
+                              "role", "reasoning_details", "tool_calls", "refusal"])  # fmt: skip
+            delta[key] = rng.choice([7, ["x"], {"text": "obj"}, None, "rc", [], True, 1.5])
         if odd():
             choice[rng.choice(["index", "finish_reason", "finishReason"])] = rng.choice(
-                [1, 0, None, "stop", "length", 2**60, "error"]
+                [1, 0, None, "stop", "length", 2**60, "error", True, 0.0, -0, "", 7]
             )
         if odd():
             target = rng.choice([chunk, choice, delta])
-            target[rng.choice(["newKey", "usage", "error"])] = rng.choice(
+            target[rng.choice(["newKey", "usage", "error", "data", "channel"])] = rng.choice(
                 [1, {"message": "boom"}, None, {"prompt_tokens": 1}]
             )
         if odd():
@@ -121,10 +121,19 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
     return body + b"data: [DONE]\n\n"
 
 
+WAYS = [("json", False, False), ("json", False, True)]
+"""(parser, typed decoder, lean) for each way a stream is replayed; the first is the general
+way (every fast path off)."""
+if "orjson" in _json.PARSERS:
+    WAYS.append(("orjson", False, True))
+if openrouter.decode_struct is not None:
+    WAYS += [("msgspec", True, False), ("msgspec", True, True)]
+
+
 def _replays(monkeypatch: pytest.MonkeyPatch, body: bytes, config: LabConfig | None) -> list:
     got = []
-    for typed, lean in ((False, False), (True, False), (True, True)):
-        monkeypatch.setattr(_json, "loads", _json.PARSERS["msgspec" if typed else "json"])
+    for parser, typed, lean in WAYS:
+        monkeypatch.setattr(_json, "loads", _json.PARSERS[parser])
         monkeypatch.setattr(
             OpenRouterAdapter,
             "_decode_typed",
@@ -142,9 +151,9 @@ def test_random_openrouter_streams_replay_the_same_on_every_path(
     monkeypatch, seed, hostile, config
 ):
     body = _random_stream(random.Random(seed), hostile)
-    general, typed, lean = _replays(monkeypatch, body, CONFIGS[config])
-    assert typed == general
-    assert lean == general
+    general, *others = _replays(monkeypatch, body, CONFIGS[config])
+    for way, got in zip(WAYS[1:], others, strict=True):
+        assert got == general, way
 
 
 def _piece(delta: dict[str, Any], **chunk: Any) -> str:
@@ -178,12 +187,17 @@ def _piece(delta: dict[str, Any], **chunk: Any) -> str:
     ],
 )
 def test_a_plain_piece_is_told_from_every_chunk_the_machine_must_see(line, plain):
-    raw = openrouter.decode_struct(line)
-    assert raw is not None
-    assert (openrouter.lean_delta(raw) is not None) is plain
+    assert (openrouter.lean_fields(json.loads(line)) is not None) is plain
+    if openrouter.decode_struct is not None:
+        raw = openrouter.decode_struct(line)
+        assert raw is not None
+        assert (openrouter.lean_delta(raw) is not None) is plain
 
 
-def test_the_benchmark_body_takes_the_lean_path(monkeypatch):
+@pytest.mark.parametrize("typed", [False, pytest.param(True, marks=needs_msgspec)])
+def test_a_plain_body_takes_the_lean_path(monkeypatch, typed):
+    if not typed:
+        monkeypatch.setattr(OpenRouterAdapter, "_decode_typed", None)
     calls = []
     real = OpenRouterAdapter._lean_piece
 
@@ -201,3 +215,53 @@ def test_the_benchmark_body_takes_the_lean_path(monkeypatch):
     result = replay_sse("openrouter", body + b"data: [DONE]\n\n")
     assert result.text == "Hello there"
     assert len(calls) == 3
+
+
+CALLS = [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]
+PERTURBATIONS = [
+    (where, key, value)
+    for where, keys in (
+        ("chunk", ["newKey", "usage", "error", "data", "channel", "choices", "provider", "id"]),
+        ("choice", ["index", "finish_reason", "finishReason", "delta", "usage", "newKey"]),
+        (
+            "delta",
+            [
+                "content",
+                "reasoning",
+                "role",
+                "reasoning_details",
+                "reasoningDetails",
+                "reasoning_content",
+                "tool_calls",
+                "toolCalls",
+                "refusal",
+                "newKey",
+            ],
+        ),
+    )  # fmt: skip
+    for key in keys
+    for value in (None, 0, 1, True, 1.5, "", "x", [], ["x"], {}, {"text": "t"}, 2**70, CALLS)
+]
+"""Every key a plain piece's checks read, at each level, set to values of every JSON type."""
+
+
+@pytest.mark.parametrize("where, key, value", PERTURBATIONS)
+def test_a_plain_piece_with_any_key_set_to_any_value_replays_the_same_on_every_path(
+    monkeypatch, where, key, value
+):
+    def piece(text: str, perturb: bool) -> dict[str, Any]:
+        delta: dict[str, Any] = {"role": "assistant", "content": text, "reasoning": "r",
+                                 "reasoning_details": [{"type": "reasoning.text", "text": "r"}]}  # fmt: skip
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+        chunk: dict[str, Any] = {**ENV, "choices": [choice]}
+        if perturb:
+            {"chunk": chunk, "choice": choice, "delta": delta}[where][key] = value
+        return chunk
+
+    lines = [piece("Hello", False), piece(" there", True), piece(" friend", False)]
+    lines.append({**ENV, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
+    for config in (None, LabConfig.complete()):
+        general, *others = _replays(monkeypatch, body + b"data: [DONE]\n\n", config)
+        for way, got in zip(WAYS[1:], others, strict=True):
+            assert got == general, way

@@ -553,15 +553,20 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if self.unparsable_line(line, exc, event, out):
                     return
                 continue
-            bad = []
-            chunk = self.normalize_chunk(raw, bad)
-            if chunk is None:
-                if bad:
-                    self.facts.setdefault("hostile_values", []).extend(bad)
-            else:
-                self._on_normalized(chunk, bad, out)
+            self._on_parsed(raw, out)
             if self.stopped:
                 break
+
+    def _on_parsed(self, raw: Any, out: list[ProcessedChunk]) -> None:
+        """A parsed data line: :meth:`normalize_chunk`, then :meth:`_on_normalized` (a
+        dropped chunk's hostile counts noted)."""
+        bad: list[str] = []
+        chunk = self.normalize_chunk(raw, bad)
+        if chunk is None:
+            if bad:
+                self.facts.setdefault("hostile_values", []).extend(bad)
+        else:
+            self._on_normalized(chunk, bad, out)
 
     def unparsable_line(
         self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]

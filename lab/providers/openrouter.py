@@ -401,6 +401,48 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
     return out
 
 
+def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | None:
+    """A parsed chunk's (content, reasoning, reasoning_details, provider) when it is a plain
+    piece, else None: :data:`lean_delta`'s rules, and the typed decoder's keys and types,
+    checked on the dict (the lean path without msgspec). Every key known (``error`` not
+    among them), no usage, one choice at index 0 (or none given) with no finish reason, a
+    delta object whose ``role``, ``content`` and ``reasoning`` are strings or null,
+    ``reasoning_details`` a list or null, and no tool call, ``reasoning_content`` or
+    ``reasoningDetails``."""
+    if (
+        type(raw) is not dict
+        or not raw.keys() <= _TYPED_CHUNK_KEYS
+        or raw.get("usage") is not None
+        or type(choices := raw.get("choices")) is not list
+        or len(choices) != 1
+        or type(ch := choices[0]) is not dict
+        or not ch.keys() <= _OR_CHOICE_KEYS
+        or type(d := ch.get("delta")) is not dict
+        or not d.keys() <= _OR_DELTA_KEYS
+        or ((idx := ch.get("index")) is not None and (type(idx) is not int or idx != 0))
+        or ch.get("finish_reason") is not None
+        or ch.get("finishReason") is not None
+    ):
+        return None
+    content, reasoning, role = d.get("content"), d.get("reasoning"), d.get("role")
+    details = d.get("reasoning_details")
+    if (
+        (content is not None and type(content) is not str)
+        or (reasoning is not None and type(reasoning) is not str)
+        or (role is not None and type(role) is not str)
+        or (details is not None and type(details) is not list)
+        or d.get("tool_calls") is not None
+        or d.get("toolCalls") is not None
+        or d.get("reasoningDetails") is not None
+        or d.get("reasoning_content") is not None
+    ):
+        return None
+    return content, reasoning, details, raw.get("provider")
+
+
+_TYPED_CHUNK_KEYS = CHUNK_KEYS - {"error"}
+
+
 # --------------------------------------------------------------------------- typed fast path
 
 
@@ -494,7 +536,7 @@ if _json.PARSER == "msgspec":
         seed: Any = None
 
     _typed_fields = {
-        _TypedChunk: CHUNK_KEYS - {"error"},
+        _TypedChunk: _TYPED_CHUNK_KEYS,
         _TypedChoice: _OR_CHOICE_KEYS,
         _TypedDelta: _OR_DELTA_KEYS,
     }
@@ -790,8 +832,11 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         :meth:`_lean_piece` (when :attr:`lean`), any other decoded chunk to
         the machine's :meth:`_on_normalized`, and a line the typed decoder refuses (or that
         leaves nothing to normalize) the general way."""
-        if not typed_first or type(self)._decode_typed is None or "\n" in data:
+        if not typed_first or "\n" in data:
             super().feed_data(data, event, out, typed_first=typed_first)
+            return
+        if type(self)._decode_typed is None:
+            self._feed_parsed_line(data, event, out)
             return
         raw = decode_struct(data.strip())  # type: ignore[misc]  # set with _decode_typed
         if raw is None:
@@ -810,6 +855,27 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             super().feed_data(data, event, out, typed_first=False)
         else:
             self._on_normalized(chunk, bad, out)
+
+    def _feed_parsed_line(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """A one-line event without the typed decoder: parsed once; a plain piece
+        (:func:`lean_fields`, the dict check of :data:`lean_delta`'s rules) goes to
+        :meth:`_lean_piece` (when :attr:`lean`), any other object to the machine's
+        :meth:`_on_parsed`, and a line that is not JSON the machine's way."""
+        if not self.lean or self._posting:
+            super().feed_data(data, event, out, typed_first=False)
+            return
+        try:
+            raw = _json.loads(data.strip())
+        except (ValueError, RecursionError):  # [DONE], a cut or invalid line: the machine's
+            super().feed_data(data, event, out, typed_first=False)
+            return
+        fields = lean_fields(raw)
+        if fields is None:
+            self._on_parsed(raw, out)
+            return
+        if not self._ids_seen:  # _on_normalized's first step
+            self._note_response_ids(raw)
+        self._lean_piece(*fields, out)
 
     def _lean_piece(
         self,
