@@ -174,6 +174,12 @@ READ_DELTA_KEYS = DELTA_KEYS | {"refusal"}
 ``refusal`` (the refusal text, in place of content; the result's ``refusal``)."""
 TOOL_CALL_KEYS = frozenset({"index", "id", "type", "function", "thought_signature"})
 _ARGUMENTS_ONLY = frozenset({"index", "function"})
+_ARGUMENT_STEPS = (
+    "_on_normalized", "guards_whole_chunk", "guard_chunk", "guards_each_piece", "split_pieces",
+    "_pipeline", "process_chunk", "map_reasoning", "_accumulate_tools",
+)  # fmt: skip
+"""What the machine does with a chunk that only carries an argument delta: an endpoint that
+changes any of it keeps the general way (``_lean_argument_piece`` takes these steps)."""
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
 
@@ -188,6 +194,13 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 decode_chat_chunk: Callable[[str], Any] | None = None
 """``decode_chat_chunk(line)``: the typed chunk of a data line of the common shape (raises
 ``ValueError`` for any other). None itself when msgspec is not the lab's parser."""
+
+lean_argument_delta: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
+"""``lean_argument_delta(raw)``: (tool-call index, arguments) of a typed chunk that carries
+only an argument delta, else None: no usage, one choice at index 0 (or none given) with no
+finish reason, a delta with no text, reasoning or refusal, and one tool call holding only
+``index`` (a count) and ``function`` (``arguments`` a string, no name). What
+:meth:`OpenAICompatibleAdapter._accumulate_tools` sends straight to :meth:`add`."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -244,6 +257,37 @@ if _json.PARSER == "msgspec":
         assert set(_cls.__struct_fields__) == _known, (_cls, _known)
 
     decode_chat_chunk = msgspec.json.Decoder(_TypedChatChunk).decode
+
+    def _lean_argument_delta(raw: _TypedChatChunk) -> tuple[int, str] | None:
+        chs = raw.choices
+        if raw.usage is not None or chs is None or len(chs) != 1:
+            return None
+        ch = chs[0]
+        d, index = ch.delta, ch.index
+        if (
+            d is None
+            or not (index is None or (type(index) is int and index == 0))
+            or ch.finish_reason is not None
+            or d.content  # None or unset (an empty string is no text either)
+            or d.reasoning_content is not None
+            or d.reasoning is not None
+            or d.reasoning_details is not None
+            or d.refusal  # None or ""
+            or not (d.role is None or type(d.role) is str)
+            or type(tcs := d.tool_calls) is not list
+            or len(tcs) != 1
+            or type(tc := tcs[0]) is not dict
+            or not tc.keys() <= _ARGUMENTS_ONLY
+            or type(at := tc.get("index")) is not int
+            or at < 0
+            or type(fn := tc.get("function")) is not dict
+            or fn.get("name")
+            or type(arguments := fn.get("arguments")) is not str
+        ):
+            return None
+        return at, arguments
+
+    lean_argument_delta = _lean_argument_delta
     _UNSET: Any = UNSET
 else:  # pragma: no cover - exercised without msgspec
     _UNSET = object()
@@ -487,6 +531,17 @@ class OpenAICompatibleAdapter(StreamAdapter):
             and not cfg.usage_in_choices
         )
         """Does a data line of the common shape take :meth:`_typed_normalize`?"""
+        machine = OpenAICompatibleAdapter
+        self._lean_arguments = (
+            self._typed_chat
+            and self.speaker is None
+            and not cls.names_backend
+            and all(getattr(cls, name) is getattr(machine, name) for name in _ARGUMENT_STEPS)
+        )
+        """Does a chunk that only carries an argument delta take
+        :meth:`_lean_argument_piece`? (With the typed path on, for an endpoint that keeps
+        the machine's hooks such a chunk meets, and no speaker guard, whose held tail a tool
+        delta releases.)"""
 
     lean: ClassVar[bool] = True
     """Does an endpoint that normalizes as this machine does take the typed path
@@ -541,7 +596,20 @@ class OpenAICompatibleAdapter(StreamAdapter):
                         break
                     continue
             elif self._typed_chat:
-                chunk = self._typed_normalize(line)
+                if len(line) > _json.FAST_MAX_CHARS:
+                    chunk = None
+                else:
+                    try:
+                        raw = decode_chat_chunk(line)  # type: ignore[misc]  # set: _typed_chat
+                    except (ValueError, RecursionError):  # another shape or type
+                        chunk = None
+                    else:
+                        if self._lean_arguments and self.tool_acc.plain and not self._posting:
+                            got = lean_argument_delta(raw)
+                            if got is not None:
+                                self._lean_argument_piece(raw, *got, out)
+                                continue
+                        chunk = self._typed_normalize(raw)
                 if chunk is not None:
                     self._on_normalized(chunk, [], out)
                     if self.stopped:
@@ -675,15 +743,26 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 out["usage"] = usage
         return out
 
-    def _typed_normalize(self, line: str) -> dict | None:
-        """:meth:`normalize_chunk` of a data line of the common shape, from the typed
-        structs (:data:`decode_chat_chunk`); None (nothing done) for any other line."""
-        if len(line) > _json.FAST_MAX_CHARS:
-            return None
-        try:
-            raw = decode_chat_chunk(line)  # type: ignore[misc]  # not None: _typed_chat
-        except (ValueError, RecursionError):  # another shape or type: the general way
-            return None
+    def _lean_argument_piece(self, raw: Any, index: int, arguments: str, out: list) -> None:
+        """An argument delta (:func:`lean_argument_delta`) with nothing else in its chunk,
+        through the steps the machine takes for it, without the normalized dict: the ids
+        (while unknown), the commit point, the pending think thoughts
+        (:meth:`map_reasoning`'s last step), the arguments to their call (what
+        :meth:`_accumulate_tools` does with such a delta while the accumulator is
+        ``plain``), then the empty text piece :meth:`process_chunk` emits. The machine's
+        other steps do nothing for it: the whole-chunk guards see no text, no speaker
+        guard is on (:attr:`_lean_arguments`), no error, usage, finish or other choice."""
+        if not self._ids_seen:
+            self._note_response_ids({"id": raw.id, "model": raw.model})
+        self.committed = True
+        thoughts = self._take_pending_thoughts() if self.pending_think else []
+        self.tool_acc.add(index, arguments=arguments)
+        out.append(new_piece_chunk("text", "", thoughts, self.serving_provider, {}))
+        # (no _extra to pass on: every step that fills it empties it before it returns)
+
+    def _typed_normalize(self, raw: Any) -> dict | None:
+        """:meth:`normalize_chunk` of a data line of the common shape, from its typed
+        structs (:data:`decode_chat_chunk`)."""
         if not self._ids_seen:
             self._note_response_ids({"id": raw.id, "model": raw.model})
         out: dict[str, Any] = {}
