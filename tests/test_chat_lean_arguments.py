@@ -1,11 +1,13 @@
 """A chunk that only carries a tool call's argument delta skips the normalized dict.
 
-With msgspec, the chat-completions machine sends such a chunk (``chat.lean_argument_delta``)
-straight to ``OpenAICompatibleAdapter._lean_argument_piece``, which must build what the
+The chat-completions machine sends such a chunk (``chat.lean_argument_delta`` with msgspec,
+``chat.lean_argument_fields`` on the parsed dict without it) straight to
+``OpenAICompatibleAdapter._lean_argument_piece``, which must build what the
 general way builds. Each key the check reads, at every level of an argument-delta chunk,
 is set to values of every JSON type; streams also start with an argument delta (the
 commit point, the ids), follow a think block (pending thoughts) or end in an error: the
-replay is identical with the fast paths on and off, for several endpoints and configs.
+replay is identical with the fast paths on and off, with each parser, for several
+endpoints and configs.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ from typing import Any
 
 import pytest
 
+from lab import _json
 from lab.config import LabConfig
 from lab.providers import chat, get_adapter
 from lab.providers.chat import OpenAICompatibleAdapter
 from lab.replay import replay_sse
 from tests.result_parts import everything
 
-pytestmark = pytest.mark.skipif(
-    chat.decode_chat_chunk is None, reason="msgspec is not the lab's JSON parser here"
-)
+TYPED = chat.decode_chat_chunk
+"""The typed decoder (None when msgspec is not the lab's parser)."""
 
 CONFIGS = {
     "reference": None,
@@ -55,13 +57,25 @@ def _body(chunks: list[dict[str, Any]], *, end: bool = True) -> bytes:
     return body + (b"data: [DONE]\n\n" if end else b"")
 
 
+WAYS = [("json", False, False), ("json", False, True)]
+"""(parser, typed decoder, lean) for each way a stream is replayed; the first is the general
+way (every fast path off)."""
+if "orjson" in _json.PARSERS:
+    WAYS.append(("orjson", False, True))
+if TYPED is not None:
+    WAYS.append(("msgspec", True, True))
+
+
 def _same_both_ways(monkeypatch: pytest.MonkeyPatch, provider: str, body: bytes) -> None:
     for name, config in CONFIGS.items():
-        got = {}
-        for lean in (False, True):
+        got = []
+        for parser, typed, lean in WAYS:
+            monkeypatch.setattr(_json, "loads", _json.PARSERS[parser])
+            monkeypatch.setattr(chat, "decode_chat_chunk", TYPED if typed else None)
             monkeypatch.setattr(OpenAICompatibleAdapter, "lean", lean)
-            got[lean] = everything(replay_sse(provider, body, config=config))
-        assert got[True] == got[False], name
+            got.append(everything(replay_sse(provider, body, config=config)))
+        for way, result in zip(WAYS[1:], got[1:], strict=True):
+            assert result == got[0], (name, way)
 
 
 def _perturbed(where: str, key: str, value: Any) -> dict[str, Any]:
