@@ -170,8 +170,8 @@ class JournalWriter:
     thread that finds another one writing skips its turn instead of waiting. A daemon
     thread writes everything once ``idle_interval`` (default 50 ms) has passed since any
     thread last wrote: it only matters for a stream that has paused, whose last reads no
-    new read will carry out (while streams flow it only looks at the clock: :meth:`_run`). ``sync()`` writes
-    everything now (``end`` does, so a finished exchange is entirely on disk before
+    new read will carry out (while streams flow it only looks at the clock: :meth:`_run`).
+    ``sync()`` writes everything now (``end`` does, so a finished exchange is entirely on disk before
     ``on_end`` returns, unless the disk refused it: then ``ok`` is False). A recorder killed
     mid-stream loses at most the last ``interval`` of a flowing stream's reads
     (``idle_interval`` of a paused one's), and that exchange is marked incomplete anyway.

@@ -483,9 +483,10 @@ struct_chunk: Callable[[Any, list[str]], dict | None] = None  # type: ignore[ass
 lean_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
 """``lean_delta(raw)``: the struct's delta when the chunk is a plain piece, else None. A plain
 piece: no usage, one choice at index 0 (or none given) with no finish reason, and a delta
-that holds no tool call, no ``reasoning_content`` and no camelCase ``reasoningDetails``. For such a piece
-:meth:`OpenRouterAdapter._lean_piece` takes the steps the chat machine takes (its checks of
-errors, other choices, tool calls, finish reasons and usage all pass)."""
+that holds no tool call, no ``reasoning_content`` and no camelCase ``reasoningDetails``.
+For such a piece :meth:`OpenRouterAdapter._lean_piece` takes the steps the chat machine
+takes (its checks of errors, other choices, tool calls, finish reasons and usage all
+pass)."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -829,9 +830,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     ) -> None:
         """The chat machine's, except that with the typed path on (msgspec) a one-line event
         is decoded here, once: a plain piece (:data:`lean_delta`) goes straight to
-        :meth:`_lean_piece` (when :attr:`lean`), any other decoded chunk to
-        the machine's :meth:`_on_normalized`, and a line the typed decoder refuses (or that
-        leaves nothing to normalize) the general way."""
+        :meth:`_lean_piece` (when :attr:`lean`), any other decoded chunk to the machine's
+        :meth:`_on_normalized`, and a line the typed decoder refuses (or that leaves
+        nothing to normalize) the general way. Without msgspec: :meth:`_feed_parsed_line`."""
         if not typed_first or "\n" in data:
             super().feed_data(data, event, out, typed_first=typed_first)
             return
