@@ -409,19 +409,25 @@ def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | N
     delta object whose ``role``, ``content`` and ``reasoning`` are strings or null,
     ``reasoning_details`` a list or null, and no tool call, ``reasoning_content`` or
     ``reasoningDetails``."""
+    # what turns a chunk away most often is looked at first: usage, a finish, a tool call
+    if type(raw) is not dict or raw.get("usage") is not None:
+        return None
+    if type(choices := raw.get("choices")) is not list or len(choices) != 1:
+        return None
+    ch = choices[0]
     if (
-        type(raw) is not dict
-        or not raw.keys() <= _TYPED_CHUNK_KEYS
-        or raw.get("usage") is not None
-        or type(choices := raw.get("choices")) is not list
-        or len(choices) != 1
-        or type(ch := choices[0]) is not dict
-        or not ch.keys() <= _OR_CHOICE_KEYS
-        or type(d := ch.get("delta")) is not dict
-        or not d.keys() <= _OR_DELTA_KEYS
-        or ((idx := ch.get("index")) is not None and (type(idx) is not int or idx != 0))
+        type(ch) is not dict
         or ch.get("finish_reason") is not None
         or ch.get("finishReason") is not None
+        or type(d := ch.get("delta")) is not dict
+        or d.get("tool_calls") is not None
+        or d.get("toolCalls") is not None
+        or d.get("reasoning_content") is not None
+        or d.get("reasoningDetails") is not None
+        or not raw.keys() <= _TYPED_CHUNK_KEYS
+        or not ch.keys() <= _OR_CHOICE_KEYS
+        or not d.keys() <= _OR_DELTA_KEYS
+        or ((idx := ch.get("index")) is not None and (type(idx) is not int or idx != 0))
     ):
         return None
     content, reasoning, role = d.get("content"), d.get("reasoning"), d.get("role")
@@ -431,10 +437,6 @@ def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | N
         or (reasoning is not None and type(reasoning) is not str)
         or (role is not None and type(role) is not str)
         or (details is not None and type(details) is not list)
-        or d.get("tool_calls") is not None
-        or d.get("toolCalls") is not None
-        or d.get("reasoningDetails") is not None
-        or d.get("reasoning_content") is not None
     ):
         return None
     return content, reasoning, details, raw.get("provider")
@@ -818,9 +820,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         return chunk
 
     lean: ClassVar[bool] = True
-    """With the typed path on, does a plain piece skip the normalized dict
-    (:meth:`_lean_piece`)? Off, it goes through :meth:`_on_normalized` as any other chunk
-    (the tests compare the two)."""
+    """Does a plain piece skip the normalized dict (:meth:`_lean_piece`; checked on the typed
+    struct with msgspec, on the parsed dict without)? Off, it goes through
+    :meth:`_on_normalized` as any other chunk (the tests compare the two)."""
 
     # a plain function, as the ClassVar on the base class says (not a method)
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
@@ -836,10 +838,14 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         if not typed_first or "\n" in data:
             super().feed_data(data, event, out, typed_first=typed_first)
             return
-        if type(self)._decode_typed is None:
-            self._feed_parsed_line(data, event, out)
+        line = data.strip()
+        if line == "[DONE]":
+            self.facts["done_seen"] = True
             return
-        raw = decode_struct(data.strip())  # type: ignore[misc]  # set with _decode_typed
+        if type(self)._decode_typed is None:
+            self._feed_parsed_line(line, event, out)
+            return
+        raw = decode_struct(line)  # type: ignore[misc]  # set with _decode_typed
         if raw is None:
             super().feed_data(data, event, out, typed_first=False)
             return
@@ -857,18 +863,19 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         else:
             self._on_normalized(chunk, bad, out)
 
-    def _feed_parsed_line(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
-        """A one-line event without the typed decoder: parsed once; a plain piece
-        (:func:`lean_fields`, the dict check of :data:`lean_delta`'s rules) goes to
-        :meth:`_lean_piece` (when :attr:`lean`), any other object to the machine's
-        :meth:`_on_parsed`, and a line that is not JSON the machine's way."""
+    def _feed_parsed_line(self, line: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """A one-line event (stripped, not ``[DONE]``) without the typed decoder: parsed
+        once; a plain piece (:func:`lean_fields`, the dict check of :data:`lean_delta`'s
+        rules) goes to :meth:`_lean_piece` (when :attr:`lean`), any other object to the
+        machine's :meth:`_on_parsed`, and a line that is not JSON to
+        :meth:`unparsable_line`, as the machine sends it."""
         if not self.lean or self._posting:
-            super().feed_data(data, event, out, typed_first=False)
+            super().feed_data(line, event, out, typed_first=False)
             return
         try:
-            raw = _json.loads(data.strip())
-        except (ValueError, RecursionError):  # [DONE], a cut or invalid line: the machine's
-            super().feed_data(data, event, out, typed_first=False)
+            raw = _json.loads(line)
+        except (ValueError, RecursionError) as exc:  # a cut or invalid line
+            self.unparsable_line(line, exc, event, out)
             return
         fields = lean_fields(raw)
         if fields is None:
