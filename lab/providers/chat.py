@@ -1116,17 +1116,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if delta is not None:
             if self.guards_each_piece:
                 self.guard_piece(delta)
-            # the per-piece guards (dedup, then the speaker guard), inlined: per chunk
             content = delta.get("content")
             if isinstance(content, str) and content:
-                content = self.dedup.filter(content)
-                if self.dedup.notes:
-                    self._drain(self.dedup)
-                if self.speaker is not None and content:
-                    content = self.speaker.feed(content)
-                    if self.speaker.notes:
-                        self._drain(self.speaker)
-                    fired = self.speaker.fired
+                content = self._text_guards(content)
+                # (a speaker that fired earlier stopped the attempt: this is this piece's)
+                fired = self.speaker is not None and self.speaker.fired
             if "content" in delta or content:
                 delta["content"] = content
 

@@ -1261,15 +1261,8 @@ class GoogleAdapter(StreamAdapter):
         text = f.answer
         fired = False
         if text:
-            text = self.dedup.filter(text)
-            if self.dedup.notes:
-                self._drain(self.dedup)
-            speaker = self.speaker
-            if speaker is not None and text:
-                text = speaker.feed(text)
-                if speaker.notes:
-                    self._drain(speaker)
-                fired = speaker.fired
+            text = self._text_guards(text)
+            fired = self.speaker is not None and self.speaker.fired
         if not self.committed and (text or f.has_candidate or self.pending_usage is not None):
             self.committed = True
         if self.speaker is not None and not text and native:

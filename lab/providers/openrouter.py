@@ -906,14 +906,8 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         )
         fired = False
         if content:  # _pipeline's dedup and speaker steps
-            content = self.dedup.filter(content)
-            if self.dedup.notes:
-                self._drain(self.dedup)
-            if self.speaker is not None and content:
-                content = self.speaker.feed(content)
-                if self.speaker.notes:
-                    self._drain(self.speaker)
-                fired = self.speaker.fired
+            content = self._text_guards(content)
+            fired = self.speaker is not None and self.speaker.fired
         if not self.committed and (self.pending_think or content or reasoning or details):
             self.committed = True
         if self.serving_provider is None and self.names_backend:  # process_chunk's first step
