@@ -790,6 +790,48 @@ def test_a_paused_stream_reaches_the_journal_from_the_flusher(tmp_path):
     w.close()
 
 
+def test_the_flusher_leaves_a_flowing_stream_to_its_own_thread(tmp_path, monkeypatch):
+    """While a stream's own thread writes every ``journal_interval``, the flusher only looks
+    at the clock: it neither writes nor waits for the lock that thread holds. Once the
+    stream pauses, the flusher writes its last reads within ``journal_idle_interval``."""
+    drains: list[tuple[str, float]] = []
+    real = JournalWriter._drain
+
+    def counted(self: JournalWriter) -> None:
+        drains.append((threading.current_thread().name, time.monotonic()))
+        real(self)
+
+    monkeypatch.setattr(JournalWriter, "_drain", counted)
+    w = CaptureWriter(
+        tmp_path / "live",
+        capture_id="flowing",
+        flush_interval=3600,
+        journal_interval=0.01,
+        journal_idle_interval=0.4,
+    )
+    rec = _start(w, "flowing")
+    reads = [b"data: %d\n\n" % k for k in range(41)]
+    it = rec.tee(iter(reads), on_error=lambda exc: None)
+    next(it)
+    flow_start = time.monotonic()
+    for _ in range(30):  # 1.5 s of a stream paced at 50 ms: over three idle intervals
+        time.sleep(0.05)
+        next(it)
+    flow_end = time.monotonic()
+    flusher = [t for name, t in drains if name != threading.current_thread().name]
+    # at most its first look, when the exchange began (it had written nothing yet)
+    assert len([t for t in flusher if flow_start < t < flow_end]) <= 1
+    deadline = time.monotonic() + 10  # paused now: the flusher writes the last reads
+    while True:
+        [ex] = _journal_snapshot(w, tmp_path).exchanges()
+        if len(ex.reads) == 31 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert ex.reads == reads[:31]
+    it.close()
+    w.close()
+
+
 def test_a_recording_thread_skips_its_journal_turn_while_another_thread_writes(
     tmp_path, monkeypatch
 ):

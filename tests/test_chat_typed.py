@@ -31,6 +31,7 @@ CONFIGS = {
     "reference": None,
     "complete": LabConfig.complete(),
     "speaker": LabConfig(speaker_guard=True, persona_name="Ann"),
+    "thoughts": LabConfig(capture_think_blocks_as_thoughts=True),
 }
 TEXTS = ("Hel", "lo", " there", "<think>", "a plan", "</think>", "", "\n\nUser: hi", None)
 ENV = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}

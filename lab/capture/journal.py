@@ -168,9 +168,10 @@ class JournalWriter:
     has passed, i.e. no thread has written for ``interval`` (``ExchangeRecorder.tee``): the
     queue and every exchange's new reads go out in one ``writev``, from that thread; a
     thread that finds another one writing skips its turn instead of waiting. A daemon
-    thread writes everything every ``idle_interval`` (default 50 ms): it only matters for a
-    stream that has paused, whose last reads no new read will carry out. ``sync()`` writes
-    everything now (``end`` does, so a finished exchange is entirely on disk before
+    thread writes everything once ``idle_interval`` (default 50 ms) has passed since any
+    thread last wrote: it only matters for a stream that has paused, whose last reads no
+    new read will carry out (while streams flow it only looks at the clock: :meth:`_run`).
+    ``sync()`` writes everything now (``end`` does, so a finished exchange is entirely on disk before
     ``on_end`` returns, unless the disk refused it: then ``ok`` is False). A recorder killed
     mid-stream loses at most the last ``interval`` of a flowing stream's reads
     (``idle_interval`` of a paused one's), and that exchange is marked incomplete anyway.
@@ -201,6 +202,8 @@ class JournalWriter:
         self.interval = interval
         self.idle_interval = idle_interval
         self._interval_ns = int(interval * 1e9)
+        self._idle_ns = int(idle_interval * 1e9)
+        self._drained_ns = 0  # when a thread last drained (``time.monotonic_ns()``)
         self.due_ns = 0 if interval else _NEVER
         """``time.monotonic_ns()`` from which ``write_due`` writes (``interval`` after the
         last write by any thread); recording threads compare each read's time with it.
@@ -315,8 +318,9 @@ class JournalWriter:
         A write finds the exchanges with new reads in one comprehension over all of them:
         with 200 paced streams in flight, as ``lab proxy`` carries, this runs 200 times a
         second, each time for about a sixth of them."""
+        now = self._drained_ns = time.monotonic_ns()
         if self._interval_ns:
-            self.due_ns = time.monotonic_ns() + self._interval_ns
+            self.due_ns = now + self._interval_ns
         queue = self._queue
         items = [queue.popleft() for _ in range(len(queue))]
         # (exchange, entry, reads there now): a read is appended before its time, so both
@@ -424,14 +428,26 @@ class JournalWriter:
         return seg
 
     def _run(self) -> None:
+        """The flusher: while anything is in flight, it writes once ``idle_interval`` has
+        passed since any thread last wrote (a paused stream's reads, records no read will
+        carry out), and otherwise sleeps until then. A flowing stream's own thread writes
+        every ``interval``, so the flusher only wakes to look at the clock: it never
+        waits for the write lock a recording thread holds across its ``writev``, nor writes
+        the few reads that thread is about to write anyway (which, on 2 cores, cost a
+        stream read back-to-back ~5 % of its throughput: docs/PERFORMANCE.md, 4)."""
         while not self._closed:
             if self._queue or self._tracked:  # in flight: what their threads have not written
-                try:
-                    self.sync()
-                except Exception as exc:  # noqa: BLE001 - the flusher must outlive any failure
-                    self.error = exc if isinstance(exc, OSError) else OSError(errno.EIO, str(exc))
-                    self.ok = False
-                self._stop.wait(self.idle_interval)
+                wait = self._drained_ns + self._idle_ns - time.monotonic_ns()
+                if wait <= 0:
+                    try:
+                        self.sync()
+                    except Exception as exc:  # noqa: BLE001 - the flusher must outlive any failure
+                        self.error = (
+                            exc if isinstance(exc, OSError) else OSError(errno.EIO, str(exc))
+                        )
+                        self.ok = False
+                    wait = self._idle_ns
+                self._stop.wait(wait / 1e9)
             else:
                 self._wake.clear()
                 if not (self._queue or self._tracked):

@@ -9,9 +9,9 @@ One ``CaptureWriter`` is one recording: one ``capture_id`` and one directory
    no Parquet work); ``on_read`` appends the read and its time to two lists and, once
    ``journal_interval`` (5 ms) has passed since any thread last did, writes the queue and
    each exchange's new reads packed into one record (``tee`` does so after handing the
-   read on). A flusher thread writes whatever is left every ``journal_idle_interval`` (50 ms),
-   for streams that have paused; ``on_end`` writes the rest and its end record before
-   returning (``journal_interval=0``: written in the caller, every call).
+   read on). A flusher thread writes whatever is left once ``journal_idle_interval`` (50 ms)
+   has passed since the last write, for streams that have paused; ``on_end`` writes the
+   rest and its end record before returning (``journal_interval=0``: written in the caller, every call).
 3. A finished exchange (its ``E`` record is in the journal) is queued for a
    background thread, which writes the queued exchanges together as ``chunks-<n>.parquet``
    then ``streams-<n>.parquet`` (each written as a hidden ``.*.tmp`` file, then

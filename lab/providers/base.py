@@ -624,6 +624,21 @@ class StreamAdapter:
             self._drain(notes)
         return parsed
 
+    def _text_guards(self, text: str) -> str:
+        """A piece's answer text (not empty) after the per-piece guards: dedup, then the
+        speaker guard (its ``fired`` says whether the text reached a speaker line; one that
+        fired before has stopped the attempt). The one definition for the chat machine's
+        pipeline, OpenRouter's lean pieces and Gemini's lean events."""
+        text = self.dedup.filter(text)
+        if self.dedup.notes:
+            self._drain(self.dedup)
+        speaker = self.speaker
+        if speaker is not None and text:
+            text = speaker.feed(text)
+            if speaker.notes:
+                self._drain(speaker)
+        return text
+
     def _drain_all(self, guards: Iterable[Any]) -> None:
         for g in guards:
             if g is not None and g.notes:

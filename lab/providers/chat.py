@@ -174,6 +174,13 @@ READ_DELTA_KEYS = DELTA_KEYS | {"refusal"}
 ``refusal`` (the refusal text, in place of content; the result's ``refusal``)."""
 TOOL_CALL_KEYS = frozenset({"index", "id", "type", "function", "thought_signature"})
 _ARGUMENTS_ONLY = frozenset({"index", "function"})
+_TYPED_CHUNK_KEYS = CHUNK_KEYS - {"error"}
+_ARGUMENT_STEPS = (
+    "_on_normalized", "guards_whole_chunk", "guard_chunk", "guards_each_piece", "split_pieces",
+    "_pipeline", "process_chunk", "map_reasoning", "_accumulate_tools",
+)  # fmt: skip
+"""What the machine does with a chunk that only carries an argument delta: an endpoint that
+changes any of it keeps the general way (``_lean_argument_piece`` takes these steps)."""
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The string reasoning fields OpenAI-compatible servers send (DeepSeek, vLLM, Groq ...)."""
 
@@ -188,6 +195,62 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 decode_chat_chunk: Callable[[str], Any] | None = None
 """``decode_chat_chunk(line)``: the typed chunk of a data line of the common shape (raises
 ``ValueError`` for any other). None itself when msgspec is not the lab's parser."""
+
+
+def _argument_call(tcs: Any) -> tuple[int, str] | None:
+    """(index, arguments) when **tcs** is one tool call holding only ``index`` (a count) and
+    ``function`` (``arguments`` a string, no name): what ``_accumulate_tools`` sends straight
+    to the accumulator."""
+    if (
+        type(tcs) is not list
+        or len(tcs) != 1
+        or type(tc := tcs[0]) is not dict
+        or not tc.keys() <= _ARGUMENTS_ONLY
+        or type(at := tc.get("index")) is not int
+        or at < 0
+        or type(fn := tc.get("function")) is not dict
+        or fn.get("name")
+        or type(arguments := fn.get("arguments")) is not str
+    ):
+        return None
+    return at, arguments
+
+
+def lean_argument_fields(raw: Any) -> tuple[int, str] | None:
+    """:data:`lean_argument_delta`'s rules, and the typed decoder's keys and types, checked
+    on a parsed chunk (the path without msgspec). The tool call is looked at first: a text
+    chunk is turned away after a few lookups."""
+    if type(raw) is not dict or type(choices := raw.get("choices")) is not list:
+        return None
+    if len(choices) != 1 or type(ch := choices[0]) is not dict:
+        return None
+    if type(d := ch.get("delta")) is not dict or type(d.get("tool_calls")) is not list:
+        return None
+    content, role, index = d.get("content"), d.get("role"), ch.get("index")
+    if (
+        not raw.keys() <= _TYPED_CHUNK_KEYS
+        or not ch.keys() <= CHOICE_KEYS
+        or not d.keys() <= READ_DELTA_KEYS
+        or raw.get("usage") is not None
+        or not (index is None or (type(index) is int and index == 0))
+        or ch.get("finish_reason") is not None
+        or not (content is None or content == "")
+        or d.get("reasoning_content") is not None
+        or d.get("reasoning") is not None
+        or d.get("reasoning_details") is not None
+        or d.get("refusal")
+        or not (role is None or type(role) is str)
+    ):
+        return None
+    return _argument_call(d["tool_calls"])
+
+
+lean_argument_delta: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
+"""``lean_argument_delta(raw)``: (tool-call index, arguments) of a typed chunk that carries
+only an argument delta, else None: no usage, one choice at index 0 (or none given) with no
+finish reason, a delta with no text, reasoning or refusal, and one tool call holding only
+``index`` (a count) and ``function`` (``arguments`` a string, no name). What
+:meth:`OpenAICompatibleAdapter._accumulate_tools` sends straight to :meth:`add`."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -236,7 +299,7 @@ if _json.PARSER == "msgspec":
         seed: Any = None
 
     _chat_typed_fields = {
-        _TypedChatChunk: CHUNK_KEYS - {"error"},
+        _TypedChatChunk: _TYPED_CHUNK_KEYS,
         _TypedChatChoice: CHOICE_KEYS,
         _TypedChatDelta: READ_DELTA_KEYS,
     }
@@ -244,6 +307,28 @@ if _json.PARSER == "msgspec":
         assert set(_cls.__struct_fields__) == _known, (_cls, _known)
 
     decode_chat_chunk = msgspec.json.Decoder(_TypedChatChunk).decode
+
+    def _lean_argument_delta(raw: _TypedChatChunk) -> tuple[int, str] | None:
+        chs = raw.choices
+        if raw.usage is not None or chs is None or len(chs) != 1:
+            return None
+        ch = chs[0]
+        d, index = ch.delta, ch.index
+        if (
+            d is None
+            or not (index is None or (type(index) is int and index == 0))
+            or ch.finish_reason is not None
+            or d.content  # None or unset (an empty string is no text either)
+            or d.reasoning_content is not None
+            or d.reasoning is not None
+            or d.reasoning_details is not None
+            or d.refusal  # None or ""
+            or not (d.role is None or type(d.role) is str)
+        ):
+            return None
+        return _argument_call(d.tool_calls)
+
+    lean_argument_delta = _lean_argument_delta
     _UNSET: Any = UNSET
 else:  # pragma: no cover - exercised without msgspec
     _UNSET = object()
@@ -477,16 +562,28 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self._read_all = cfg.read_all_reasoning_fields
         self._choice_keys = CHOICE_KEYS | {"usage"} if cfg.usage_in_choices else CHOICE_KEYS
         cls = type(self)
-        self._typed_chat = (
+        machine = OpenAICompatibleAdapter
+        lean = (
             cls.lean
-            and decode_chat_chunk is not None
             and cls._decode_typed is None  # a family with its own typed path (OpenRouter)
-            and cls.normalize_chunk is OpenAICompatibleAdapter.normalize_chunk
+            and cls.normalize_chunk is machine.normalize_chunk
             and not self.usage_paths
             and not self.reads_usage_everywhere
             and not cfg.usage_in_choices
         )
+        self._typed_chat = lean and decode_chat_chunk is not None
         """Does a data line of the common shape take :meth:`_typed_normalize`?"""
+        self._lean_arguments = (
+            lean
+            and self.speaker is None
+            and not cls.names_backend
+            and all(getattr(cls, name) is getattr(machine, name) for name in _ARGUMENT_STEPS)
+        )
+        """Does a chunk that only carries an argument delta take
+        :meth:`_lean_argument_piece` (:data:`lean_argument_delta` with msgspec,
+        :func:`lean_argument_fields` without)? For an endpoint that normalizes as the
+        machine does and keeps the machine's steps such a chunk meets, with no speaker
+        guard (whose held tail a tool delta releases)."""
 
     lean: ClassVar[bool] = True
     """Does an endpoint that normalizes as this machine does take the typed path
@@ -518,11 +615,15 @@ class OpenAICompatibleAdapter(StreamAdapter):
     """The message of a mid-stream error object that has none (default: "<prefix>: provider
     API error")."""
 
-    def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+    def feed_data(
+        self, data: str, event: SSEEvent, out: list[ProcessedChunk], *, typed_first: bool = True
+    ) -> None:
         """Each ``data:`` line of the event in turn (the reference's line reader): ``[DONE]``
-        noted, the typed fast path when the family has one, else JSON then
-        :meth:`normalize_chunk`; an unparsable line goes to :meth:`unparsable_line`."""
-        typed = type(self)._decode_typed  # a plain function (staticmethod), not a method
+        noted, the typed fast path when the family has one (and **typed_first**: a family
+        that tried it already passes False), else JSON then :meth:`normalize_chunk`; an
+        unparsable line goes to :meth:`unparsable_line`."""
+        # a plain function (staticmethod), not a method
+        typed = type(self)._decode_typed if typed_first else None
         for line in data.split("\n") if "\n" in data else (data,):
             line = line.strip()
             if line == "[DONE]":
@@ -537,7 +638,22 @@ class OpenAICompatibleAdapter(StreamAdapter):
                         break
                     continue
             elif self._typed_chat:
-                chunk = self._typed_normalize(line)
+                if len(line) > _json.FAST_MAX_CHARS:
+                    chunk = None
+                else:
+                    try:
+                        raw = decode_chat_chunk(line)  # type: ignore[misc]  # set: _typed_chat
+                    except (ValueError, RecursionError):  # another shape or type
+                        chunk = None
+                    else:
+                        if self._lean_arguments and self.tool_acc.plain and not self._posting:
+                            got = lean_argument_delta(raw)
+                            if got is not None:
+                                if not self._ids_seen:
+                                    self._note_response_ids({"id": raw.id, "model": raw.model})
+                                self._lean_argument_piece(*got, out)
+                                continue
+                        chunk = self._typed_normalize(raw)
                 if chunk is not None:
                     self._on_normalized(chunk, [], out)
                     if self.stopped:
@@ -549,15 +665,31 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if self.unparsable_line(line, exc, event, out):
                     return
                 continue
-            bad = []
-            chunk = self.normalize_chunk(raw, bad)
-            if chunk is None:
-                if bad:
-                    self.facts.setdefault("hostile_values", []).extend(bad)
-            else:
-                self._on_normalized(chunk, bad, out)
+            if (
+                self._lean_arguments
+                and not self._typed_chat  # the typed decoder turned it away: so would this
+                and self.tool_acc.plain
+                and not self._posting
+                and (got := lean_argument_fields(raw)) is not None
+            ):
+                if not self._ids_seen:
+                    self._note_response_ids(raw)
+                self._lean_argument_piece(*got, out)
+                continue
+            self._on_parsed(raw, out)
             if self.stopped:
                 break
+
+    def _on_parsed(self, raw: Any, out: list[ProcessedChunk]) -> None:
+        """A parsed data line: :meth:`normalize_chunk`, then :meth:`_on_normalized` (a
+        dropped chunk's hostile counts noted)."""
+        bad: list[str] = []
+        chunk = self.normalize_chunk(raw, bad)
+        if chunk is None:
+            if bad:
+                self.facts.setdefault("hostile_values", []).extend(bad)
+        else:
+            self._on_normalized(chunk, bad, out)
 
     def unparsable_line(
         self, line: str, exc: Exception, event: SSEEvent, out: list[ProcessedChunk]
@@ -666,15 +798,25 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 out["usage"] = usage
         return out
 
-    def _typed_normalize(self, line: str) -> dict | None:
-        """:meth:`normalize_chunk` of a data line of the common shape, from the typed
-        structs (:data:`decode_chat_chunk`); None (nothing done) for any other line."""
-        if len(line) > _json.FAST_MAX_CHARS:
-            return None
-        try:
-            raw = decode_chat_chunk(line)  # type: ignore[misc]  # not None: _typed_chat
-        except (ValueError, RecursionError):  # another shape or type: the general way
-            return None
+    def _lean_argument_piece(self, index: int, arguments: str, out: list) -> None:
+        """An argument delta (:data:`lean_argument_delta`, :func:`lean_argument_fields`)
+        with nothing else in its chunk, after its ids are noted, through the steps the
+        machine takes for it, without the normalized dict: the commit point, the pending
+        think thoughts
+        (:meth:`map_reasoning`'s last step), the arguments to their call (what
+        :meth:`_accumulate_tools` does with such a delta while the accumulator is
+        ``plain``), then the empty text piece :meth:`process_chunk` emits. The machine's
+        other steps do nothing for it: the whole-chunk guards see no text, no speaker
+        guard is on (:attr:`_lean_arguments`), no error, usage, finish or other choice."""
+        self.committed = True
+        thoughts = self._take_pending_thoughts() if self.pending_think else []
+        self.tool_acc.add(index, arguments=arguments)
+        out.append(new_piece_chunk("text", "", thoughts, self.serving_provider, {}))
+        # (no _extra to pass on: every step that fills it empties it before it returns)
+
+    def _typed_normalize(self, raw: Any) -> dict | None:
+        """:meth:`normalize_chunk` of a data line of the common shape, from its typed
+        structs (:data:`decode_chat_chunk`)."""
         if not self._ids_seen:
             self._note_response_ids({"id": raw.id, "model": raw.model})
         out: dict[str, Any] = {}
@@ -974,17 +1116,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
         if delta is not None:
             if self.guards_each_piece:
                 self.guard_piece(delta)
-            # the per-piece guards (dedup, then the speaker guard), inlined: per chunk
             content = delta.get("content")
             if isinstance(content, str) and content:
-                content = self.dedup.filter(content)
-                if self.dedup.notes:
-                    self._drain(self.dedup)
-                if self.speaker is not None and content:
-                    content = self.speaker.feed(content)
-                    if self.speaker.notes:
-                        self._drain(self.speaker)
-                    fired = self.speaker.fired
+                content = self._text_guards(content)
+                # (a speaker that fired earlier stopped the attempt: this is this piece's)
+                fired = self.speaker is not None and self.speaker.fired
             if "content" in delta or content:
                 delta["content"] = content
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from lab import _json
 from lab.degrade import is_generic_error_message
@@ -41,6 +41,7 @@ from lab.model import (
     ThoughtLogEntry,
     Usage,
     new_chunk,
+    new_piece_chunk,
     new_raw_thought,
     new_thought,
 )
@@ -400,6 +401,50 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
     return out
 
 
+def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | None:
+    """A parsed chunk's (content, reasoning, reasoning_details, provider) when it is a plain
+    piece, else None: :data:`lean_delta`'s rules, and the typed decoder's keys and types,
+    checked on the dict (the lean path without msgspec). Every key known (``error`` not
+    among them), no usage, one choice at index 0 (or none given) with no finish reason, a
+    delta object whose ``role``, ``content`` and ``reasoning`` are strings or null,
+    ``reasoning_details`` a list or null, and no tool call, ``reasoning_content`` or
+    ``reasoningDetails``."""
+    # what turns a chunk away most often is looked at first: usage, a finish, a tool call
+    if type(raw) is not dict or raw.get("usage") is not None:
+        return None
+    if type(choices := raw.get("choices")) is not list or len(choices) != 1:
+        return None
+    ch = choices[0]
+    if (
+        type(ch) is not dict
+        or ch.get("finish_reason") is not None
+        or ch.get("finishReason") is not None
+        or type(d := ch.get("delta")) is not dict
+        or d.get("tool_calls") is not None
+        or d.get("toolCalls") is not None
+        or d.get("reasoning_content") is not None
+        or d.get("reasoningDetails") is not None
+        or not raw.keys() <= _TYPED_CHUNK_KEYS
+        or not ch.keys() <= _OR_CHOICE_KEYS
+        or not d.keys() <= _OR_DELTA_KEYS
+        or ((idx := ch.get("index")) is not None and (type(idx) is not int or idx != 0))
+    ):
+        return None
+    content, reasoning, role = d.get("content"), d.get("reasoning"), d.get("role")
+    details = d.get("reasoning_details")
+    if (
+        (content is not None and type(content) is not str)
+        or (reasoning is not None and type(reasoning) is not str)
+        or (role is not None and type(role) is not str)
+        or (details is not None and type(details) is not list)
+    ):
+        return None
+    return content, reasoning, details, raw.get("provider")
+
+
+_TYPED_CHUNK_KEYS = CHUNK_KEYS - {"error"}
+
+
 # --------------------------------------------------------------------------- typed fast path
 
 
@@ -428,6 +473,22 @@ decode_typed_chunk: Callable[[str, list[str]], dict | None] | None = None
 """``decode_typed_chunk(line, bad)``: the normalized chunk of a data line of the common
 shape (hostile usage counts appended to **bad**, as the normalizer does), or None for any
 other line. None itself when msgspec is not the lab's parser."""
+
+decode_struct: Callable[[str], Any] | None = None
+"""``decode_struct(line)``: a data line of the common shape as its typed struct, or None for
+any other line (the first step of :data:`decode_typed_chunk`; :func:`struct_chunk` is the
+second). None itself when msgspec is not the lab's parser."""
+
+struct_chunk: Callable[[Any, list[str]], dict | None] = None  # type: ignore[assignment]
+"""``struct_chunk(raw, bad)``: the normalized chunk of a struct :data:`decode_struct` gave."""
+
+lean_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
+"""``lean_delta(raw)``: the struct's delta when the chunk is a plain piece, else None. A plain
+piece: no usage, one choice at index 0 (or none given) with no finish reason, and a delta
+that holds no tool call, no ``reasoning_content`` and no camelCase ``reasoningDetails``.
+For such a piece :meth:`OpenRouterAdapter._lean_piece` takes the steps the chat machine
+takes (its checks of errors, other choices, tool calls, finish reasons and usage all
+pass)."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -478,22 +539,46 @@ if _json.PARSER == "msgspec":
         seed: Any = None
 
     _typed_fields = {
-        _TypedChunk: CHUNK_KEYS - {"error"},
+        _TypedChunk: _TYPED_CHUNK_KEYS,
         _TypedChoice: _OR_CHOICE_KEYS,
         _TypedDelta: _OR_DELTA_KEYS,
     }
     for _cls, _known in _typed_fields.items():  # the structs know what the shape check knows
         assert set(_cls.__struct_fields__) == _known, (_cls, _known)
 
-    _decode_typed = msgspec.json.Decoder(_TypedChunk).decode
+    _decode = msgspec.json.Decoder(_TypedChunk).decode
 
-    def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
+    def _decode_struct(line: str) -> _TypedChunk | None:
         if len(line) > _json.FAST_MAX_CHARS:
             return None
         try:
-            raw = _decode_typed(line)
+            return _decode(line)
         except (ValueError, RecursionError):  # another shape or type: the general way
             return None
+
+    def _lean_delta(raw: _TypedChunk) -> _TypedDelta | None:
+        chs = raw.choices
+        if raw.usage is not None or chs is None or len(chs) != 1:
+            return None
+        ch = chs[0]
+        d = ch.delta
+        if (
+            d is None
+            or (ch.index is not None and ch.index != 0)
+            or (ch.finish_reason if ch.finish_reason is not UNSET else ch.finishReason) is not None
+            or d.tool_calls is not None
+            or d.toolCalls is not None
+            or d.reasoningDetails is not None
+            or d.reasoning_content is not None
+        ):
+            return None
+        return d
+
+    def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
+        raw = _decode_struct(line)
+        return None if raw is None else _struct_chunk(raw, bad)
+
+    def _struct_chunk(raw: _TypedChunk, bad: list[str]) -> dict | None:
         out: dict[str, Any] = {}
         typed_choices = raw.choices
         if typed_choices is not None:
@@ -554,6 +639,9 @@ if _json.PARSER == "msgspec":
         return out
 
     decode_typed_chunk = _decode_typed_chunk
+    decode_struct = _decode_struct
+    struct_chunk = _struct_chunk
+    lean_delta = _lean_delta
 
 
 def _keep_error_envelope(raw: dict, chunk: dict) -> None:
@@ -731,8 +819,113 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             _keep_error_envelope(raw, chunk)
         return chunk
 
+    lean: ClassVar[bool] = True
+    """Does a plain piece skip the normalized dict (:meth:`_lean_piece`; checked on the typed
+    struct with msgspec, on the parsed dict without)? Off, it goes through
+    :meth:`_on_normalized` as any other chunk (the tests compare the two)."""
+
     # a plain function, as the ClassVar on the base class says (not a method)
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
+
+    def feed_data(
+        self, data: str, event: SSEEvent, out: list[ProcessedChunk], *, typed_first: bool = True
+    ) -> None:
+        """The chat machine's, except that with the typed path on (msgspec) a one-line event
+        is decoded here, once: a plain piece (:data:`lean_delta`) goes straight to
+        :meth:`_lean_piece` (when :attr:`lean`), any other decoded chunk to the machine's
+        :meth:`_on_normalized`, and a line the typed decoder refuses (or that leaves
+        nothing to normalize) the general way. Without msgspec: :meth:`_feed_parsed_line`."""
+        if not typed_first or "\n" in data:
+            super().feed_data(data, event, out, typed_first=typed_first)
+            return
+        line = data.strip()
+        if line == "[DONE]":
+            self.facts["done_seen"] = True
+            return
+        if type(self)._decode_typed is None:
+            self._feed_parsed_line(line, event, out)
+            return
+        raw = decode_struct(line)  # type: ignore[misc]  # set with _decode_typed
+        if raw is None:
+            super().feed_data(data, event, out, typed_first=False)
+            return
+        if self.lean and not self._posting:
+            d = lean_delta(raw)
+            if d is not None:
+                if not self._ids_seen:  # _on_normalized's first step
+                    self._note_response_ids({"id": raw.id, "model": raw.model})
+                self._lean_piece(d.content, d.reasoning, d.reasoning_details, raw.provider, out)
+                return
+        bad: list[str] = []
+        chunk = struct_chunk(raw, bad)
+        if chunk is None:
+            super().feed_data(data, event, out, typed_first=False)
+        else:
+            self._on_normalized(chunk, bad, out)
+
+    def _feed_parsed_line(self, line: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
+        """A one-line event (stripped, not ``[DONE]``) without the typed decoder: parsed
+        once; a plain piece (:func:`lean_fields`, the dict check of :data:`lean_delta`'s
+        rules) goes to :meth:`_lean_piece` (when :attr:`lean`), any other object to the
+        machine's :meth:`_on_parsed`, and a line that is not JSON to
+        :meth:`unparsable_line`, as the machine sends it."""
+        if not self.lean or self._posting:
+            super().feed_data(line, event, out, typed_first=False)
+            return
+        try:
+            raw = _json.loads(line)
+        except (ValueError, RecursionError) as exc:  # a cut or invalid line
+            self.unparsable_line(line, exc, event, out)
+            return
+        fields = lean_fields(raw)
+        if fields is None:
+            self._on_parsed(raw, out)
+            return
+        if not self._ids_seen:  # _on_normalized's first step
+            self._note_response_ids(raw)
+        self._lean_piece(*fields, out)
+
+    def _lean_piece(
+        self,
+        content: Any,
+        reasoning: Any,
+        details: list[Any] | None,
+        provider: str | None,
+        out: list[ProcessedChunk],
+    ) -> None:
+        """A plain piece (:data:`lean_delta`; **content** and **reasoning** a str, None or
+        ``UNSET``), through the steps :meth:`_pipeline` and :meth:`process_chunk` take for
+        it, without the normalized dict: the guards (:meth:`_guard_texts`), dedup and the
+        speaker guard, the commit point, then a text piece carrying the reasoning as a raw
+        thought and ``reasoning_details`` kept for the step's first call. The chunk
+        checks the machine makes first (error, other choices, tool calls, finish, usage,
+        a speaker tail before a terminal piece, a dropped chunk) cannot fire here."""
+        content, reasoning = self._guard_texts(
+            content if type(content) is str else None,
+            reasoning if type(reasoning) is str else None,
+        )
+        fired = False
+        if content:  # _pipeline's dedup and speaker steps
+            content = self._text_guards(content)
+            fired = self.speaker is not None and self.speaker.fired
+        if not self.committed and (self.pending_think or content or reasoning or details):
+            self.committed = True
+        if self.serving_provider is None and self.names_backend:  # process_chunk's first step
+            self.serving_provider = self.serving_backend({"provider": provider})
+        if details:  # continuity data for the step's first call
+            self.rd_acc.extend(details)
+        if reasoning:
+            thoughts = [new_raw_thought(reasoning)]
+        elif details:  # the guards held all the reasoning: map_reasoning reads the details
+            thoughts = self.map_reasoning({"reasoning_details": details}, {}, {})
+        else:
+            thoughts = []
+        out.append(new_piece_chunk("text", content or "", thoughts, self.serving_provider, {}))
+        if self._extra:
+            extra, self._extra = self._extra, []
+            out.extend(extra)
+        if fired:
+            self.stopped = True
 
     def _note_shapes(self, raw: dict) -> None:
         """Count the keys no rule reads (``unhandled_shape``), camelCase forms included."""
@@ -775,17 +968,28 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     guards_each_piece = True
 
     def guard_piece(self, delta: dict) -> None:
-        """Think strip, then the spill guard, on this piece (moved text joins
-        ``reasoning``); the shared pipeline then runs dedup and the speaker guard."""
+        """Think strip, then the spill guard, then the markup guards, on this piece
+        (:meth:`_guard_texts`; moved text joins ``reasoning``); the shared pipeline then
+        runs dedup and the speaker guard."""
         content = delta.get("content")
+        reasoning = delta.get("reasoning")
+        new_content, new_reasoning = self._guard_texts(content, reasoning)
+        if "content" in delta or new_content:
+            delta["content"] = new_content
+        if new_reasoning is not reasoning:
+            delta["reasoning"] = new_reasoning
+
+    def _guard_texts(self, content: str | None, reasoning: str | None) -> tuple[Any, Any]:
+        """A piece's (content, reasoning) after the think stripper, the spill guard and the
+        markup guards, in that order (the one definition of OpenRouter's per-piece
+        guards: :meth:`guard_piece` and :meth:`_lean_piece`)."""
         if content and self.think is not None:
             g = self.think.feed(content)
             if self.think.notes:  # _ran, inlined in the per-chunk path
                 self._drain(self.think)
             content = g.content
             if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
-                delta["reasoning"] = (delta.get("reasoning") or "") + g.reasoning
-        reasoning = delta.get("reasoning")
+                reasoning = (reasoning or "") + g.reasoning
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if content:  # normalized content is a str or None
@@ -794,24 +998,29 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 self._drain(self.spill)
             content = g.content
             if g.reasoning:
-                reasoning = delta["reasoning"] = (reasoning or "") + g.reasoning
-        if "content" in delta or content:
-            delta["content"] = content
+                reasoning = (reasoning or "") + g.reasoning
         # guard_markup, inlined: per chunk (an idle guard's no-marker delta is only counted;
         # normalized reasoning and content are str or None)
         mr = self.markup_reasoning
         if mr is not None:
+            marked: dict[str, Any] | None = None
             if reasoning:
                 if mr.idle and "<" not in reasoning:
                     mr.fed += len(reasoning)
                 else:
-                    self._markup_reasoning(delta, reasoning)
+                    marked = {"content": content, "reasoning": reasoning}
+                    self._markup_reasoning(marked, reasoning)
             if content:
                 mk: MarkupGuard = self.markup  # type: ignore[assignment]  # set with mr
                 if mk.idle and "<" not in content:
                     mk.fed += len(content)
                 else:
-                    self._markup_content(delta, content)
+                    if marked is None:
+                        marked = {"content": content, "reasoning": reasoning}
+                    self._markup_content(marked, content)
+            if marked is not None:
+                content, reasoning = marked["content"], marked["reasoning"]
+        return content, reasoning
 
     def release(self, content: str, reasoning: str, out: list[ProcessedChunk]) -> None:
         """Released text is a chunk of its own, not a piece through stage 03 (released
