@@ -45,6 +45,7 @@ from lab.model import (
     new_raw_thought,
     new_thought,
 )
+from lab.providers.chat import argument_call
 from lab.providers.openai_compat import (
     CHOICE_KEYS,
     CHUNK_KEYS,
@@ -442,6 +443,46 @@ def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | N
     return content, reasoning, details, raw.get("provider")
 
 
+def lean_argument_fields(raw: Any) -> tuple[int, str] | None:
+    """A parsed chunk's (tool-call index, arguments) when all it carries is one argument
+    delta (:func:`~lab.providers.chat.argument_call`), else None: the typed decoder's keys
+    and types, no usage, one choice at index 0 (or none given) with no finish reason, and
+    a delta whose ``content`` and ``reasoning`` are empty or null, ``reasoning_details``
+    an empty list or null, ``role`` a string or null, and no ``toolCalls``,
+    ``reasoningDetails`` or ``reasoning_content``. Such a chunk meets none of OpenRouter's
+    steps but the tool call's (:meth:`OpenRouterAdapter._lean_argument_chunk`)."""
+    if type(raw) is not dict or raw.get("usage") is not None:
+        return None
+    if type(choices := raw.get("choices")) is not list or len(choices) != 1:
+        return None
+    ch = choices[0]
+    if (
+        type(ch) is not dict
+        or type(d := ch.get("delta")) is not dict
+        or type(tcs := d.get("tool_calls")) is not list
+        or ch.get("finish_reason") is not None
+        or ch.get("finishReason") is not None
+        or not raw.keys() <= _TYPED_CHUNK_KEYS
+        or not ch.keys() <= _OR_CHOICE_KEYS
+        or not d.keys() <= _OR_DELTA_KEYS
+        or ((idx := ch.get("index")) is not None and (type(idx) is not int or idx != 0))
+        or d.get("toolCalls") is not None
+        or d.get("reasoningDetails") is not None
+        or d.get("reasoning_content") is not None
+    ):
+        return None
+    content, reasoning, role = d.get("content"), d.get("reasoning"), d.get("role")
+    details = d.get("reasoning_details")
+    if (
+        not (content is None or content == "")
+        or not (reasoning is None or reasoning == "")
+        or not (role is None or type(role) is str)
+        or not (details is None or (type(details) is list and not details))
+    ):
+        return None
+    return argument_call(tcs)
+
+
 _TYPED_CHUNK_KEYS = CHUNK_KEYS - {"error"}
 
 
@@ -481,6 +522,9 @@ second). None itself when msgspec is not the lab's parser."""
 
 struct_chunk: Callable[[Any, list[str]], dict | None] = None  # type: ignore[assignment]
 """``struct_chunk(raw, bad)``: the normalized chunk of a struct :data:`decode_struct` gave."""
+
+lean_argument_delta: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
+"""``lean_argument_delta(raw)``: :func:`lean_argument_fields` on the typed struct."""
 
 lean_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
 """``lean_delta(raw)``: the struct's delta when the chunk is a plain piece, else None. A plain
@@ -574,6 +618,27 @@ if _json.PARSER == "msgspec":
             return None
         return d
 
+    def _lean_argument_delta(raw: _TypedChunk) -> tuple[int, str] | None:
+        chs = raw.choices
+        if raw.usage is not None or chs is None or len(chs) != 1:
+            return None
+        ch = chs[0]
+        d = ch.delta
+        if (
+            d is None
+            or d.tool_calls is None
+            or (ch.index is not None and ch.index != 0)
+            or (ch.finish_reason if ch.finish_reason is not UNSET else ch.finishReason) is not None
+            or d.toolCalls is not None
+            or d.reasoningDetails is not None
+            or d.reasoning_content is not None
+            or d.content  # null, unset or empty
+            or d.reasoning
+            or d.reasoning_details  # null or empty
+        ):
+            return None
+        return argument_call(d.tool_calls)
+
     def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
         raw = _decode_struct(line)
         return None if raw is None else _struct_chunk(raw, bad)
@@ -642,6 +707,7 @@ if _json.PARSER == "msgspec":
     decode_struct = _decode_struct
     struct_chunk = _struct_chunk
     lean_delta = _lean_delta
+    lean_argument_delta = _lean_argument_delta
 
 
 def _keep_error_envelope(raw: dict, chunk: dict) -> None:
@@ -856,6 +922,13 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                     self._note_response_ids({"id": raw.id, "model": raw.model})
                 self._lean_piece(d.content, d.reasoning, d.reasoning_details, raw.provider, out)
                 return
+            if self.speaker is None and self.tool_acc.plain:
+                got = lean_argument_delta(raw)
+                if got is not None:
+                    self._lean_argument_chunk(
+                        {"id": raw.id, "model": raw.model}, raw.provider, got, out
+                    )
+                    return
         bad: list[str] = []
         chunk = struct_chunk(raw, bad)
         if chunk is None:
@@ -879,11 +952,33 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             return
         fields = lean_fields(raw)
         if fields is None:
-            self._on_parsed(raw, out)
+            if (
+                self.speaker is None
+                and self.tool_acc.plain
+                and (got := lean_argument_fields(raw)) is not None
+            ):
+                self._lean_argument_chunk(raw, raw.get("provider"), got, out)
+            else:
+                self._on_parsed(raw, out)
             return
         if not self._ids_seen:  # _on_normalized's first step
             self._note_response_ids(raw)
         self._lean_piece(*fields, out)
+
+    def _lean_argument_chunk(
+        self, ids: dict, provider: Any, got: tuple[int, str], out: list[ProcessedChunk]
+    ) -> None:
+        """A chunk that carries only an argument delta (:func:`lean_argument_fields`), with
+        no speaker guard on (a tool delta would release its held tail): the ids and the
+        backend while unknown, then the chat machine's :meth:`_lean_argument_piece`.
+        OpenRouter's own steps do nothing for it: the per-piece guards see no text,
+        :meth:`map_reasoning` finds no reasoning and no pending think text (OpenRouter
+        releases none), :meth:`split_pieces` has no text to split off."""
+        if not self._ids_seen:  # _on_normalized's first step
+            self._note_response_ids(ids)
+        if self.serving_provider is None:  # process_chunk's first step (names_backend)
+            self.serving_provider = self.serving_backend({"provider": provider})
+        self._lean_argument_piece(*got, out)
 
     def _lean_piece(
         self,
