@@ -144,6 +144,14 @@ def _replays(monkeypatch: pytest.MonkeyPatch, body: bytes, config: LabConfig | N
     return got
 
 
+def _same_on_every_path(
+    monkeypatch: pytest.MonkeyPatch, body: bytes, config: LabConfig | None
+) -> None:
+    general, *others = _replays(monkeypatch, body, config)
+    for way, got in zip(WAYS[1:], others, strict=True):
+        assert got == general, way
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 @pytest.mark.parametrize("hostile", [False, True], ids=["common", "hostile"])
 @pytest.mark.parametrize("seed", range(25))
@@ -151,9 +159,7 @@ def test_random_openrouter_streams_replay_the_same_on_every_path(
     monkeypatch, seed, hostile, config
 ):
     body = _random_stream(random.Random(seed), hostile)
-    general, *others = _replays(monkeypatch, body, CONFIGS[config])
-    for way, got in zip(WAYS[1:], others, strict=True):
-        assert got == general, way
+    _same_on_every_path(monkeypatch, body, CONFIGS[config])
 
 
 def _piece(delta: dict[str, Any], **chunk: Any) -> str:
@@ -262,9 +268,7 @@ def test_a_plain_piece_with_any_key_set_to_any_value_replays_the_same_on_every_p
     lines.append({**ENV, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
     for config in (None, LabConfig.complete()):
-        general, *others = _replays(monkeypatch, body + b"data: [DONE]\n\n", config)
-        for way, got in zip(WAYS[1:], others, strict=True):
-            assert got == general, way
+        _same_on_every_path(monkeypatch, body + b"data: [DONE]\n\n", config)
 
 
 ARGUMENT_PERTURBATIONS = [
@@ -329,9 +333,7 @@ def test_an_argument_delta_with_any_key_set_to_any_value_replays_the_same_on_eve
              {**ENV, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]  # fmt: skip
     body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
     for config in (None, LabConfig.complete(), CONFIGS["speaker"]):
-        general, *others = _replays(monkeypatch, body + b"data: [DONE]\n\n", config)
-        for way, got in zip(WAYS[1:], others, strict=True):
-            assert got == general, way
+        _same_on_every_path(monkeypatch, body + b"data: [DONE]\n\n", config)
 
 
 @pytest.mark.parametrize("typed", [False, pytest.param(True, marks=needs_msgspec)])
@@ -347,6 +349,4 @@ def test_a_stream_that_starts_with_argument_deltas_replays_the_same(monkeypatch,
     for lines in ([first, error], [first, first], [*think, first]):
         body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
         for config in CONFIGS.values():
-            general, *others = _replays(monkeypatch, body, config)
-            for way, got in zip(WAYS[1:], others, strict=True):
-                assert got == general, way
+            _same_on_every_path(monkeypatch, body, config)
