@@ -144,6 +144,14 @@ def _replays(monkeypatch: pytest.MonkeyPatch, body: bytes, config: LabConfig | N
     return got
 
 
+def _same_on_every_path(
+    monkeypatch: pytest.MonkeyPatch, body: bytes, config: LabConfig | None
+) -> None:
+    general, *others = _replays(monkeypatch, body, config)
+    for way, got in zip(WAYS[1:], others, strict=True):
+        assert got == general, way
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 @pytest.mark.parametrize("hostile", [False, True], ids=["common", "hostile"])
 @pytest.mark.parametrize("seed", range(25))
@@ -151,9 +159,7 @@ def test_random_openrouter_streams_replay_the_same_on_every_path(
     monkeypatch, seed, hostile, config
 ):
     body = _random_stream(random.Random(seed), hostile)
-    general, *others = _replays(monkeypatch, body, CONFIGS[config])
-    for way, got in zip(WAYS[1:], others, strict=True):
-        assert got == general, way
+    _same_on_every_path(monkeypatch, body, CONFIGS[config])
 
 
 def _piece(delta: dict[str, Any], **chunk: Any) -> str:
@@ -262,6 +268,85 @@ def test_a_plain_piece_with_any_key_set_to_any_value_replays_the_same_on_every_p
     lines.append({**ENV, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
     for config in (None, LabConfig.complete()):
-        general, *others = _replays(monkeypatch, body + b"data: [DONE]\n\n", config)
-        for way, got in zip(WAYS[1:], others, strict=True):
-            assert got == general, way
+        _same_on_every_path(monkeypatch, body + b"data: [DONE]\n\n", config)
+
+
+ARGUMENT_PERTURBATIONS = [
+    (where, key, value)
+    for where, keys in (
+        ("chunk", ["usage", "error", "provider", "id", "newKey"]),
+        ("choice", ["index", "finish_reason", "finishReason", "newKey"]),
+        (
+            "delta",
+            [
+                "content",
+                "reasoning",
+                "role",
+                "reasoning_details",
+                "reasoningDetails",
+                "reasoning_content",
+                "toolCalls",
+                "refusal",
+                "newKey",
+            ],
+        ),
+        ("call", ["index", "id", "type", "function", "newKey"]),
+        ("function", ["name", "arguments", "newKey"]),
+    )  # fmt: skip
+    for key in keys
+    for value in (
+        None,
+        0,
+        1,
+        True,
+        "",
+        "x",
+        [],
+        ["x"],
+        {},
+        {"a": 1},
+        CALLS,
+        [{"type": "reasoning.text", "text": "r"}],
+    )  # fmt: skip
+]
+"""Every key an argument delta's checks read, at each level, set to values of every type."""
+
+
+@pytest.mark.parametrize("where, key, value", ARGUMENT_PERTURBATIONS)
+def test_an_argument_delta_with_any_key_set_to_any_value_replays_the_same_on_every_path(
+    monkeypatch, where, key, value
+):
+    def arguments(text: str, perturb: bool) -> dict[str, Any]:
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": text}}
+        delta: dict[str, Any] = {"role": "assistant", "content": "", "reasoning": None,
+                                 "reasoning_details": [], "tool_calls": [call]}  # fmt: skip
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+        chunk: dict[str, Any] = {**ENV, "choices": [choice]}
+        if perturb:
+            targets = {"chunk": chunk, "choice": choice, "delta": delta, "call": call,
+                       "function": call["function"]}  # fmt: skip
+            targets[where][key] = value
+        return chunk
+
+    lines = [{**ENV, "choices": [{"index": 0, "delta": {"tool_calls": CALLS}}]},
+             arguments('{"a"', False), arguments(": 1", True), arguments("}", False),
+             {**ENV, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]  # fmt: skip
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
+    for config in (None, LabConfig.complete(), CONFIGS["speaker"]):
+        _same_on_every_path(monkeypatch, body + b"data: [DONE]\n\n", config)
+
+
+@pytest.mark.parametrize("typed", [False, pytest.param(True, marks=needs_msgspec)])
+def test_a_stream_that_starts_with_argument_deltas_replays_the_same(monkeypatch, typed):
+    """The first chunk an argument delta (ids, backend and commit point from it), and a
+    think block right before one."""
+    first = {"id": "gen-first", "provider": " Other ", "model": "m-first",
+             "choices": [{"index": 0, "delta": {"tool_calls": [
+                 {"index": 0, "function": {"arguments": '{"a": 1}'}}]}}]}  # fmt: skip
+    error = {**ENV, "error": {"message": "upstream overloaded", "code": 503}}
+    think = [{**ENV, "choices": [{"index": 0, "delta": {"content": t}}]}
+             for t in ("<think>", "plan", "</think>")]  # fmt: skip
+    for lines in ([first, error], [first, first], [*think, first]):
+        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in lines)
+        for config in CONFIGS.values():
+            _same_on_every_path(monkeypatch, body, config)

@@ -197,7 +197,7 @@ decode_chat_chunk: Callable[[str], Any] | None = None
 ``ValueError`` for any other). None itself when msgspec is not the lab's parser."""
 
 
-def _argument_call(tcs: Any) -> tuple[int, str] | None:
+def argument_call(tcs: Any) -> tuple[int, str] | None:
     """(index, arguments) when **tcs** is one tool call holding only ``index`` (a count) and
     ``function`` (``arguments`` a string, no name): what ``_accumulate_tools`` sends straight
     to the accumulator."""
@@ -242,7 +242,7 @@ def lean_argument_fields(raw: Any) -> tuple[int, str] | None:
         or not (role is None or type(role) is str)
     ):
         return None
-    return _argument_call(d["tool_calls"])
+    return argument_call(d["tool_calls"])
 
 
 lean_argument_delta: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
@@ -326,7 +326,7 @@ if _json.PARSER == "msgspec":
             or not (d.role is None or type(d.role) is str)
         ):
             return None
-        return _argument_call(d.tool_calls)
+        return argument_call(d.tool_calls)
 
     lean_argument_delta = _lean_argument_delta
     _UNSET: Any = UNSET

@@ -45,6 +45,7 @@ from lab.model import (
     new_raw_thought,
     new_thought,
 )
+from lab.providers.chat import argument_call
 from lab.providers.openai_compat import (
     CHOICE_KEYS,
     CHUNK_KEYS,
@@ -401,15 +402,11 @@ def normalize_openrouter_chunk(raw: Any, bad: list[str] | None = None) -> dict |
     return out
 
 
-def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | None:
-    """A parsed chunk's (content, reasoning, reasoning_details, provider) when it is a plain
-    piece, else None: :data:`lean_delta`'s rules, and the typed decoder's keys and types,
-    checked on the dict (the lean path without msgspec). Every key known (``error`` not
-    among them), no usage, one choice at index 0 (or none given) with no finish reason, a
-    delta object whose ``role``, ``content`` and ``reasoning`` are strings or null,
-    ``reasoning_details`` a list or null, and no tool call, ``reasoning_content`` or
-    ``reasoningDetails``."""
-    # what turns a chunk away most often is looked at first: usage, a finish, a tool call
+def _lone_delta(raw: Any) -> dict | None:
+    """The delta of a parsed chunk the lean steps may take, else None: the typed decoder's
+    keys, no usage, one choice at index 0 (or none given) with no finish reason, a delta
+    object with no ``toolCalls``, ``reasoningDetails`` or ``reasoning_content``."""
+    # what turns a chunk away most often is looked at first: usage, a finish
     if type(raw) is not dict or raw.get("usage") is not None:
         return None
     if type(choices := raw.get("choices")) is not list or len(choices) != 1:
@@ -420,7 +417,6 @@ def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | N
         or ch.get("finish_reason") is not None
         or ch.get("finishReason") is not None
         or type(d := ch.get("delta")) is not dict
-        or d.get("tool_calls") is not None
         or d.get("toolCalls") is not None
         or d.get("reasoning_content") is not None
         or d.get("reasoningDetails") is not None
@@ -430,16 +426,65 @@ def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | N
         or ((idx := ch.get("index")) is not None and (type(idx) is not int or idx != 0))
     ):
         return None
+    return d
+
+
+def _piece_fields(d: dict) -> tuple[str | None, str | None, list | None] | None:
+    """A lone delta's (content, reasoning, reasoning_details) when it is a plain piece:
+    no tool call, ``role``, ``content`` and ``reasoning`` strings or null,
+    ``reasoning_details`` a list or null."""
     content, reasoning, role = d.get("content"), d.get("reasoning"), d.get("role")
     details = d.get("reasoning_details")
     if (
-        (content is not None and type(content) is not str)
+        d.get("tool_calls") is not None
+        or (content is not None and type(content) is not str)
         or (reasoning is not None and type(reasoning) is not str)
         or (role is not None and type(role) is not str)
         or (details is not None and type(details) is not list)
     ):
         return None
-    return content, reasoning, details, raw.get("provider")
+    return content, reasoning, details
+
+
+def _argument_fields(d: dict) -> tuple[int, str] | None:
+    """A lone delta's (tool-call index, arguments) when all it carries is one argument
+    delta (:func:`~lab.providers.chat.argument_call`): ``content`` and ``reasoning`` empty
+    or null, ``reasoning_details`` an empty list or null, ``role`` a string or null."""
+    content, reasoning, role = d.get("content"), d.get("reasoning"), d.get("role")
+    details = d.get("reasoning_details")
+    if (
+        not (content is None or content == "")
+        or not (reasoning is None or reasoning == "")
+        or not (role is None or type(role) is str)
+        or not (details is None or (type(details) is list and not details))
+    ):
+        return None
+    return argument_call(d.get("tool_calls"))
+
+
+def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | None:
+    """A parsed chunk's (content, reasoning, reasoning_details, provider) when it is a plain
+    piece, else None: :data:`lean_delta`'s rules, and the typed decoder's keys and types,
+    checked on the dict (the lean path without msgspec). Every key known (``error`` not
+    among them), no usage, one choice at index 0 (or none given) with no finish reason, a
+    delta object whose ``role``, ``content`` and ``reasoning`` are strings or null,
+    ``reasoning_details`` a list or null, and no tool call, ``reasoning_content`` or
+    ``reasoningDetails``."""
+    d = _lone_delta(raw)
+    got = None if d is None else _piece_fields(d)
+    return None if got is None else (*got, raw.get("provider"))
+
+
+def lean_argument_fields(raw: Any) -> tuple[int, str] | None:
+    """A parsed chunk's (tool-call index, arguments) when all it carries is one argument
+    delta, else None: :func:`lean_fields`'s rules for the chunk, choice and delta, then a
+    delta whose ``content`` and ``reasoning`` are empty or null, ``reasoning_details`` an
+    empty list or null, and one tool call holding only ``index`` and
+    ``function.arguments`` (:func:`~lab.providers.chat.argument_call`). Such a chunk meets
+    none of OpenRouter's steps but the tool call's
+    (:meth:`OpenRouterAdapter._lean_argument_chunk`)."""
+    d = _lone_delta(raw)
+    return None if d is None else _argument_fields(d)
 
 
 _TYPED_CHUNK_KEYS = CHUNK_KEYS - {"error"}
@@ -481,6 +526,14 @@ second). None itself when msgspec is not the lab's parser."""
 
 struct_chunk: Callable[[Any, list[str]], dict | None] = None  # type: ignore[assignment]
 """``struct_chunk(raw, bad)``: the normalized chunk of a struct :data:`decode_struct` gave."""
+
+lone_struct_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
+struct_arguments: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
+"""The two steps of :data:`lean_delta` and :data:`lean_argument_delta` (the struct forms of
+:func:`_lone_delta` and :func:`_argument_fields`), which ``feed_data`` takes once each."""
+
+lean_argument_delta: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
+"""``lean_argument_delta(raw)``: :func:`lean_argument_fields` on the typed struct."""
 
 lean_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
 """``lean_delta(raw)``: the struct's delta when the chunk is a plain piece, else None. A plain
@@ -556,7 +609,8 @@ if _json.PARSER == "msgspec":
         except (ValueError, RecursionError):  # another shape or type: the general way
             return None
 
-    def _lean_delta(raw: _TypedChunk) -> _TypedDelta | None:
+    def _lone_struct_delta(raw: _TypedChunk) -> _TypedDelta | None:
+        """:func:`_lone_delta` on the typed struct (its keys and types are the decoder's)."""
         chs = raw.choices
         if raw.usage is not None or chs is None or len(chs) != 1:
             return None
@@ -566,13 +620,26 @@ if _json.PARSER == "msgspec":
             d is None
             or (ch.index is not None and ch.index != 0)
             or (ch.finish_reason if ch.finish_reason is not UNSET else ch.finishReason) is not None
-            or d.tool_calls is not None
             or d.toolCalls is not None
             or d.reasoningDetails is not None
             or d.reasoning_content is not None
         ):
             return None
         return d
+
+    def _lean_delta(raw: _TypedChunk) -> _TypedDelta | None:
+        d = _lone_struct_delta(raw)
+        return d if d is not None and d.tool_calls is None else None
+
+    def _struct_arguments(d: _TypedDelta) -> tuple[int, str] | None:
+        """:func:`_argument_fields` on a typed lone delta."""
+        if d.content or d.reasoning or d.reasoning_details:  # null, unset or empty only
+            return None
+        return argument_call(d.tool_calls)
+
+    def _lean_argument_delta(raw: _TypedChunk) -> tuple[int, str] | None:
+        d = _lone_struct_delta(raw)
+        return None if d is None or d.tool_calls is None else _struct_arguments(d)
 
     def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
         raw = _decode_struct(line)
@@ -642,6 +709,9 @@ if _json.PARSER == "msgspec":
     decode_struct = _decode_struct
     struct_chunk = _struct_chunk
     lean_delta = _lean_delta
+    lean_argument_delta = _lean_argument_delta
+    lone_struct_delta = _lone_struct_delta
+    struct_arguments = _struct_arguments
 
 
 def _keep_error_envelope(raw: dict, chunk: dict) -> None:
@@ -850,12 +920,19 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             super().feed_data(data, event, out, typed_first=False)
             return
         if self.lean and not self._posting:
-            d = lean_delta(raw)
+            d = lone_struct_delta(raw)  # lean_delta and lean_argument_delta, checked once
             if d is not None:
-                if not self._ids_seen:  # _on_normalized's first step
-                    self._note_response_ids({"id": raw.id, "model": raw.model})
-                self._lean_piece(d.content, d.reasoning, d.reasoning_details, raw.provider, out)
-                return
+                if d.tool_calls is None:
+                    if not self._ids_seen:  # _on_normalized's first step
+                        self._note_response_ids({"id": raw.id, "model": raw.model})
+                    self._lean_piece(d.content, d.reasoning, d.reasoning_details, raw.provider, out)
+                    return
+                if self.speaker is None and self.tool_acc.plain:
+                    got = struct_arguments(d)
+                    if got is not None:
+                        ids = {"id": raw.id, "model": raw.model}
+                        self._lean_argument_chunk(ids, raw.provider, got, out)
+                        return
         bad: list[str] = []
         chunk = struct_chunk(raw, bad)
         if chunk is None:
@@ -866,8 +943,9 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     def _feed_parsed_line(self, line: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """A one-line event (stripped, not ``[DONE]``) without the typed decoder: parsed
         once; a plain piece (:func:`lean_fields`, the dict check of :data:`lean_delta`'s
-        rules) goes to :meth:`_lean_piece` (when :attr:`lean`), any other object to the
-        machine's :meth:`_on_parsed`, and a line that is not JSON to
+        rules) goes to :meth:`_lean_piece` (when :attr:`lean`), an argument delta
+        (:func:`lean_argument_fields`) to :meth:`_lean_argument_chunk`, any other object
+        to the machine's :meth:`_on_parsed`, and a line that is not JSON to
         :meth:`unparsable_line`, as the machine sends it."""
         if not self.lean or self._posting:
             super().feed_data(line, event, out, typed_first=False)
@@ -877,13 +955,36 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         except (ValueError, RecursionError) as exc:  # a cut or invalid line
             self.unparsable_line(line, exc, event, out)
             return
-        fields = lean_fields(raw)
-        if fields is None:
-            self._on_parsed(raw, out)
-            return
+        d = _lone_delta(raw)  # lean_fields and lean_argument_fields, the checks made once
+        if d is not None:
+            if d.get("tool_calls") is None:
+                fields = _piece_fields(d)
+                if fields is not None:
+                    if not self._ids_seen:  # _on_normalized's first step
+                        self._note_response_ids(raw)
+                    self._lean_piece(*fields, raw.get("provider"), out)
+                    return
+            elif self.speaker is None and self.tool_acc.plain:
+                got = _argument_fields(d)
+                if got is not None:
+                    self._lean_argument_chunk(raw, raw.get("provider"), got, out)
+                    return
+        self._on_parsed(raw, out)
+
+    def _lean_argument_chunk(
+        self, ids: dict, provider: Any, got: tuple[int, str], out: list[ProcessedChunk]
+    ) -> None:
+        """A chunk that carries only an argument delta (:func:`lean_argument_fields`), with
+        no speaker guard on (a tool delta would release its held tail): the ids and the
+        backend while unknown, then the chat machine's :meth:`_lean_argument_piece`.
+        OpenRouter's own steps do nothing for it: the per-piece guards see no text,
+        :meth:`map_reasoning` finds no reasoning and no pending think text (OpenRouter
+        releases none), :meth:`split_pieces` has no text to split off."""
         if not self._ids_seen:  # _on_normalized's first step
-            self._note_response_ids(raw)
-        self._lean_piece(*fields, out)
+            self._note_response_ids(ids)
+        if self.serving_provider is None:  # process_chunk's first step (names_backend)
+            self.serving_provider = self.serving_backend({"provider": provider})
+        self._lean_argument_piece(*got, out)
 
     def _lean_piece(
         self,
