@@ -155,3 +155,30 @@ def test_the_lean_argument_path_is_taken_by_the_machine_only():
     assert lean("openai") and lean("deepseek")
     assert not lean("openai", speaker_guard=True, persona_name="Ann")  # a tool delta flushes it
     assert not lean("openrouter") and not lean("custom") and not lean("groq")
+
+
+@pytest.mark.parametrize("provider", ["openai", "deepseek", "openrouter"])
+@pytest.mark.parametrize("parser", [p for p, _, lean in WAYS if lean])
+def test_each_argument_delta_of_a_tool_call_takes_the_lean_step(monkeypatch, provider, parser):
+    """Not only the same results: the argument deltas do skip the dict (each after the
+    header chunk, with each parser), so a check that stopped matching them would fail here."""
+    from lab.providers.openrouter import OpenRouterAdapter
+
+    typed = parser == "msgspec"
+    monkeypatch.setattr(_json, "loads", _json.PARSERS[parser])
+    monkeypatch.setattr(chat, "decode_chat_chunk", TYPED if typed else None)
+    if not typed:
+        monkeypatch.setattr(OpenRouterAdapter, "_decode_typed", None)
+    calls = []
+    real = OpenAICompatibleAdapter._lean_argument_piece
+
+    def counting(self, *args):
+        calls.append(args[:2])
+        return real(self, *args)
+
+    monkeypatch.setattr(OpenAICompatibleAdapter, "_lean_argument_piece", counting)
+    pieces = ['{"a"', ": 1", ', "b": "x"', "}"]
+    body = _body([_chunk({"role": "assistant", "tool_calls": [HEADER]}), *map(_args, pieces)])
+    result = replay_sse(provider, body)
+    assert [(c.name, c.args) for c in result.function_calls] == [("write", {"a": 1, "b": "x"})]
+    assert calls == [(0, p) for p in pieces]

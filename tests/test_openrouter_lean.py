@@ -1,7 +1,7 @@
 """OpenRouter's plain pieces skip the normalized dict and build what the chat machine builds.
 
 With msgspec a one-line event is decoded into typed structs once; a plain piece (one choice
-at index 0, text and reasoning, no finish, usage or tool call: ``openrouter.lean_delta``)
+at index 0, text and reasoning, no finish, usage or tool call: ``openrouter.lean_fields``)
 goes straight to ``OpenRouterAdapter._lean_piece``, every other chunk through the chat
 machine. On generated OpenRouter streams that exercise every guard a piece meets (think
 tags, a spill seam, protocol markup, a speaker line, repeated text) and every field the
@@ -197,7 +197,8 @@ def test_a_plain_piece_is_told_from_every_chunk_the_machine_must_see(line, plain
     if openrouter.decode_struct is not None:
         raw = openrouter.decode_struct(line)
         assert raw is not None
-        assert (openrouter.lean_delta(raw) is not None) is plain
+        d = openrouter.lone_struct_delta(raw)
+        assert (d is not None and d.tool_calls is None) is plain
 
 
 @pytest.mark.parametrize("typed", [False, pytest.param(True, marks=needs_msgspec)])

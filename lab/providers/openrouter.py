@@ -463,13 +463,15 @@ def _argument_fields(d: dict) -> tuple[int, str] | None:
 
 
 def lean_fields(raw: Any) -> tuple[str | None, str | None, list | None, Any] | None:
-    """A parsed chunk's (content, reasoning, reasoning_details, provider) when it is a plain
-    piece, else None: :data:`lean_delta`'s rules, and the typed decoder's keys and types,
-    checked on the dict (the lean path without msgspec). Every key known (``error`` not
-    among them), no usage, one choice at index 0 (or none given) with no finish reason, a
-    delta object whose ``role``, ``content`` and ``reasoning`` are strings or null,
+    """A parsed chunk's (content, reasoning, reasoning_details, provider) when it is a *plain
+    piece*, else None. A plain piece has the typed decoder's keys (``error`` not among
+    them), no usage, one choice at index 0 (or none given) with no finish reason, a delta
+    object whose ``role``, ``content`` and ``reasoning`` are strings or null,
     ``reasoning_details`` a list or null, and no tool call, ``reasoning_content`` or
-    ``reasoningDetails``."""
+    ``reasoningDetails``. For such a piece :meth:`OpenRouterAdapter._lean_piece` takes the
+    steps the chat machine takes (its checks of errors, other choices, tool calls, finish
+    reasons and usage all pass). The same rules hold for the typed struct
+    (:data:`lone_struct_delta` with no tool call)."""
     d = _lone_delta(raw)
     got = None if d is None else _piece_fields(d)
     return None if got is None else (*got, raw.get("provider"))
@@ -528,20 +530,13 @@ struct_chunk: Callable[[Any, list[str]], dict | None] = None  # type: ignore[ass
 """``struct_chunk(raw, bad)``: the normalized chunk of a struct :data:`decode_struct` gave."""
 
 lone_struct_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
+"""``lone_struct_delta(raw)``: :func:`_lone_delta` on a typed struct (its keys and types are
+the decoder's): the delta the lean steps may take, else None. With no tool call it is a
+plain piece (:func:`lean_fields`); with one, :data:`struct_arguments` says whether it is
+an argument delta (:func:`lean_argument_fields`)."""
+
 struct_arguments: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
-"""The two steps of :data:`lean_delta` and :data:`lean_argument_delta` (the struct forms of
-:func:`_lone_delta` and :func:`_argument_fields`), which ``feed_data`` takes once each."""
-
-lean_argument_delta: Callable[[Any], tuple[int, str] | None] = None  # type: ignore[assignment]
-"""``lean_argument_delta(raw)``: :func:`lean_argument_fields` on the typed struct."""
-
-lean_delta: Callable[[Any], Any] = None  # type: ignore[assignment]
-"""``lean_delta(raw)``: the struct's delta when the chunk is a plain piece, else None. A plain
-piece: no usage, one choice at index 0 (or none given) with no finish reason, and a delta
-that holds no tool call, no ``reasoning_content`` and no camelCase ``reasoningDetails``.
-For such a piece :meth:`OpenRouterAdapter._lean_piece` takes the steps the chat machine
-takes (its checks of errors, other choices, tool calls, finish reasons and usage all
-pass)."""
+"""``struct_arguments(d)``: :func:`_argument_fields` on a typed lone delta."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -610,7 +605,6 @@ if _json.PARSER == "msgspec":
             return None
 
     def _lone_struct_delta(raw: _TypedChunk) -> _TypedDelta | None:
-        """:func:`_lone_delta` on the typed struct (its keys and types are the decoder's)."""
         chs = raw.choices
         if raw.usage is not None or chs is None or len(chs) != 1:
             return None
@@ -627,19 +621,10 @@ if _json.PARSER == "msgspec":
             return None
         return d
 
-    def _lean_delta(raw: _TypedChunk) -> _TypedDelta | None:
-        d = _lone_struct_delta(raw)
-        return d if d is not None and d.tool_calls is None else None
-
     def _struct_arguments(d: _TypedDelta) -> tuple[int, str] | None:
-        """:func:`_argument_fields` on a typed lone delta."""
         if d.content or d.reasoning or d.reasoning_details:  # null, unset or empty only
             return None
         return argument_call(d.tool_calls)
-
-    def _lean_argument_delta(raw: _TypedChunk) -> tuple[int, str] | None:
-        d = _lone_struct_delta(raw)
-        return None if d is None or d.tool_calls is None else _struct_arguments(d)
 
     def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
         raw = _decode_struct(line)
@@ -708,8 +693,6 @@ if _json.PARSER == "msgspec":
     decode_typed_chunk = _decode_typed_chunk
     decode_struct = _decode_struct
     struct_chunk = _struct_chunk
-    lean_delta = _lean_delta
-    lean_argument_delta = _lean_argument_delta
     lone_struct_delta = _lone_struct_delta
     struct_arguments = _struct_arguments
 
@@ -901,10 +884,11 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         self, data: str, event: SSEEvent, out: list[ProcessedChunk], *, typed_first: bool = True
     ) -> None:
         """The chat machine's, except that with the typed path on (msgspec) a one-line event
-        is decoded here, once: a plain piece (:data:`lean_delta`) goes straight to
-        :meth:`_lean_piece` (when :attr:`lean`), any other decoded chunk to the machine's
-        :meth:`_on_normalized`, and a line the typed decoder refuses (or that leaves
-        nothing to normalize) the general way. Without msgspec: :meth:`_feed_parsed_line`."""
+        is decoded here, once: a plain piece (:func:`lean_fields`'s rules) goes straight to
+        :meth:`_lean_piece` and an argument delta to :meth:`_lean_argument_chunk` (when
+        :attr:`lean`), any other decoded chunk to the machine's :meth:`_on_normalized`,
+        and a line the typed decoder refuses (or that leaves nothing to normalize) the
+        general way. Without msgspec: :meth:`_feed_parsed_line`."""
         if not typed_first or "\n" in data:
             super().feed_data(data, event, out, typed_first=typed_first)
             return
@@ -920,7 +904,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             super().feed_data(data, event, out, typed_first=False)
             return
         if self.lean and not self._posting:
-            d = lone_struct_delta(raw)  # lean_delta and lean_argument_delta, checked once
+            d = lone_struct_delta(raw)  # a plain piece or an argument delta, checked once
             if d is not None:
                 if d.tool_calls is None:
                     if not self._ids_seen:  # _on_normalized's first step
@@ -942,11 +926,10 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
 
     def _feed_parsed_line(self, line: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """A one-line event (stripped, not ``[DONE]``) without the typed decoder: parsed
-        once; a plain piece (:func:`lean_fields`, the dict check of :data:`lean_delta`'s
-        rules) goes to :meth:`_lean_piece` (when :attr:`lean`), an argument delta
-        (:func:`lean_argument_fields`) to :meth:`_lean_argument_chunk`, any other object
-        to the machine's :meth:`_on_parsed`, and a line that is not JSON to
-        :meth:`unparsable_line`, as the machine sends it."""
+        once; a plain piece (:func:`lean_fields`) goes to :meth:`_lean_piece` and an
+        argument delta (:func:`lean_argument_fields`) to :meth:`_lean_argument_chunk`
+        (when :attr:`lean`), any other object to the machine's :meth:`_on_parsed`, and a
+        line that is not JSON to :meth:`unparsable_line`, as the machine sends it."""
         if not self.lean or self._posting:
             super().feed_data(line, event, out, typed_first=False)
             return
@@ -994,7 +977,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         provider: str | None,
         out: list[ProcessedChunk],
     ) -> None:
-        """A plain piece (:data:`lean_delta`; **content** and **reasoning** a str, None or
+        """A plain piece (:func:`lean_fields`; **content** and **reasoning** a str, None or
         ``UNSET``), through the steps :meth:`_pipeline` and :meth:`process_chunk` take for
         it, without the normalized dict: the guards (:meth:`_guard_texts`), dedup and the
         speaker guard, the commit point, then a text piece carrying the reasoning as a raw
