@@ -104,9 +104,10 @@ the same name in capitals; pass ``config=`` to :func:`detect` (or to a detector)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from operator import attrgetter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -119,8 +120,9 @@ from lab.result import counted_thoughts
 from lab.toolcheck import FAILED_CALL_FINISHES, glued_json_objects
 
 if TYPE_CHECKING:
-    from lab.model import ProcessedChunk
     from lab.result import StreamResult
+
+_V = TypeVar("_V")
 
 __all__ = [
     "DETECTORS",
@@ -277,8 +279,9 @@ _CONTENT = attrgetter("content")
 
 
 def _thought_texts(result: StreamResult) -> str:
-    """Every thought's text, NUL between them (no marker spans two thoughts)."""
-    return "\0".join(map(_CONTENT, result.thoughts))
+    """Every thought's text, NUL between them (no marker spans two thoughts); joined once
+    per :func:`detect` call (two detectors look into it)."""
+    return _shared(result, "thought_texts", lambda: "\0".join(map(_CONTENT, result.thoughts)))
 
 
 def _non_trivial(delta: str, min_chars: int) -> bool:
@@ -360,47 +363,84 @@ def find_duplicated_delta(result: StreamResult, config: AnomalyConfig | None = N
     delta before it repeats that one too (cumulative snapshots); in the text the reference's
     dedup guard already cuts such a repeat (its guard event says so).
     """
-    cfg = _cfg(config)
-    if not result.chunks:  # a hand-built result with thoughts but no chunks
-        return _first_back_to_back(_reasoning_deltas(result), _BackToBack(cfg))
-    return _first_back_to_back_chunks(result.chunks, _BackToBack(cfg), _BackToBack(cfg))
+    return _chunk_facts(result, _cfg(config)).duplicate
 
 
-def _first_back_to_back_chunks(
-    chunks: list[ProcessedChunk], text_rule: _BackToBack, reasoning_rule: _BackToBack
-) -> str | None:
-    """:func:`_first_back_to_back` over the text deltas and, apart, the reasoning deltas
-    (:func:`_reasoning_deltas`), in one pass over the chunks (it runs over every chunk of
-    every stream a table is built from). A text finding comes first."""
+class _ChunkFacts(NamedTuple):
+    """What the detectors that read every chunk need, from one pass (:func:`_chunk_facts`)."""
+
+    duplicate: str | None
+    """:func:`find_duplicated_delta`'s answer."""
+    error_chunk: bool
+    """A chunk of type ``error``."""
+    error_said: bool
+    """A chunk's metadata says error (``finish_reason`` ``"error"``, or ``originalError``)."""
+
+
+_SHARED: ContextVar[tuple[StreamResult, dict[str, Any]] | None] = ContextVar(
+    "lab_anomalies_shared", default=None
+)
+"""Inside :func:`detect`: its result and what its detectors worked out once for it."""
+
+
+def _shared(result: StreamResult, name: str, compute: Callable[[], _V]) -> _V:
+    """``compute()``, made once per :func:`detect` call for what several detectors read
+    (inside one call the config is one), every time outside one."""
+    held = _SHARED.get()
+    if held is None or held[0] is not result:
+        return compute()
+    memo = held[1]
+    if name not in memo:
+        memo[name] = compute()
+    return memo[name]
+
+
+def _chunk_facts(result: StreamResult, cfg: AnomalyConfig) -> _ChunkFacts:
+    return _shared(result, "chunk_facts", lambda: _scan_chunks(result, cfg))
+
+
+def _scan_chunks(result: StreamResult, cfg: AnomalyConfig) -> _ChunkFacts:
+    """One pass over the chunks (it runs over every chunk of every stream a table is built
+    from): :func:`_first_back_to_back` over the text deltas and, apart, the reasoning deltas
+    (:func:`_reasoning_deltas`; a text finding comes first), and whether a chunk is an
+    error or its metadata says one (:func:`error_swallowed_in_200`)."""
+    chunks = result.chunks
+    if not chunks:  # a hand-built result with thoughts but no chunks
+        found = _first_back_to_back(_reasoning_deltas(result), _BackToBack(cfg))
+        return _ChunkFacts(found, False, False)
+    text_rule, reasoning_rule = _BackToBack(cfg), _BackToBack(cfg)
+    found = found_r = None
     previous = None  # the text delta before
     position = 0
     previous_r = ""  # the reasoning delta before
     position_r = 0
-    found_r = None
+    error_chunk = said = False
     for chunk in chunks:
         delta = chunk.content
         if delta:
-            if delta == previous:
+            if delta == previous and found is None:
                 found = text_rule.pair(delta, position)
-                if found is not None:
-                    return found
             previous = delta
             position += 1
+        if chunk.type == "error":
+            error_chunk = True
+        meta = chunk.metadata
+        if meta and not said:
+            said = meta.get("finish_reason") == "error" or "originalError" in meta
         thoughts = chunk.thoughts
         if thoughts and found_r is None:
-            meta = chunk.metadata
             if meta and meta.get("repeated_thoughts"):
                 continue  # counted_thoughts: sent once, with the chunk before
             for thought in thoughts:
-                said = thought.content
-                if said:
-                    if previous_r and said.startswith(previous_r):
+                said_r = thought.content
+                if said_r:
+                    if previous_r and said_r.startswith(previous_r):
                         found_r = reasoning_rule.pair(previous_r, position_r)
                         if found_r is not None:
                             break
-                    previous_r = said
+                    previous_r = said_r
                     position_r += 1
-    return found_r
+    return _ChunkFacts(found if found is not None else found_r, error_chunk, said)
 
 
 def _common_prefix_len(text: str, a: int, b: int, limit: int) -> int:
@@ -635,15 +675,9 @@ def error_swallowed_in_200(result: StreamResult, config: AnomalyConfig | None = 
     """The stream carried an error (finish "error", error object) but the result has no error."""
     if result.error is not None:
         return False
-    said = False  # a chunk's metadata says error (one pass: an error chunk clears it all)
-    for c in result.chunks:
-        if c.type == "error":
-            return False
-        meta = c.metadata
-        if meta and not said:
-            said = meta.get("finish_reason") == "error" or "originalError" in meta
-    return (
-        said
+    facts = _chunk_facts(result, _cfg(config))  # an error chunk clears it all
+    return not facts.error_chunk and (
+        facts.error_said
         or result.finish_reason == "error"
         or ("error" in result.facts.get("finish_reasons", ()))
     )
@@ -852,7 +886,11 @@ def detect(result: StreamResult, config: AnomalyConfig | None = None) -> list[st
     ['think_tags_after_guards']
     """
     cfg = _cfg(config)
-    return [name for name, fn in DETECTORS.items() if fn(result, cfg)]
+    token = _SHARED.set((result, {}))
+    try:
+        return [name for name, fn in DETECTORS.items() if fn(result, cfg)]
+    finally:
+        _SHARED.reset(token)
 
 
 def explain(name: str) -> str:

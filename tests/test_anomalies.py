@@ -1197,3 +1197,88 @@ def test_every_reasoning_token_doubled_on_a_short_answer_is_flagged_across_short
     r = openrouter(*(reasoning(x) for t in tokens for x in (t, t)), content("ok"), ending())
     assert find_duplicated_delta(r) == " summary"
     assert detect(r) == ["duplicated_deltas"]
+
+
+# --------------------------------------------------------------------------- one chunk pass
+
+
+def _back_to_back_by_two_passes(result: StreamResult, cfg: AnomalyConfig) -> str | None:
+    """The duplicated-delta rule as it read before the detectors shared one pass over the
+    chunks (the test's oracle): the text deltas, returning at the first finding, then the
+    reasoning deltas (:func:`lab.result.counted_thoughts`)."""
+    from lab.anomalies import _BackToBack
+    from lab.result import counted_thoughts
+
+    rule = _BackToBack(cfg)
+    previous = None
+    for position, delta in enumerate(c.content for c in result.chunks if c.content):
+        if delta == previous:
+            found = rule.pair(delta, position)
+            if found is not None:
+                return found
+        previous = delta
+    rule, previous_r = _BackToBack(cfg), ""
+    deltas = [t.content for c in result.chunks for t in counted_thoughts(c) if t.content]
+    for position, said in enumerate(deltas):
+        if previous_r and said.startswith(previous_r):
+            found = rule.pair(previous_r, position)
+            if found is not None:
+                return found
+        previous_r = said
+    return None
+
+
+def _swallowed_by_its_own_pass(result: StreamResult) -> bool:
+    """error_swallowed_in_200 as it read with its own pass (the test's oracle)."""
+    if result.error is not None or any(c.type == "error" for c in result.chunks):
+        return False
+    said = any(
+        c.metadata.get("finish_reason") == "error" or "originalError" in c.metadata
+        for c in result.chunks
+    )
+    return said or result.finish_reason == "error"
+
+
+_WORDS = st.sampled_from(["", " go", " go", "The user wants a count", "x", "ab", " really"])
+
+
+@st.composite
+def _chunk_streams(draw: Any) -> list[ProcessedChunk]:
+    chunks = []
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["text", "text", "text", "error", "done"]))
+        thoughts = [
+            ThoughtLogEntry(kind="raw", content=draw(_WORDS))
+            for _ in range(draw(st.integers(0, 2)))
+        ]
+        metadata = draw(
+            st.sampled_from(
+                [{}, {}, {"repeated_thoughts": True}, {"finish_reason": "error"},
+                 {"originalError": {}}, {"finish_reason": "stop"}]
+            )
+        )  # fmt: skip
+        chunks.append(
+            ProcessedChunk(type=kind, content=draw(_WORDS), thoughts=thoughts, metadata=metadata)
+        )
+    return chunks
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunks=_chunk_streams(), finish=st.sampled_from([None, "stop", "error"]))
+def test_the_detectors_sharing_one_chunk_pass_answer_as_each_did_alone(chunks, finish):
+    # duplicated_deltas and error_swallowed_in_200 read one pass over the chunks, made once
+    # per detect() call; each answers as its own pass did, inside detect() and outside it
+    cfg = AnomalyConfig(duplicate_delta_min_pairs=2)
+    result = StreamResult(stream_id="s", provider="openai", chunks=chunks, finish_reason=finish)
+    want_duplicate = _back_to_back_by_two_passes(result, cfg)
+    want_swallowed = _swallowed_by_its_own_pass(result)
+    assert find_duplicated_delta(result, cfg) == want_duplicate
+    assert DETECTORS["error_swallowed_in_200"](result, cfg) is want_swallowed
+    found = detect(result, cfg)
+    assert ("error_swallowed_in_200" in found) is want_swallowed
+    if want_duplicate is not None:
+        assert "duplicated_deltas" in found
+    # a second result right after gets its own pass, not the first one's
+    other = StreamResult(stream_id="t", provider="openai", chunks=chunks[::-1])
+    assert find_duplicated_delta(other, cfg) == _back_to_back_by_two_passes(other, cfg)
+    assert ("error_swallowed_in_200" in detect(other, cfg)) is _swallowed_by_its_own_pass(other)

@@ -413,6 +413,20 @@ def test_the_think_guard_runs_on_output_text_as_in_the_chat_adapters():
     assert [e.guard for e in r.guard_events] == ["think_stripper"]
 
 
+def test_the_speaker_guard_cuts_output_text_at_a_speaker_line_and_ends_the_stream():
+    # the per-piece guards of the chat adapters (dedup, then the speaker guard): text after
+    # a generic speaker label never reaches the answer, and the stream ends there
+    body = sse(
+        created(),
+        *message(0, "Sure, here is the plan for today.\nUser: and then", " more text"),
+        completed(),
+    )
+    r = play(body, config=LabConfig(speaker_guard=True))
+    assert r.text == "Sure, here is the plan for today."
+    assert r.attempts[0].end_reason == "stopped_by_guard"
+    assert [e.guard for e in r.guard_events] == ["speaker_guard"]
+
+
 def test_invalid_json_lines_are_skipped_and_counted():
     r = play(sse(created(), "data: {not json\n\n", *message(0, "ok"), completed()))
     assert r.text == "ok"

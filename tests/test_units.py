@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lab.capture
 import lab.capture.compact
@@ -680,3 +682,59 @@ def test_latency_parquet_of_an_int_figure_past_2_to_the_53_is_the_dataframes(tmp
     built = files._latency_arrow(tmp_path / "r")
     assert built is not None
     assert built.equals(_dataframe_latency_file(tmp_path / "r"), check_metadata=True)
+
+
+def _ranges_by_rows(ids: list, exchanges: list, seqs: list) -> dict | None:
+    """The rule of ``_exchange_ranges`` read row by row (the test's oracle): each
+    (capture id, exchange) one run of rows, ``seq`` not decreasing inside it."""
+    ranges: dict = {}
+    start, previous, last_seq = 0, None, -1
+    for i, (key, seq) in enumerate(zip(zip(ids, exchanges, strict=True), seqs, strict=True)):
+        if i == 0 or key != previous:
+            if key in ranges:
+                return None
+            if i:
+                ranges[previous] = (start, i)
+            start, previous = i, key
+        elif seq < last_seq:
+            return None
+        last_seq = seq
+    if ids:
+        ranges[previous] = (start, len(ids))
+    return ranges
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", None]),
+            st.one_of(st.none(), st.integers(0, 3)),
+            st.integers(0, 4),
+        ),
+        max_size=30,
+    ),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+)
+def test_exchange_runs_found_by_arrow_kernels_match_a_row_by_row_reading(rows, cuts):
+    # _exchange_ranges finds the runs with Arrow's kernels over tables of any chunking;
+    # a null id or exchange equals a null (Python's == on the lists it replaced)
+    import pyarrow as pa
+
+    from lab.capture.reader import _exchange_ranges
+
+    ids, exchanges, seqs = ([r[i] for r in rows] for i in range(3))
+    bounds = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
+    pieces = [
+        pa.table(
+            {
+                "capture_id": pa.array(ids[a:b], pa.string()),
+                "exchange": pa.array(exchanges[a:b], pa.int32()),
+                "seq": pa.array(seqs[a:b], pa.int32()),
+            }
+        )
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ] or [pa.table({"capture_id": pa.array([], pa.string()), "exchange": pa.array([], pa.int32()),
+                    "seq": pa.array([], pa.int32())})]  # fmt: skip
+    table = pa.concat_tables(pieces)
+    assert _exchange_ranges(table) == _ranges_by_rows(ids, exchanges, seqs)

@@ -966,23 +966,40 @@ def _exchange_ranges(chunks: pa.Table) -> dict[tuple[str, int], tuple[int, int]]
     """Each exchange's rows of ``chunks``, ``(capture_id, exchange) -> (start, stop)``, when
     each exchange's reads are one run of rows in ``seq`` order, as :func:`open` sorts them
     (by stream, attempt, exchange, seq); None otherwise. Reading the runs where they are
-    spares a second sort, which copied every read of the table."""
-    ranges: dict[tuple[str, int], tuple[int, int]] = {}
-    start, previous, last_seq = 0, None, -1
-    keys = zip(chunks["capture_id"].to_pylist(), chunks["exchange"].to_pylist(), strict=True)
-    for i, (key, seq) in enumerate(zip(keys, chunks["seq"].to_pylist(), strict=True)):
-        if key != previous:
-            if key in ranges:  # this exchange's reads seen before, apart from these
-                return None
-            if previous is not None:
-                ranges[previous] = (start, i)
-            start, previous = i, key
-        elif seq < last_seq:
+    spares a second sort, which copied every read of the table.
+
+    The runs are found by Arrow's compute kernels (a row starts one where its capture id or
+    exchange differs from the row before; a ``seq`` lower than the row before's inside a run
+    is out of order), so Python only sees one item per exchange, not one per read."""
+    n = chunks.num_rows
+    if not n:
+        return {}
+    cid, ex, seq = chunks["capture_id"], chunks["exchange"], chunks["seq"]
+    starts = [0]
+    if n > 1:
+        new = pc.or_kleene(_differs(cid, n), _differs(ex, n))
+        back = pc.less(seq.slice(1), seq.slice(0, n - 1))
+        if pc.any(pc.and_kleene(pc.invert(new), back)).as_py():
             return None
-        last_seq = seq
-    if previous is not None:
-        ranges[previous] = (start, chunks.num_rows)
+        starts += [i + 1 for i in pc.indices_nonzero(new).to_pylist()]
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    at = pa.array(starts, pa.int64())
+    keys = zip(cid.take(at).to_pylist(), ex.take(at).to_pylist(), strict=True)
+    for key, start, stop in zip(keys, starts, [*starts[1:], n], strict=True):
+        if key in ranges:  # this exchange's reads seen before, apart from these
+            return None
+        ranges[key] = (start, stop)
     return ranges
+
+
+def _differs(column: pa.ChunkedArray, n: int) -> pa.ChunkedArray:
+    """Row i (of 1..n-1) of ``column`` differs from row i-1 (two nulls are equal, a null
+    and a value differ: Python's ``!=`` on the lists)."""
+    after, before = column.slice(1), column.slice(0, n - 1)
+    unequal = pc.not_equal(after, before)
+    if not column.null_count:
+        return unequal
+    return pc.coalesce(unequal, pc.xor(pc.is_null(after), pc.is_null(before)))
 
 
 _EXCHANGE_COLUMNS = (

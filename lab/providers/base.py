@@ -628,7 +628,8 @@ class StreamAdapter:
         """A piece's answer text (not empty) after the per-piece guards: dedup, then the
         speaker guard (its ``fired`` says whether the text reached a speaker line; one that
         fired before has stopped the attempt). The one definition for the chat machine's
-        pipeline, OpenRouter's lean pieces and Gemini's lean events."""
+        pipeline, OpenRouter's lean pieces, Gemini's pipeline and lean events and the
+        Responses API's visible text (Anthropic's reference runs no dedup)."""
         text = self.dedup.filter(text)
         if self.dedup.notes:
             self._drain(self.dedup)

@@ -1401,10 +1401,8 @@ class GoogleAdapter(StreamAdapter):
         text = chunk.get("text")
         fired = False
         if isinstance(text, str) and text:
-            text = self._ran(self.dedup, self.dedup.filter(text))
-            if self.speaker is not None and text:
-                text = self._ran(self.speaker, self.speaker.feed(text))
-                fired = self.speaker.fired
+            text = self._text_guards(text)
+            fired = self.speaker is not None and self.speaker.fired
             # cloneChunkWithText: the dedup/guard clone keeps everything except ``error``
             chunk = {k: v for k, v in chunk.items() if k != "error"}
             chunk["text"] = text

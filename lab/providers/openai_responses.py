@@ -582,16 +582,12 @@ class ResponsesAdapter(StreamAdapter):
         self._visible(text, thoughts, out)
 
     def _visible(self, text: str, thoughts: list, out: list[ProcessedChunk]) -> None:
-        if text:
-            text = self.dedup.filter(text)
-            if self.dedup.notes:
-                self._drain(self.dedup)
+        """Visible text after the per-piece guards (:meth:`_text_guards`: dedup, then the
+        speaker guard), with its thoughts, as a text chunk; a speaker line stops the stream."""
         fired = False
-        if self.speaker is not None and text:
-            text = self.speaker.feed(text)
-            if self.speaker.notes:
-                self._drain(self.speaker)
-            fired = self.speaker.fired
+        if text:
+            text = self._text_guards(text)
+            fired = self.speaker is not None and self.speaker.fired
         if text or thoughts:
             self.committed = True
             out.append(new_text_chunk(text, thoughts, {}))
