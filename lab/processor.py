@@ -558,7 +558,10 @@ class Processor:
                 break
             seq += 1
             self._seq = seq
-            metadata = chunk.metadata
+            # the fields from the chunk's instance dict (every field is there): a model's
+            # attribute goes through BaseModel.__getattr__'s hook, four reads per chunk
+            fields = chunk.__dict__
+            metadata = fields["metadata"]
             if metadata:
                 raw_usage = metadata.get("usage")
                 if type(raw_usage) is Usage:  # the adapters' own (_coerce_usage's first case)
@@ -570,7 +573,7 @@ class Processor:
                     finish = str(reason)
             # (a delta that continues the open part is appended here: _add_text's and
             # _add_reasoning's last step, without their call per chunk)
-            thoughts = chunk.thoughts
+            thoughts = fields["thoughts"]
             if thoughts:
                 for thought in thoughts:
                     said = thought.content
@@ -580,13 +583,13 @@ class Processor:
                             self._reasoning_buf.append(said)
                         else:
                             self._add_reasoning(thought.kind, said, seq)
-            text = chunk.content
+            text = fields["content"]
             if text:
                 if self._text is not None:
                     self._text_buf.append(text)
                 else:
                     self._add_text(text, seq)
-            kind = chunk.type
+            kind = fields["type"]
             if kind == "function_call":
                 if chunk.function_call is not None and self._add_tool_call(
                     chunk.function_call, seq
