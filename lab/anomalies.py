@@ -416,18 +416,19 @@ def _scan_chunks(result: StreamResult, cfg: AnomalyConfig) -> _ChunkFacts:
     position_r = 0
     error_chunk = said = False
     for chunk in chunks:
-        delta = chunk.content
+        fields = chunk.__dict__  # every field is there; a model's attribute costs more
+        delta = fields["content"]
         if delta:
             if delta == previous and found is None:
                 found = text_rule.pair(delta, position)
             previous = delta
             position += 1
-        if chunk.type == "error":
+        if fields["type"] == "error":
             error_chunk = True
-        meta = chunk.metadata
+        meta = fields["metadata"]
         if meta and not said:
             said = meta.get("finish_reason") == "error" or "originalError" in meta
-        thoughts = chunk.thoughts
+        thoughts = fields["thoughts"]
         if thoughts and found_r is None:
             if meta and meta.get("repeated_thoughts"):
                 continue  # counted_thoughts: sent once, with the chunk before

@@ -558,21 +558,38 @@ class Processor:
                 break
             seq += 1
             self._seq = seq
-            metadata = chunk.metadata
+            # the fields from the chunk's instance dict (every field is there): a model's
+            # attribute goes through BaseModel.__getattr__'s hook, four reads per chunk
+            fields = chunk.__dict__
+            metadata = fields["metadata"]
             if metadata:
                 raw_usage = metadata.get("usage")
-                if raw_usage is not None:
+                if type(raw_usage) is Usage:  # the adapters' own (_coerce_usage's first case)
+                    usage = raw_usage
+                elif raw_usage is not None:
                     usage = _coerce_usage(raw_usage) or usage
                 reason = metadata.get("finish_reason") or metadata.get("finishReason")
                 if reason:
                     finish = str(reason)
-            if chunk.thoughts:
-                for thought in chunk.thoughts:
-                    if thought.content:
-                        self._add_reasoning(thought.kind, thought.content, seq)
-            if chunk.content:
-                self._add_text(chunk.content, seq)
-            kind = chunk.type
+            # (a delta that continues the open part is appended here: _add_text's and
+            # _add_reasoning's last step, without their call per chunk)
+            thoughts = fields["thoughts"]
+            if thoughts:
+                for thought in thoughts:
+                    said = thought.content
+                    if said:
+                        part = self._reasoning
+                        if part is not None and part.kind == thought.kind:
+                            self._reasoning_buf.append(said)
+                        else:
+                            self._add_reasoning(thought.kind, said, seq)
+            text = fields["content"]
+            if text:
+                if self._text is not None:
+                    self._text_buf.append(text)
+                else:
+                    self._add_text(text, seq)
+            kind = fields["type"]
             if kind == "function_call":
                 if chunk.function_call is not None and self._add_tool_call(
                     chunk.function_call, seq

@@ -681,19 +681,25 @@ def _assemble(
     error = None
     usage: Usage | None = None
     for c in chunks:
+        # the chunk's fields read from its instance dict (every field is there): an
+        # attribute of a pydantic model goes through BaseModel.__getattr__'s hook, which
+        # keeps CPython from specializing the lookup, and this reads six per chunk
         fields = c.__dict__
-        if c.content:
-            text_parts.append(c.content)
-        if c.thoughts:
+        content = fields["content"]
+        if content:
+            text_parts.append(content)
+        if fields["thoughts"]:
             thoughts.extend(counted_thoughts(c))
         else:  # the stream is over: one shared empty, not a list per chunk (NO_THOUGHTS)
             fields["thoughts"] = NO_THOUGHTS
-        if c.function_call is not None:
-            calls.append(c.function_call)
-        if c.type == "error" and c.error is not None and error is None:
-            error = c.error  # the first: it ended the step (processor), later ones follow it
-        if c.metadata:
-            u = c.metadata.get("usage")
+        call = fields["function_call"]
+        if call is not None:
+            calls.append(call)
+        if fields["type"] == "error" and error is None and fields["error"] is not None:
+            error = fields["error"]  # the first: it ended the step (processor), later ones follow
+        metadata = fields["metadata"]
+        if metadata:
+            u = metadata.get("usage")
             if isinstance(u, Usage):
                 usage = u
         else:

@@ -87,24 +87,31 @@ def test_dedup_thresholds_are_parameters():
     assert d.filter("llo!") == "!"
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet="ab ", max_size=20), max_size=20), st.integers(8, 40))
-def test_dedup_tail_matches_a_naive_rolling_tail(chunks, tail_chars):
-    d = RecentTextDedup(tail_chars=tail_chars)
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab ", max_size=20), max_size=20),
+    st.integers(8, 40),
+    st.integers(1, 10),
+)
+def test_dedup_tail_matches_a_naive_rolling_tail(chunks, tail_chars, min_chars):
+    # what each chunk keeps, the rule each cut names and the tail, against the reference's
+    # rule read naively (the whole rolling tail, every overlap length tried)
+    d = RecentTextDedup(tail_chars=tail_chars, min_chars=min_chars)
     naive = ""
     for c in chunks:
+        before = len(d.notes)
         out = d.filter(c)
-        # naive implementation of the reference dedup
-        exp = c
-        if c and len(c) >= 8 and naive:
+        exp, rule = c, None
+        if c and len(c) >= min_chars and naive:
             if naive.endswith(c):
-                exp = ""
+                exp, rule = "", "full_repeat"
             else:
-                for k in range(min(len(naive), len(c)), 7, -1):
+                for k in range(min(len(naive), len(c)), min_chars - 1, -1):
                     if naive[-k:] == c[:k]:
-                        exp = c[k:]
+                        exp, rule = c[k:], "overlap"
                         break
         assert out == exp
+        assert [n.rule for n in d.notes[before:]] == ([rule] if rule else [])
         if exp:
             naive = (naive + exp)[-tail_chars:]
         assert d.tail == naive

@@ -14,6 +14,8 @@ import types as pytypes
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lab import processor as processor_module
 from lab.model import FunctionCall, ProcessedChunk, ProviderError, ThoughtLogEntry, Usage
@@ -731,3 +733,57 @@ def test_usage_reported_after_an_error_chunk_is_settled_and_nothing_else_is():
     assert [p.text for p in proc.message.parts if p.type == "text"] == ["Hello"]
     assert proc.message.parts[-1].type == "step-finish"
     assert proc.message.parts[-1].reason == "error"
+
+
+def _parts_by_rule(chunks: list[ProcessedChunk]) -> list[tuple]:
+    """The text and reasoning parts a step makes of text and thought deltas, read from the
+    rule (the test's oracle): a delta continues the open part when it is of its type (and,
+    for reasoning, its kind), else it closes that part at its chunk and opens its own; the
+    step's end closes the last one at the last chunk."""
+    parts: list[list] = []
+    current: list | None = None
+    seq = 0
+    for chunk in chunks:
+        seq += 1
+        said = [("reasoning", t.kind, t.content) for t in chunk.thoughts if t.content]
+        said += [("text", None, chunk.content)] if chunk.content else []
+        for kind, sub, piece in said:
+            if current is not None and current[0] == kind and current[1] == sub:
+                current[2].append(piece)
+                continue
+            if current is not None:
+                current[4] = seq
+            current = [kind, sub, [piece], seq, None]
+            parts.append(current)
+    if current is not None:
+        current[4] = seq
+    return [(k, s, "".join(p), start, end) for k, s, p, start, end in parts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "a", "bc"]),
+            st.lists(st.tuples(st.sampled_from(["raw", "summary"]), st.sampled_from(["", "r"]))),
+        ),
+        max_size=12,
+    )
+)
+def test_deltas_join_their_open_part_or_open_their_own_as_the_rule_reads(spec):
+    chunks = [
+        ProcessedChunk(
+            type="text",
+            content=content,
+            thoughts=[ThoughtLogEntry(kind=kind, content=said) for kind, said in thoughts],
+        )
+        for content, thoughts in spec
+    ]
+    proc = Processor(None)
+    proc.process(chunks)
+    got = [
+        (p.type, getattr(p, "kind", None), p.text, p.start, p.end)
+        for p in proc.message.parts
+        if p.type in ("text", "reasoning")
+    ]
+    assert got == _parts_by_rule(chunks)

@@ -118,7 +118,10 @@ class RecentTextDedup(NoteSink):
 
     def _last(self, k: int) -> str:
         """The last ``min(k, len(tail))`` characters of the tail, touching only those."""
-        k = min(k, self._len, self.tail_chars)
+        if k > self._len:  # min(k, len, tail_chars), without the builtin's call: per chunk
+            k = self._len
+        if k > self.tail_chars:
+            k = self.tail_chars
         if k <= 0:
             return ""
         last = self._pieces[-1]
@@ -142,27 +145,36 @@ class RecentTextDedup(NoteSink):
         if not n:
             return text
         out = text
-        if n >= self.min_chars and self._len:
-            tail = self._last(n)  # an overlap can never be longer than the chunk
-            if tail.endswith(text):
-                if not (self.keep_word_repeats and is_word_repeat(text)):
-                    out = ""
-                    self._note("dedup", "full_repeat", at, text)
-            else:
-                # the longest k >= min_chars with tail[-k:] == text[:k] (tail is at most n)
-                probe = text[: self.min_chars]
-                j = tail.find(probe, 0)
-                while j >= 0:  # leftmost start = longest overlap
-                    if text.startswith(tail[j:]):
-                        k = len(tail) - j
-                        out = text[k:]
-                        self._note("dedup", "overlap", at, text[:k], overlap=k)
-                        break
-                    j = tail.find(probe, j + 1)
+        have = self._len
+        if n >= self.min_chars and have:
+            # the last n characters of the tail (an overlap can never be longer than the
+            # chunk), as _last has them: the last piece alone when it is long enough (a
+            # tail shorter than n has a last piece shorter still, and goes to _last)
+            k = n if n < self.tail_chars else self.tail_chars
+            last = self._pieces[-1]
+            tail = last[len(last) - k :] if len(last) >= k else self._last(k)
+            # a full repeat (the tail ends with the text) and an overlap (tail[-k:] ==
+            # text[:k], k >= min_chars) both hold the text's first min_chars characters:
+            # one search rules both out for nearly every chunk
+            probe = text[: self.min_chars]
+            j = tail.find(probe, 0)
+            if j >= 0:
+                if tail.endswith(text):
+                    if not (self.keep_word_repeats and is_word_repeat(text)):
+                        out = ""
+                        self._note("dedup", "full_repeat", at, text)
+                else:  # the longest k >= min_chars with tail[-k:] == text[:k]
+                    while j >= 0:  # leftmost start = longest overlap
+                        if text.startswith(tail[j:]):
+                            k = len(tail) - j
+                            out = text[k:]
+                            self._note("dedup", "overlap", at, text[:k], overlap=k)
+                            break
+                        j = tail.find(probe, j + 1)
         if out:  # remember it: the tail keeps the last tail_chars characters
             pieces = self._pieces
             pieces.append(out)
-            size = self._len + len(out)
+            size = have + len(out)
             cap = self.tail_chars
             while size - len(pieces[0]) >= cap and len(pieces) > 1:  # the cheap test first
                 size -= len(pieces.popleft())

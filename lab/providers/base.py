@@ -388,10 +388,19 @@ class StreamAdapter:
         comment or an event without data yields nothing; after the end, the data goes to
         :meth:`after_end`; otherwise to the family's :meth:`feed_data`. May raise
         :class:`RetryAttempt` before the commit point."""
-        self._note_event(event)
+        # the event counted (the facts' events, comments, an unterminated tail) and its
+        # place kept for the chunks' origins
+        self.seq = event.index
+        self.read_seq = event.last_seq
+        facts = self.facts
+        facts["events"] += 1
+        if event.unterminated:
+            facts["unterminated_tail"] = True
         out: list[ProcessedChunk] = []
         data = event.data
         if data is None or event.comment is not None:  # is_comment, inlined: per event
+            if event.comment is not None:
+                facts["comments"] += 1
             return out
         if self.ended:
             self.after_end(data)
@@ -460,15 +469,6 @@ class StreamAdapter:
         """Hook that maps the error that ends the stream to its chunk; override in
         subclasses. The default: an error chunk carrying **metadata**."""
         return ProcessedChunk(type="error", error=error, metadata=metadata)
-
-    def _note_event(self, event: SSEEvent) -> None:
-        self.seq = event.index
-        self.read_seq = event.last_seq
-        self.facts["events"] += 1
-        if event.unterminated:
-            self.facts["unterminated_tail"] = True
-        if event.comment is not None:  # is_comment, without the property call: per event
-            self.facts["comments"] += 1
 
     def _note_refusal(self, text: str) -> None:
         """A piece of the model's refusal (OpenAI ``delta.refusal``, the Responses API's
