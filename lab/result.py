@@ -38,8 +38,14 @@ def counted_thoughts(chunk: ProcessedChunk) -> list[ThoughtLogEntry]:
     None when the chunk repeats the thoughts of the one before it (``metadata
     ["repeated_thoughts"]``: OpenRouter's text/tool split keeps reasoning on both pieces).
     """
-    if chunk.thoughts and not (chunk.metadata and chunk.metadata.get("repeated_thoughts")):
-        return chunk.thoughts
+    return counted_of(chunk.thoughts, chunk.metadata)
+
+
+def counted_of(thoughts: list[ThoughtLogEntry], metadata: dict) -> list[ThoughtLogEntry]:
+    """:func:`counted_thoughts` of a chunk's ``thoughts`` and ``metadata`` fields (for a
+    loop that holds them already)."""
+    if thoughts and not (metadata and metadata.get("repeated_thoughts")):
+        return thoughts
     return []
 
 

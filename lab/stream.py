@@ -45,7 +45,7 @@ from lab.model import NO_METADATA, NO_THOUGHTS, ProcessedChunk, ProviderError, U
 from lab.processor import Processor, model_info
 from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
-from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_thoughts
+from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_of
 
 __all__ = ["new_stream_id", "run_stream"]
 
@@ -688,8 +688,10 @@ def _assemble(
         content = fields["content"]
         if content:
             text_parts.append(content)
-        if fields["thoughts"]:
-            thoughts.extend(counted_thoughts(c))
+        metadata = fields["metadata"]
+        chunk_thoughts = fields["thoughts"]
+        if chunk_thoughts:
+            thoughts.extend(counted_of(chunk_thoughts, metadata))
         else:  # the stream is over: one shared empty, not a list per chunk (NO_THOUGHTS)
             fields["thoughts"] = NO_THOUGHTS
         call = fields["function_call"]
@@ -697,7 +699,6 @@ def _assemble(
             calls.append(call)
         if fields["type"] == "error" and error is None and fields["error"] is not None:
             error = fields["error"]  # the first: it ended the step (processor), later ones follow
-        metadata = fields["metadata"]
         if metadata:
             u = metadata.get("usage")
             if isinstance(u, Usage):

@@ -1206,7 +1206,7 @@ def _back_to_back_by_two_passes(result: StreamResult, cfg: AnomalyConfig) -> str
     """The duplicated-delta rule as it read before the detectors shared one pass over the
     chunks (the test's oracle): the text deltas, returning at the first finding, then the
     reasoning deltas (:func:`lab.result.counted_thoughts`)."""
-    from lab.anomalies import _BackToBack
+    from lab.anomalies import _BackToBack, _first_back_to_back
     from lab.result import counted_thoughts
 
     rule = _BackToBack(cfg)
@@ -1217,15 +1217,8 @@ def _back_to_back_by_two_passes(result: StreamResult, cfg: AnomalyConfig) -> str
             if found is not None:
                 return found
         previous = delta
-    rule, previous_r = _BackToBack(cfg), ""
     deltas = [t.content for c in result.chunks for t in counted_thoughts(c) if t.content]
-    for position, said in enumerate(deltas):
-        if previous_r and said.startswith(previous_r):
-            found = rule.pair(previous_r, position)
-            if found is not None:
-                return found
-        previous_r = said
-    return None
+    return _first_back_to_back(deltas, _BackToBack(cfg))  # the reasoning rule, unchanged
 
 
 def _swallowed_by_its_own_pass(result: StreamResult) -> bool:

@@ -1232,13 +1232,13 @@ class GoogleAdapter(StreamAdapter):
         :meth:`_on_raw`, :meth:`_pipeline` and :meth:`process_chunk` take it, built
         directly. False (nothing done) for what only the general way builds: a blocking
         finish reason, or calls still open in the assembler."""
-        native = f.native
+        # the fields at once (a NamedTuple's attribute costs a lookup each: per event)
+        text, f_thoughts, signature, native, cand_meta, has_candidate, counts, version, rid = f
         if native in GOOGLE_BLOCKING_FINISH_REASONS or (
             self.assembler is not None and self.assembler.open
         ):
             return False
         facts = self.facts
-        counts = f.usage
         if counts is not None and counts != self._usage_counts:
             prompt, answer_n, thoughts_n, cached, total = counts
             if not (
@@ -1250,20 +1250,19 @@ class GoogleAdapter(StreamAdapter):
             ):
                 self.pending_usage = _usage_of(prompt, answer_n, thoughts_n, cached, total)
                 self._usage_counts = counts
-        if f.model_version is not None:
-            facts["served_model"] = f.model_version
-            facts["response_model"] = f.model_version
-        if f.response_id is not None:
-            facts["response_id"] = f.response_id
+        if version is not None:
+            facts["served_model"] = version
+            facts["response_model"] = version
+        if rid is not None:
+            facts["response_id"] = rid
         if native:
             self.usage_final = True
         # _pipeline: dedup and the speaker guard on the text, the commit point, the tail
-        text = f.answer
         fired = False
         if text:
             text = self._text_guards(text)
             fired = self.speaker is not None and self.speaker.fired
-        if not self.committed and (text or f.has_candidate or self.pending_usage is not None):
+        if not self.committed and (text or has_candidate or self.pending_usage is not None):
             self.committed = True
         if self.speaker is not None and not text and native:
             tail = self.speaker.flush()
@@ -1283,15 +1282,15 @@ class GoogleAdapter(StreamAdapter):
             self.usage_final or not self.config.final_usage_only
         ):
             metadata["usage"] = self.pending_usage
-        if f.signature:
-            metadata["thoughtSignature"] = f.signature
+        if signature:
+            metadata["thoughtSignature"] = signature
         if finish:
             metadata["finish_reason"] = finish
         if native:
             metadata["native_finish_reason"] = native
-        for key, value in f.cand_meta:
+        for key, value in cand_meta:
             metadata[key] = value
-        thoughts = [new_raw_thought(t) for t in f.thoughts] if f.thoughts else []
+        thoughts = [new_raw_thought(t) for t in f_thoughts] if f_thoughts else []
         if text:
             out.append(new_text_chunk(text, thoughts, metadata))
         elif native == "STOP":
