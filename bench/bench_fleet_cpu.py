@@ -16,7 +16,14 @@ process only: no worker) of
 The ratio is the median over rounds of ``out`` against the mean of the ``sse`` runs on either
 side of it (:func:`_common.bracketed_rounds`); target <= 1.2x.
 
-    python bench/bench_fleet_cpu.py [--streams 4000] [--chunks 120] [--repeat 3]
+With ``--phases``, one more ``out`` run is split by phase, in CPU time per chunk: opening the
+capture's parts (``lab.capture.open``), replaying the recorded requests
+(``replay_request``), building and writing each unit's four files (``_write_unit``),
+``latency.parquet`` (``_write_latency``), and the rest (the requests' records, freeing the
+results, the run's bookkeeping). Each phase is timed by wrapping its function for that run
+only; ``process_time`` counts every thread of this process (pyarrow's readers too).
+
+    python bench/bench_fleet_cpu.py [--streams 4000] [--chunks 120] [--repeat 3] [--phases]
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=4000)
     ap.add_argument("--chunks", type=int, default=120)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--phases", action="store_true", help="split one more out run by phase")
     args = ap.parse_args(argv)
     import lab.capture
     from lab.replay import replay, replay_sse
@@ -87,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         ):
             table.add(r, (b0 + b1) / 2 / chunks * 1e6, f / chunks * 1e6, f"{ratio:.3f}x")
         table.print()
+        if args.phases:
+            print()
+            _phases(to_files, chunks, statistics.mean(base))
     median = statistics.median(ratios)
     detail = (
         f"median {median:.3f}x over {args.repeat} rounds (target <= {TARGET}x; {machine_notes()})"
@@ -96,6 +107,49 @@ def main(argv: list[str] | None = None) -> int:
         if verdict("fleet replay --out CPU per chunk vs replay_sse", median <= TARGET, detail)
         else 1
     )
+
+
+PHASES = (
+    ("opening the parts", "lab.capture", "open"),
+    ("replaying the requests", "lab.replay.many", "replay_request"),
+    ("the four unit files", "lab.replay.files", "_write_unit"),
+    ("latency.parquet", "lab.replay.files", "_write_latency"),
+)
+"""(row, module, function): the phases of ``replay --out`` timed by ``--phases``."""
+
+
+def _phases(to_files: object, chunks: int, sse_cpu: float) -> None:
+    """One ``out`` run with each phase's function wrapped to add up its CPU time."""
+    import importlib
+
+    spent = dict.fromkeys([name for name, _, _ in PHASES], 0.0)
+    saved = []
+    for name, module_name, attr in PHASES:
+        module = importlib.import_module(module_name)
+        inner = getattr(module, attr)
+
+        def timed(*a: object, _inner: object = inner, _name: str = name, **k: object) -> object:
+            t0 = time.process_time()
+            try:
+                return _inner(*a, **k)  # type: ignore[operator]
+            finally:
+                spent[_name] += time.process_time() - t0
+
+        saved.append((module, attr, inner))
+        setattr(module, attr, timed)
+    try:
+        total = _cpu(to_files)
+    finally:
+        for module, attr, inner in saved:
+            setattr(module, attr, inner)
+    table = Table("phase of one out run", "us/chunk", "share")
+    for name, cpu in spent.items():
+        table.add(name, cpu / chunks * 1e6, f"{cpu / total:.0%}")
+    rest = total - sum(spent.values())
+    table.add("the rest", rest / chunks * 1e6, f"{rest / total:.0%}")
+    table.add("out, whole", total / chunks * 1e6, "100%")
+    table.add("sse (mean of the rounds' runs)", sse_cpu / chunks * 1e6, "")
+    table.print()
 
 
 if __name__ == "__main__":
