@@ -35,7 +35,7 @@ __all__ = [
 def counted_thoughts(chunk: ProcessedChunk) -> list[ThoughtLogEntry]:
     """The thoughts of ``chunk`` that count toward :attr:`StreamResult.reasoning`.
 
-    None when the chunk repeats the thoughts of the one before it (``metadata
+    Empty when the chunk repeats the thoughts of the one before it (``metadata
     ["repeated_thoughts"]``: OpenRouter's text/tool split keeps reasoning on both pieces).
     """
     return counted_of(chunk.thoughts, chunk.metadata)

@@ -569,7 +569,7 @@ def _repetition_reference(text: str, config: AnomalyConfig) -> tuple[int, int] |
     """find_immediate_repetition as first written: the local-periodicity test before the
     search for the block further on (the two only decide whether an anchor is passed over,
     so their order must not change what is found)."""
-    from lab.anomalies import _MAX_CANDIDATES_PER_ANCHOR, _common_prefix_len, _common_suffix_len
+    from lab.repetition import MAX_CANDIDATES_PER_ANCHOR, _common_prefix_len, _common_suffix_len
 
     m = config.repetition_min_chars
     h = max(1, m // 2)
@@ -580,7 +580,7 @@ def _repetition_reference(text: str, config: AnomalyConfig) -> tuple[int, int] |
             continue
         end = min(n, a + config.repetition_max_period + h)
         pos = text.find(block, a + m, end)
-        for _ in range(_MAX_CANDIDATES_PER_ANCHOR):
+        for _ in range(MAX_CANDIDATES_PER_ANCHOR):
             if pos < 0:
                 break
             p = pos - a
@@ -1206,10 +1206,11 @@ def _back_to_back_by_two_passes(result: StreamResult, cfg: AnomalyConfig) -> str
     """The duplicated-delta rule as it read before the detectors shared one pass over the
     chunks (the test's oracle): the text deltas, returning at the first finding, then the
     reasoning deltas (:func:`lab.result.counted_thoughts`)."""
-    from lab.anomalies import _BackToBack, _first_back_to_back
+    from lab.anomalies import _back_to_back
+    from lab.repetition import first_back_to_back
     from lab.result import counted_thoughts
 
-    rule = _BackToBack(cfg)
+    rule = _back_to_back(cfg)
     previous = None
     for position, delta in enumerate(c.content for c in result.chunks if c.content):
         if delta == previous:
@@ -1218,7 +1219,7 @@ def _back_to_back_by_two_passes(result: StreamResult, cfg: AnomalyConfig) -> str
                 return found
         previous = delta
     deltas = [t.content for c in result.chunks for t in counted_thoughts(c) if t.content]
-    return _first_back_to_back(deltas, _BackToBack(cfg))  # the reasoning rule, unchanged
+    return first_back_to_back(deltas, _back_to_back(cfg))  # the reasoning rule, unchanged
 
 
 def _swallowed_by_its_own_pass(result: StreamResult) -> bool:

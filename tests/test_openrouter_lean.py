@@ -225,9 +225,15 @@ def test_a_plain_body_takes_the_lean_path(monkeypatch, typed):
 
 
 CALLS = [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]
-PERTURBATIONS = [
-    (where, key, value)
-    for where, keys in (
+
+
+def _every(levels: tuple, values: tuple) -> list[tuple[str, str, Any]]:
+    """(where, key, value): each key of each level of a chunk, set to each value."""
+    return [(where, key, value) for where, keys in levels for key in keys for value in values]
+
+
+PERTURBATIONS = _every(
+    (
         ("chunk", ["newKey", "usage", "error", "data", "channel", "choices", "provider", "id"]),
         ("choice", ["index", "finish_reason", "finishReason", "delta", "usage", "newKey"]),
         (
@@ -245,10 +251,9 @@ PERTURBATIONS = [
                 "newKey",
             ],
         ),
-    )  # fmt: skip
-    for key in keys
-    for value in (None, 0, 1, True, 1.5, "", "x", [], ["x"], {}, {"text": "t"}, 2**70, CALLS)
-]
+    ),  # fmt: skip
+    (None, 0, 1, True, 1.5, "", "x", [], ["x"], {}, {"text": "t"}, 2**70, CALLS),
+)
 """Every key a plain piece's checks read, at each level, set to values of every JSON type."""
 
 
@@ -272,9 +277,8 @@ def test_a_plain_piece_with_any_key_set_to_any_value_replays_the_same_on_every_p
         _same_on_every_path(monkeypatch, body + b"data: [DONE]\n\n", config)
 
 
-ARGUMENT_PERTURBATIONS = [
-    (where, key, value)
-    for where, keys in (
+ARGUMENT_PERTURBATIONS = _every(
+    (
         ("chunk", ["usage", "error", "provider", "id", "newKey"]),
         ("choice", ["index", "finish_reason", "finishReason", "newKey"]),
         (
@@ -293,9 +297,8 @@ ARGUMENT_PERTURBATIONS = [
         ),
         ("call", ["index", "id", "type", "function", "newKey"]),
         ("function", ["name", "arguments", "newKey"]),
-    )  # fmt: skip
-    for key in keys
-    for value in (
+    ),  # fmt: skip
+    (
         None,
         0,
         1,
@@ -308,8 +311,8 @@ ARGUMENT_PERTURBATIONS = [
         {"a": 1},
         CALLS,
         [{"type": "reasoning.text", "text": "r"}],
-    )  # fmt: skip
-]
+    ),  # fmt: skip
+)
 """Every key an argument delta's checks read, at each level, set to values of every type."""
 
 
