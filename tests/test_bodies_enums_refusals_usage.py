@@ -153,3 +153,10 @@ def test_a_bare_responses_body_replays_as_with_its_path(name):
         with_path.usage,
     )
     assert bare.error == with_path.error and detect(bare) == detect(with_path)
+    # given as reads (of 7 bytes: the first 4 KiB span hundreds), it is known the same way
+    reads = [body[i : i + 7] for i in range(0, len(body), 7)]
+    split = replay_sse(provider, reads, stream_id=name)
+    assert split.attempts[0].body_keys == bare.attempts[0].body_keys == ["input", "model", "stream"]
+    whole, parts = bare.to_dict(), split.to_dict()
+    del whole["attempts"], parts["attempts"]  # the count of reads differs, as it should
+    assert parts == whole

@@ -16,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lab
 from lab.capture import (
@@ -1068,3 +1070,32 @@ def test_a_double_star_glob_does_not_follow_symlink_loops(tmp_path):
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"['a'] ['{w.capture_id}']"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "é"]), st.integers(0, 2), st.integers(0, 3)),
+        max_size=12,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_loading_orders_rows_as_a_stable_sort_and_keeps_rows_already_in_order(rows, rnd):
+    # open() puts a capture's rows in its order; rows in that order already (as a part is
+    # written) are kept as they are, without copying the reads
+    from lab.capture.reader import _in_order
+
+    keys = [("stream_id", "ascending"), ("attempt", "ascending")]
+    rnd.shuffle(rows)
+    table = pa.table(
+        {
+            "stream_id": [s for s, _, _ in rows],
+            "attempt": pa.array([a for _, a, _ in rows], pa.int32()),
+            "raw": [bytes([i]) * n for i, (_, _, n) in enumerate(rows)],  # rows told apart
+        }
+    )
+    ordered = _in_order(table, keys)
+    assert ordered.equals(table.sort_by(keys))
+    assert _in_order(ordered, keys) is ordered
+    if ordered.equals(table):
+        assert ordered is table

@@ -280,6 +280,36 @@ def test_nested_pauses_collect_per_replay_and_restore_the_collector_at_the_outer
     assert gc.isenabled()
 
 
+def test_a_deferring_pause_collects_once_for_every_replay_inside_it():
+    # replay --out's units: the results are dropped when the unit's files are written, so
+    # a collection per stream would only scan what reference counts free anyway
+    import gc
+
+    def twice_inside_a_deferring_pause() -> None:
+        with _gc.paused(defer=True):
+            _replay_one()
+            with _gc.paused():
+                _replay_one()
+            assert not gc.isenabled()
+
+    assert _young_collections(twice_inside_a_deferring_pause) == [0]
+    assert gc.isenabled()
+    assert _young_collections(_replay_one) == [0]  # the next replay collects its own again
+
+
+def test_replay_to_files_collects_the_young_generation_once_a_unit(tmp_path):
+    import gc
+
+    streams = len(replay(CAPTURES))
+    written: list = []
+    seen = _young_collections(lambda: written.append(replay(CAPTURES, out=tmp_path / "path")))
+    assert streams > written[0].units > 1
+    assert seen == [0] * written[0].units
+    loaded = lab.capture.open(CAPTURES)
+    assert _young_collections(lambda: replay(loaded, out=tmp_path / "loaded")) == [0]
+    assert gc.isenabled()
+
+
 def test_serial_replay_builds_its_records_with_the_collector_paused(monkeypatch):
     # the records live as long as the replay: a collection while building them only rescans
     import gc

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -333,24 +334,8 @@ def _open(inputs: list[str | Path], max_ratio: float, select: Selection | None) 
         chunks = pa.concat_tables([chunks, *rec_chunks])
 
     _check_reads_present(streams, chunks, streams_tables, streams_parts)
-    streams = streams.sort_by(
-        [
-            ("started_at", "ascending"),
-            ("stream_id", "ascending"),
-            ("attempt", "ascending"),
-            ("capture_id", "ascending"),
-            ("exchange", "ascending"),
-        ]
-    )
-    chunks = chunks.sort_by(
-        [
-            ("stream_id", "ascending"),
-            ("attempt", "ascending"),
-            ("capture_id", "ascending"),
-            ("exchange", "ascending"),
-            ("seq", "ascending"),
-        ]
-    )
+    streams = _in_order(streams, _STREAMS_ORDER)
+    chunks = _in_order(chunks, _CHUNKS_ORDER)
     ids = sorted(infos)
     metadata: dict[str, Any] = {
         "schema_version": max(versions) if versions else SCHEMA_VERSION,
@@ -364,6 +349,35 @@ def _open(inputs: list[str | Path], max_ratio: float, select: Selection | None) 
     if len(ids) == 1:
         metadata.update(infos[ids[0]])
     return Capture(streams, chunks, [*parts, *used_journals], metadata, problems)
+
+
+_STREAMS_ORDER = [
+    ("started_at", "ascending"),
+    ("stream_id", "ascending"),
+    ("attempt", "ascending"),
+    ("capture_id", "ascending"),
+    ("exchange", "ascending"),
+]
+"""The order of a loaded capture's ``streams`` rows."""
+_CHUNKS_ORDER = [
+    ("stream_id", "ascending"),
+    ("attempt", "ascending"),
+    ("capture_id", "ascending"),
+    ("exchange", "ascending"),
+    ("seq", "ascending"),
+]
+"""The order of a loaded capture's ``chunks`` rows (an exchange's reads in ``seq`` order)."""
+
+
+def _in_order(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
+    """``table.sort_by(keys)`` (a stable sort), as it is when its rows are in that order
+    already, as a part's rows are written: sorting them copied every read (the ``raw``
+    column), more than half the sort."""
+    order = pc.sort_indices(table, sort_keys=keys)
+    positions = order.to_numpy()
+    if len(positions) == 0 or (positions[0] == 0 and (np.diff(positions) == 1).all()):
+        return table
+    return table.take(order)
 
 
 def _leave_out(parts: list[Path], read: list[_Part | PartTooLarge]) -> tuple[set[Path], list[str]]:

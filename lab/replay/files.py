@@ -393,9 +393,15 @@ def replay_unit(
             refused.append(f"{exc}. Left out of this replay; the other units are replayed")
     for message in refused:  # capture_units cannot see these: said here, once per unit
         warnings.warn(message, CaptureWarning, stacklevel=2)
-    results = [] if capture is None else replay(capture, config=config, **_family(provider))
-    del capture
-    return len(results), _write_unit(results, out, index, LabConfig.coerce(config))
+    # no collection per stream: the results are dropped when the files are written, and
+    # freed by their counts (see lab.replay._gc.paused's defer)
+    with _gc.paused(defer=True):
+        results = [] if capture is None else replay(capture, config=config, **_family(provider))
+        del capture
+        written = _write_unit(results, out, index, LabConfig.coerce(config))
+        streams = len(results)
+        del results
+    return streams, written
 
 
 def _unit_files(out: Path, index: int) -> list[Path]:
@@ -645,9 +651,11 @@ def replay_to(
     if not isinstance(capture_or_path, (str, Path)):  # loaded already: one unit
         signature = _signature(None, [], cfg, provider) | {"units": 1}
         _begin_run(out, signature)
-        results = replay(capture_or_path, config=cfg, **_family(provider))
-        done.units, done.streams = 1, len(results)
-        done.files = _write_unit(results, out, 0, cfg)
+        with _gc.paused(defer=True):  # as replay_unit: the results dropped once written
+            results = replay(capture_or_path, config=cfg, **_family(provider))
+            done.units, done.streams = 1, len(results)
+            done.files = _write_unit(results, out, 0, cfg)
+            del results
         done.files.append(_write_latency(out))
         _finish_run(out, done, signature)
         return done

@@ -107,8 +107,14 @@ def _responses_body(body: Any) -> bool:
         head = body[:_SNIFF_BYTES].encode("utf-8", "replace")
     elif isinstance(body, (bytes, bytearray, memoryview)):
         head = bytes(body[:_SNIFF_BYTES])
-    else:
-        head = b"".join(body)[:_SNIFF_BYTES]
+    else:  # reads: only as many as the first 4 KiB take, not the whole body joined
+        taken, size = [], 0
+        for read in body:
+            taken.append(read)
+            size += len(read)
+            if size >= _SNIFF_BYTES:
+                break
+        head = b"".join(taken)[:_SNIFF_BYTES]
     return _RESPONSES_EVENT.search(head) is not None
 
 
