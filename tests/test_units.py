@@ -738,3 +738,45 @@ def test_exchange_runs_found_by_arrow_kernels_match_a_row_by_row_reading(rows, c
                     "seq": pa.array([], pa.int32())})]  # fmt: skip
     table = pa.concat_tables(pieces)
     assert _exchange_ranges(table) == _ranges_by_rows(ids, exchanges, seqs)
+
+
+def test_replaying_a_capture_from_its_path_in_memory_never_imports_pandas():
+    # pandas is 38 MB of a replay's peak that nothing in it reads; pyarrow imports it
+    # whenever pa.array() is handed a list, so the reader must not hand it one
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from lab.replay import replay; "
+        f"results = replay({str(BUNDLED)!r}); "
+        "print(len(results), 'pandas' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.split() == ["132", "False"]
+
+
+def test_a_replay_gives_arrows_freed_memory_back_once_a_unit(monkeypatch, tmp_path):
+    import lab.replay.files
+    import lab.replay.many
+
+    calls: list[str] = []
+    for module in (lab.replay.many, lab.replay.files):
+        monkeypatch.setattr(module, "release_freed", lambda m=module.__name__: calls.append(m))
+    units = len(capture_units(BUNDLED))
+    assert len(replay(BUNDLED)) == 132
+    assert calls == ["lab.replay.many"] * units
+    calls.clear()
+    replay(BUNDLED, out=tmp_path / "out")
+    assert calls == ["lab.replay.files"] * units
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40))
+def test_the_readers_int64_arrays_equal_pyarrows_own(values):
+    import pyarrow as pa
+
+    from lab.capture.reader import _int64_array
+
+    assert _int64_array(values).equals(pa.array(values, pa.int64()))

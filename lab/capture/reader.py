@@ -374,7 +374,8 @@ def _in_order(table: pa.Table, keys: list[tuple[str, str]]) -> pa.Table:
     already, as a part's rows are written: sorting them copied every read (the ``raw``
     column), more than half the sort."""
     order = pc.sort_indices(table, sort_keys=keys)
-    positions = order.to_numpy()
+    # the indices as numpy sees their buffer (``to_numpy`` would import pandas: 40 MB)
+    positions = np.frombuffer(order.buffers()[1], np.uint64, len(order), order.offset * 8)
     if len(positions) == 0 or (positions[0] == 0 and (np.diff(positions) == 1).all()):
         return table
     return table.take(order)
@@ -997,13 +998,22 @@ def _exchange_ranges(chunks: pa.Table) -> dict[tuple[str, int], tuple[int, int]]
             return None
         starts += [i + 1 for i in pc.indices_nonzero(new).to_pylist()]
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
-    at = pa.array(starts, pa.int64())
+    at = _int64_array(starts)
     keys = zip(cid.take(at).to_pylist(), ex.take(at).to_pylist(), strict=True)
     for key, start, stop in zip(keys, starts, [*starts[1:], n], strict=True):
         if key in ranges:  # this exchange's reads seen before, apart from these
             return None
         ranges[key] = (start, stop)
     return ranges
+
+
+def _int64_array(values: list[int]) -> pa.Array:
+    """``pa.array(values, pa.int64())`` from numpy's buffer: ``pa.array`` of any Python or
+    numpy input imports pandas (to ask whether it is a pandas object), 38 MB that a replay
+    from a path does not otherwise load."""
+    return pa.Array.from_buffers(
+        pa.int64(), len(values), [None, pa.py_buffer(np.asarray(values, dtype=np.int64))]
+    )
 
 
 def _differs(column: pa.ChunkedArray, n: int) -> pa.ChunkedArray:

@@ -68,7 +68,7 @@ import lab.capture
 # imports it there), so lab.tables never loads with an in-memory replay.
 from lab import tables
 from lab.capture.errors import CaptureWarning, PartTooLarge
-from lab.capture.units import Selection, capture_units
+from lab.capture.units import Selection, capture_units, release_freed
 from lab.config import LabConfig
 from lab.replay import _gc
 from lab.replay.pool import mp_context
@@ -398,6 +398,7 @@ def replay_unit(
     with _gc.paused(defer=True):
         results = [] if capture is None else replay(capture, config=config, **_family(provider))
         del capture
+        release_freed()  # the unit's Arrow tables: gone, and given back
         written = _write_unit(results, out, index, LabConfig.coerce(config))
         streams = len(results)
         del results

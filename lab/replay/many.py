@@ -15,7 +15,7 @@ import pyarrow as pa
 
 import lab.capture
 from lab.capture.errors import CaptureWarning, PartTooLarge
-from lab.capture.units import Unit, capture_units, read_columns
+from lab.capture.units import Unit, capture_units, read_columns, release_freed
 from lab.config import LabConfig
 from lab.replay import _gc, pool
 from lab.replay.one import replay_request
@@ -152,6 +152,7 @@ def _replay_units(
             with _gc.paused():
                 requests = capture.requests()
                 del capture
+                release_freed()  # the unit's Arrow tables: gone, and given back
                 if bar is not None and len(requests) != counts[i]:  # a journal's, say
                     bar.total += len(requests) - counts[i]
                     bar.refresh()
