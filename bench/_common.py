@@ -6,6 +6,7 @@ shared and noisy), as the median over several repetitions.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -389,8 +390,45 @@ def machine_notes() -> str:
         load = "n/a"
     return (
         f"Python {platform.python_version()} ({platform.python_implementation()}), "
-        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, load avg {load}"
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, load avg {load}, "
+        f"{host_costs()}"
     )
+
+
+@functools.cache
+def host_costs() -> str:
+    """What this host charges for a page fault and a system call, measured once a process
+    (~30 ms): ``"page fault 5.3 us, syscall 0.93 us"``.
+
+    Both are the price of things the lab does and its peers do less of: every byte a replay
+    keeps (its result, ~500 bytes a chunk) is fresh memory the kernel maps a page at a time,
+    and the recorder's journal is written with system calls. A bare-metal Linux host takes
+    ~0.1-0.3 us a fault and ~0.05-0.1 us a call; a microVM under nested virtualization (the
+    host of docs/PERFORMANCE.md's later stops) 5-10 us and ~1 us, which moves wall-clock
+    ratios that instruction counts (``callgrind_*.py``) do not see."""
+    import mmap
+
+    size = 8 * 1024 * 1024  # 2,048 pages, each touched once: one minor fault a page
+    page = mmap.PAGESIZE
+    region = mmap.mmap(-1, size)
+    try:
+        t0 = time.perf_counter()
+        for offset in range(0, size, page):
+            region[offset] = 1
+        fault = (time.perf_counter() - t0) / (size // page)
+        t0 = time.perf_counter()
+        for offset in range(0, size, page):  # the same loop, the pages there now
+            region[offset] = 2
+        fault -= (time.perf_counter() - t0) / (size // page)
+    finally:
+        region.close()
+    calls = 20_000
+    getppid = os.getppid
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        getppid()
+    syscall = (time.perf_counter() - t0) / calls
+    return f"page fault {fault * 1e6:.1f} us, syscall {syscall * 1e6:.2f} us"
 
 
 class Table:

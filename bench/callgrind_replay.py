@@ -19,7 +19,12 @@ pays one ``is None`` test, as close to the code before the guard as a switch get
 ``markup_leak`` false, the validity check empty). Target: <= 3 % more instructions per
 chunk.
 
-    python bench/callgrind_replay.py [--chunks 5000] [--only gemini ...] [--detectors]
+``--peers`` (issue 34, item 3) counts the peers of ``bench_families.py`` the same way (the
+hand-written httpx-sse loop and the family's SDK, bench/sdk_peers.py, each checked to read
+the body's text) and gives each comparison's verdict in instructions: what each side spends
+per chunk, whatever the host's load, page faults and system calls cost.
+
+    python bench/callgrind_replay.py [--chunks 5000] [--only gemini ...] [--detectors | --peers]
 
 ``LAB_JSON_PARSER=orjson`` (or ``json``) measures the install without msgspec. A family
 takes about a minute.
@@ -65,6 +70,15 @@ def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
         for _ in range(replays):
             floor(body)
         return
+    if detectors.startswith("peer:"):  # a peer of bench_families, built before the count
+        from sdk_peers import expected_text, peers
+
+        run = peers(name, body)[detectors.removeprefix("peer:")]
+        want = expected_text(name, body)
+        for _ in range(replays):
+            if run() != want:
+                raise SystemExit(f"{detectors} read other text than the body holds")
+        return
     config = _detectors_off() if detectors == "off" else None
     if detectors == "none":
         for _ in range(replays):
@@ -94,11 +108,58 @@ def per_chunk(name: str, chunks: int, detectors: str = "none") -> float:
     return (three - one) / (2 * chunks)
 
 
+def _peer_counts(names: list[str], chunks: int) -> int:
+    """Item 3's peer comparisons in instructions: each installed peer of each body (the
+    hand-written httpx-sse loop, the family's SDK: bench/sdk_peers.py) against the lab,
+    with the target ``bench_families.py`` applies to the wall clock. Both sides run the
+    same way (a reader built, then run once or three times; the difference counted), so
+    the ratio is what each spends per chunk, free of the host's load; memory the lab keeps
+    (its result) costs page faults the count does not see (docs/PERFORMANCE.md, 10)."""
+    from _common import Table, family_body, verdict
+    from sdk_peers import peers, sdk_target
+
+    table = Table("body", "peer", "peer k/chunk", "lab k/chunk", "peer/lab", "target")
+    ok = True
+    results = []
+    for name in names:
+        lab = per_chunk(name, chunks)
+        _, _, body = family_body(name, 10)
+        for peer in peers(name, body):
+            other = per_chunk(name, chunks, f"peer:{peer}")
+            target = sdk_target(peer) if peer.startswith("sdk ") else 1.0
+            ratio = other / lab
+            table.add(
+                name,
+                peer,
+                f"{other / 1000:.1f}",
+                f"{lab / 1000:.1f}",
+                f"{ratio:.2f}x",
+                f">= {target:g}x" if target else "-",
+            )
+            results.append((name, peer, ratio, target))
+    table.print()
+    for name, peer, ratio, target in results:
+        if target is not None:
+            ok = (
+                verdict(
+                    f"instructions vs {peer}, {name}",
+                    ratio >= target if peer.startswith("sdk ") else ratio > target,
+                    f"{peer} spends {ratio:.2f}x the lab's instructions per chunk "
+                    f"(target {'>=' if peer.startswith('sdk ') else '>'} {target:g}x)",
+                )
+                and ok
+            )
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, default=5000)
     ap.add_argument("--only", nargs="*", help="body names (substring match)")
     ap.add_argument("--detectors", action="store_true", help="item 4: detectors on vs off")
+    ap.add_argument(
+        "--peers", action="store_true", help="item 3: the peers of bench_families, counted"
+    )
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--body", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--detector-mode", default="none", help=argparse.SUPPRESS)
@@ -119,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.only or any(o.lower() in n.lower() for o in args.only)
     ]
     print(f"# replay_sse under callgrind  (parser {_json.PARSER}, {sys.version.split()[0]})")
+    if args.peers:
+        return _peer_counts(names, args.chunks)
     if not args.detectors:
         table = Table("body", "chunks", "floor k/chunk", "lab k/chunk", "lab/floor")
         for name in names:

@@ -52,3 +52,44 @@ def test_the_sdk_targets_are_the_issues():
     assert peers.sdk_target("sdk google.genai") == 10.0
     assert peers.sdk_target("sdk anthropic") == 4.0
     assert peers.sdk_target("httpx-sse loop") is None
+
+
+def test_host_costs_name_a_page_fault_and_a_system_call_measured_once():
+    import re
+
+    first = common.host_costs()
+    found = re.fullmatch(r"page fault (-?\d+\.\d) us, syscall (\d+\.\d\d) us", first)
+    assert found, first
+    assert float(found[1]) > 0 and float(found[2]) > 0
+    assert common.host_costs() is first  # measured once a process, not per verdict line
+    assert common.machine_notes().endswith(first)
+
+
+def test_the_instruction_count_child_runs_each_peer_and_checks_its_text(monkeypatch, capsys):
+    callgrind = _load("callgrind_replay")
+    import sdk_peers
+
+    name = "Anthropic thinking + text"
+    for peer in ("httpx-sse loop", "sdk anthropic"):
+        callgrind._child(name, 200, 2, f"peer:{peer}")  # reads the body's text, twice
+    monkeypatch.setattr(sdk_peers, "expected_text", lambda name, body: "not the text")
+    with pytest.raises(SystemExit, match="read other text than the body holds"):
+        callgrind._child(name, 200, 1, "peer:httpx-sse loop")
+
+
+def test_the_peer_counts_compare_each_peer_with_the_lab_against_its_target(monkeypatch, capsys):
+    callgrind = _load("callgrind_replay")
+    counts = {"none": 50_000, "peer:httpx-sse loop": 40_000, "peer:sdk anthropic": 210_000}
+    monkeypatch.setattr(callgrind, "per_chunk", lambda name, chunks, mode="none": counts[mode])
+    assert callgrind._peer_counts(["Anthropic thinking + text"], 1000) == 1
+    out = capsys.readouterr().out
+    assert (
+        "FAIL: instructions vs httpx-sse loop, Anthropic thinking + text: httpx-sse loop "
+        "spends 0.80x the lab's instructions per chunk (target > 1x)" in out
+    )
+    assert (
+        "PASS: instructions vs sdk anthropic, Anthropic thinking + text: sdk anthropic "
+        "spends 4.20x the lab's instructions per chunk (target >= 4x)" in out
+    )
+    counts["peer:httpx-sse loop"] = 60_000
+    assert callgrind._peer_counts(["Anthropic thinking + text"], 1000) == 0
