@@ -65,7 +65,7 @@ def test_host_costs_name_a_page_fault_and_a_system_call_measured_once():
     assert common.machine_notes().endswith(first)
 
 
-def test_the_instruction_count_child_runs_each_peer_and_checks_its_text(monkeypatch, capsys):
+def test_the_instruction_count_child_runs_each_peer_and_checks_its_text(monkeypatch):
     callgrind = _load("callgrind_replay")
     import sdk_peers
 
@@ -90,6 +90,10 @@ def test_the_peer_counts_compare_each_peer_with_the_lab_against_its_target(monke
     assert (
         "PASS: instructions vs sdk anthropic, Anthropic thinking + text: sdk anthropic "
         "spends 4.20x the lab's instructions per chunk (target >= 4x)" in out
+    )
+    assert (
+        "Anthropic thinking + text  httpx-sse loop  40.0          50.0         0.80x     > 1x"
+        in out
     )
     counts["peer:httpx-sse loop"] = 60_000
     assert callgrind._peer_counts(["Anthropic thinking + text"], 1000) == 0
