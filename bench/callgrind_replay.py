@@ -5,9 +5,12 @@ speed change is compared here (docs/PERFORMANCE.md, "The cost-per-chunk stop"). 
 body of ``bench/_common.py``'s ``FAMILY_BODIES`` (OpenRouter reasoning + text, one tool
 call streamed as argument deltas, the Responses API, Anthropic thinking + text, Gemini
 thoughts + text) the script runs itself under ``valgrind --tool=callgrind``
-(``PYTHONHASHSEED=0``, this interpreter's real binary) twice: imports and body plus one
-replay, then plus three; the difference over the 2 x ``--chunks`` chunks of the two extra
-replays is the cost per chunk (the first replay's lazy imports fall out).
+(``PYTHONHASHSEED=0``, this interpreter's real binary) twice, counting only the replays
+(``_common.counted``: callgrind's ``--toggle-collect``; the interpreter's start, the
+imports and the body's making move by 7-13M instructions from run to run, +-5-10 % of a
+1,000-chunk figure, and are left out): one replay, then three; the difference over the
+2 x ``--chunks`` chunks of the two extra replays is the cost per chunk (the first replay's
+lazy imports fall out). The counts repeat to the instruction from run to run.
 
 ``--detectors`` (issue 34, item 4) measures what the markup-leak and tool-validity work
 costs a body without markup: each replay is followed by ``lab.anomalies.detect`` (the
@@ -59,37 +62,50 @@ def _detectors_off() -> Any:
 
 
 def _child(name: str, chunks: int, replays: int, detectors: str) -> None:
-    from _common import family_body
+    """Run **replays** replays of the body **name** (or its floor, or a peer) through
+    ``_common.counted``: all the parent counts (set-up, imports and the body's making are
+    not counted)."""
+    from _common import counted, family_body
 
     from lab.replay import replay_sse
 
     provider, path, body = family_body(name, chunks)
+    work: Any
     if detectors == "floor":  # the json.loads floor of the same body
         from bench_families import floor
 
-        for _ in range(replays):
-            floor(body)
-        return
-    if detectors.startswith("peer:"):  # a peer of bench_families, built before the count
+        def work() -> None:
+            for _ in range(replays):
+                floor(body)
+
+    elif detectors.startswith("peer:"):  # a peer of bench_families, built before the count
         from sdk_peers import expected_text, peers
 
         run = peers(name, body)[detectors.removeprefix("peer:")]
         want = expected_text(name, body)
-        for _ in range(replays):
-            if run() != want:
-                raise SystemExit(f"{detectors} read other text than the body holds")
-        return
-    config = _detectors_off() if detectors == "off" else None
-    if detectors == "none":
-        for _ in range(replays):
-            replay_sse(provider, body, path=path)
-        return
-    from lab import anomalies, tables
 
-    for _ in range(replays):
-        result = replay_sse(provider, body, path=path, config=config)
-        anomalies.detect(result)
-        tables._tool_checks(result)
+        def work() -> None:
+            for _ in range(replays):
+                if run() != want:
+                    raise SystemExit(f"{detectors} read other text than the body holds")
+
+    elif detectors == "none":
+
+        def work() -> None:
+            for _ in range(replays):
+                replay_sse(provider, body, path=path)
+
+    else:
+        config = _detectors_off() if detectors == "off" else None
+        from lab import anomalies, tables
+
+        def work() -> None:
+            for _ in range(replays):
+                result = replay_sse(provider, body, path=path, config=config)
+                anomalies.detect(result)
+                tables._tool_checks(result)
+
+    counted(work)
 
 
 def _instructions(name: str, chunks: int, replays: int, detectors: str = "none") -> int:
@@ -97,7 +113,7 @@ def _instructions(name: str, chunks: int, replays: int, detectors: str = "none")
 
     return callgrind_instructions(
         __file__, "--child", str(replays), "--chunks", str(chunks), "--body", name,
-        "--detector-mode", detectors,
+        "--detector-mode", detectors, counted=True,
     )  # fmt: skip
 
 

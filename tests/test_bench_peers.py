@@ -97,3 +97,81 @@ def test_the_peer_counts_compare_each_peer_with_the_lab_against_its_target(monke
     )
     counts["peer:httpx-sse loop"] = 60_000
     assert callgrind._peer_counts(["Anthropic thinking + text"], 1000) == 0
+
+
+# -- counting only the work (callgrind's --toggle-collect) -------------------------------
+
+
+def test_counted_runs_the_work_once_through_the_counted_c_function(monkeypatch):
+    import operator
+
+    calls = []
+    real = operator.call
+    monkeypatch.setattr(operator, "call", lambda fn: calls.append(fn) or real(fn))
+    assert common.COUNTED_FUNCTION == "_operator_call"  # operator.call's C function
+    assert common.counted(lambda: 42) == 42
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("mode", ["none", "floor", "on", "peer:httpx-sse loop"])
+def test_the_instruction_count_child_runs_every_replay_inside_the_counted_region(monkeypatch, mode):
+    import operator
+
+    import bench_families
+    import sdk_peers
+
+    import lab.replay
+
+    callgrind = _load("callgrind_replay")
+    inside = []
+    done = []
+    real = operator.call
+
+    def call(fn):
+        inside.append(True)
+        try:
+            return real(fn)
+        finally:
+            inside.pop()
+
+    def work(*args, **kwargs):
+        done.append(bool(inside))
+        return real_replay(*args, **kwargs)
+
+    real_replay = lab.replay.replay_sse
+    monkeypatch.setattr(operator, "call", call)
+    monkeypatch.setattr(lab.replay, "replay_sse", work)
+    real_peers = sdk_peers.peers
+    monkeypatch.setattr(
+        sdk_peers,
+        "peers",
+        lambda name, body: {
+            p: (lambda run=run: done.append(bool(inside)) or run())
+            for p, run in real_peers(name, body).items()
+        },
+    )
+    monkeypatch.setattr(bench_families, "floor", lambda body: done.append(bool(inside)))
+    callgrind._child("Anthropic thinking + text", 100, 3, mode)
+    assert done == [True, True, True]
+
+
+def test_a_count_of_the_work_asks_callgrind_to_toggle_on_it_and_refuses_zero(monkeypatch):
+    import subprocess
+
+    runs = []
+
+    def run(cmd, **kwargs):
+        runs.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", stderr)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    stderr = "==1== Events    : Ir\n==1== Collected : 1234567\n"
+    assert common.callgrind_instructions("x.py", "--a", counted=True) == 1234567
+    assert "--toggle-collect=_operator_call" in runs[-1]
+    assert runs[-1][-2:] == ["x.py", "--a"]
+    assert common.callgrind_instructions("x.py") == 1234567
+    assert not any(arg.startswith("--toggle-collect") for arg in runs[-1])
+    stderr = "==1== Collected : 0\n"
+    with pytest.raises(RuntimeError, match="counted nothing inside _operator_call"):
+        common.callgrind_instructions("x.py", counted=True)
+    assert common.callgrind_instructions("x.py") == 0  # the whole process: no such check

@@ -268,3 +268,27 @@ def test_spill_guard_conserves_text_and_matches_find_spill_seam(case):
         assert out == GuardOutput(text, "")
     else:
         assert out == GuardOutput(text[seam:], text[:seam].strip())
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    partitions(),
+    st.booleans(),
+    st.sampled_from([SpillGuardConfig(), SpillGuardConfig(enabled=False),
+                     SpillGuardConfig(require_reasoning_first=False)]),
+)  # fmt: skip
+def test_a_guard_that_stopped_inspecting_passes_every_delta_as_it_came(case, reasoned, config):
+    # the adapters skip filter() once inspecting is False: that must change nothing
+    _, parts = case
+    g = SpillGuard(config)
+    if reasoned:
+        g.observe_reasoning("thinking")
+    for part in [*parts, "we must wait.", "Actually", "we must go.Hey", " "]:
+        was_inspecting = g.inspecting
+        notes = len(g.notes)
+        out = g.filter(part)
+        if not was_inspecting:
+            assert out == GuardOutput(part, "") and len(g.notes) == notes
+        assert g.visible_started is not g.inspecting
+    g.flush()
+    assert not g.inspecting and g.filter("we must go.Hey") == GuardOutput("we must go.Hey", "")

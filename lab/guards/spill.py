@@ -245,14 +245,17 @@ class SpillGuard(NoteSink):
     whose offset counts characters of the guard's content input.
     """
 
-    __slots__ = ("notes", "config", "_saw_reasoning", "_started", "_pending", "_pending_at",
+    __slots__ = ("notes", "config", "inspecting", "_saw_reasoning", "_pending", "_pending_at",
                  "_hold_rule", "_fed")  # fmt: skip
 
     def __init__(self, config: SpillGuardConfig | None = None) -> None:
         self.notes = []
         self.config = config or _DEFAULT_CONFIG
         self._saw_reasoning = False
-        self._started = False
+        self.inspecting = True
+        """False once visible content went out: from then on :meth:`filter` returns every
+        delta as it came, with no reasoning and no note, so a caller may skip the call
+        (the adapters' per-delta paths do)."""
         self._pending: list[str] = []
         self._pending_at = 0
         self._hold_rule = ""
@@ -261,11 +264,11 @@ class SpillGuard(NoteSink):
     @property
     def visible_started(self) -> bool:
         """True once visible content went out (the guard no longer inspects content)."""
-        return self._started
+        return not self.inspecting
 
     def observe_reasoning(self, text: str | None) -> None:
         """Note reasoning seen before any visible content (enables the guard)."""
-        if not self._started and text:
+        if self.inspecting and text:
             self._saw_reasoning = True
 
     def filter(self, content: str) -> GuardOutput:
@@ -276,11 +279,11 @@ class SpillGuard(NoteSink):
         self._fed += len(content)
         cfg = self.config
         if (
-            self._started
+            not self.inspecting
             or not cfg.enabled
             or (cfg.require_reasoning_first and not self._saw_reasoning)
         ):
-            self._started = True
+            self.inspecting = False
             return _tuple_new(GuardOutput, (content, ""))  # GuardOutput(content, ""), per delta
         if self._pending:
             # Linear-time shortcuts: held whitespace stays undecided while only whitespace
@@ -299,7 +302,7 @@ class SpillGuard(NoteSink):
             self._pending_at = at
             self._hold_rule = d.rule
             return _EMPTY
-        self._started = True
+        self.inspecting = False
         if d.action == "emit":
             return GuardOutput(candidate, "")
         seam = d.seam or 0
@@ -314,5 +317,5 @@ class SpillGuard(NoteSink):
             return _EMPTY
         out = "".join(self._pending)
         self._pending = []
-        self._started = True
+        self.inspecting = False
         return GuardOutput(out, "")

@@ -809,7 +809,9 @@ class AnthropicAdapter(StreamAdapter):
             return
         if block is not None:
             block["parts"].append(text)
-        self.spill.observe_reasoning(text)
+        spill = self.spill
+        if spill.inspecting:  # observe_reasoning is a no-op after the answer started
+            spill.observe_reasoning(text)
         self.committed = True
         out.append(new_content_chunk("", [new_raw_thought(text)]))
 
@@ -822,11 +824,13 @@ class AnthropicAdapter(StreamAdapter):
             if think.notes:
                 self._drain(think)
             text = g.content
-            reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
+            reasoning = g.reasoning
+            if reasoning and not self.config.capture_think_blocks_as_thoughts:
+                reasoning = ""
+        spill = self.spill
         if reasoning:
-            self.spill.observe_reasoning(reasoning)
-        if text:
-            spill = self.spill
+            spill.observe_reasoning(reasoning)
+        if text and spill.inspecting:  # filter passes every delta once the answer started
             g = spill.filter(text)
             if spill.notes:
                 self._drain(spill)

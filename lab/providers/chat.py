@@ -1012,7 +1012,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         reasoning = delta.get("reasoning_content")
         if reasoning:
             self.spill.observe_reasoning(reasoning)
-        if isinstance(content, str) and content:
+        if isinstance(content, str) and content and self.spill.inspecting:
             g = self.spill.filter(content)
             if self.spill.notes:  # _ran, inlined in the per-chunk path
                 self._drain(self.spill)

@@ -572,7 +572,7 @@ class ResponsesAdapter(StreamAdapter):
                 thoughts.append(new_raw_thought(g.reasoning))
             if self.think.notes:
                 self._drain(self.think)
-        if text:
+        if text and self.spill.inspecting:  # it passes every delta once the answer started
             g = self.spill.filter(text)
             text = g.content
             if g.reasoning:

@@ -1076,7 +1076,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
                 reasoning = (reasoning or "") + g.reasoning
         if reasoning:
             self.spill.observe_reasoning(reasoning)
-        if content:  # normalized content is a str or None
+        if content and self.spill.inspecting:  # normalized content is a str or None
             g = self.spill.filter(content)
             if self.spill.notes:  # _ran, inlined in the per-chunk path
                 self._drain(self.spill)
