@@ -532,3 +532,21 @@ def test_a_message_start_that_holds_the_whole_message_is_counted_or_read_under_t
     assert [(c.name, c.args) for c in read.function_calls] == [("rollDie", {"player": "player2"})]
     assert read.finish_reason == "tool_calls"
     assert "unhandled_shapes" not in read.facts
+
+
+def test_the_spill_guard_strips_the_first_text_after_thinking_and_passes_the_rest():
+    # the guard runs on the first text delta (a glued seam moves to reasoning); after the
+    # answer started the adapter skips it (SpillGuard.inspecting), and later text is kept
+    b = body(
+        MESSAGE_START,
+        block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(0, {"type": "thinking_delta", "thinking": "Let me think what I must do"}),
+        block_stop(0),
+        *text_block(1, "must do.Hello!", " We must go.Hey"),
+        message_delta("end_turn"),
+        MESSAGE_STOP,
+    )
+    r = replay_sse("anthropic", b)
+    assert r.text == "Hello! We must go.Hey"
+    assert r.reasoning == "Let me think what I must domust do."
+    assert [(e.guard, e.moved) for e in r.guard_events] == [("spill_guard", "must do.")]

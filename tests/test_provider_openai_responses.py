@@ -651,3 +651,21 @@ def test_a_bare_recording_of_a_responses_call_replays_through_the_responses_adap
     (result,) = replay(tmp_path)
     assert [c.name for c in result.function_calls] == ["get_weather", "get_time"]
     assert result.finish_reason == "tool_calls"
+
+
+def test_the_spill_guard_strips_the_first_text_after_reasoning_and_passes_the_rest():
+    # the guard runs on the first text delta (a glued seam moves to reasoning); after the
+    # answer started the adapter skips it (SpillGuard.inspecting), and later text is kept
+    where = {"item_id": "rs_0", "output_index": 0, "content_index": 0}
+    thinking = {
+        "type": "response.reasoning_text.delta",
+        **where,
+        "delta": "Let me think what I must do",
+    }
+    r = play(
+        sse(created(), thinking, *message(1, "must do.Hello!", " We must go.Hey"), completed()),
+        provider="deepseek",
+    )
+    assert r.text == "Hello! We must go.Hey"
+    assert r.reasoning == "Let me think what I must domust do."
+    assert [(e.guard, e.moved) for e in r.guard_events] == [("spill_guard", "must do.")]
