@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "openrouter_chunks",
     "bracketed_ratio",
     "callgrind_instructions",
+    "callgrind_window",
+    "window_total",
     "counted",
     "paired_medians",
     "paired_times",
@@ -491,6 +494,63 @@ def counted(work: Callable[[], Any]) -> Any:
     import operator
 
     return operator.call(work)
+
+
+def callgrind_window(script: str, *args: str) -> int:
+    """Instructions of every thread between entering and leaving the work ``python script
+    args...`` runs through :func:`counted`, counted by ``valgrind --tool=callgrind`` with
+    ``PYTHONHASHSEED=0``: callgrind dumps its counts, and starts them again from zero, when
+    :data:`COUNTED_FUNCTION` is entered (``--dump-before``) and when it returns
+    (``--dump-after``), so a dump of the second kind holds that work alone.
+
+    :func:`callgrind_instructions`' ``counted`` toggle counts only the thread that calls
+    the work; this counts the threads the work hands to (Arrow's Parquet work, the capture
+    reader's) as well, which a replay to result files spends. The interpreter's start and
+    the set-up fall outside, as with the toggle. Several windows are summed. No window
+    (a binary without the symbol, or no work run through :func:`counted`) raises."""
+    import subprocess
+    import tempfile
+
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory(prefix="lab-cgwindow-") as tmp:
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out",
+             f"--dump-before={COUNTED_FUNCTION}", f"--dump-after={COUNTED_FUNCTION}",
+             os.path.realpath(sys.executable), script, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"callgrind run failed ({proc.returncode}): {proc.stderr[-600:]}")
+        return window_total(Path(tmp))
+
+
+def window_total(directory: Path) -> int:
+    """The instructions of every window :func:`callgrind_window`'s run left in
+    **directory**: the ``summary`` of each dump callgrind made on leaving
+    :data:`COUNTED_FUNCTION`, summed (the dumps made on entering it, and the one at the
+    end of the run, hold the rest of the process)."""
+    trigger = f"desc: Trigger: --dump-after={COUNTED_FUNCTION}"
+    total = windows = 0
+    for path in sorted(directory.iterdir()):
+        after = False
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:  # the header: the counts follow "events:"
+                if line.strip() == trigger:
+                    after = True
+                elif line.startswith("summary:") and after:
+                    total += int(line.split(":", 1)[1])
+                    windows += 1
+                    break
+                elif line.startswith(("fl=", "fn=")):
+                    break
+    if not windows:
+        raise RuntimeError(
+            f"callgrind made no dump on leaving {COUNTED_FUNCTION}: this Python's binary has "
+            "no symbol for it (stripped?) or the script ran no work through counted()"
+        )
+    return total
 
 
 def callgrind_instructions(script: str, *args: str, counted: bool = False) -> int:

@@ -6,13 +6,16 @@ load (this machine is shared); instruction counts do not, so the row is counted 
 
 A fleet of ``--streams`` OpenRouter streams of ``--chunks`` SSE chunks each is written with
 the lab's own writer (``bench_scale.build_fleet``: 1-3 events a read), then each contender
-runs under ``valgrind --tool=callgrind`` (``PYTHONHASHSEED=0``) once and twice; the
-difference is one run, so imports and lazy set-up fall out:
+runs under ``valgrind --tool=callgrind`` (``PYTHONHASHSEED=0``) in a process of its own: once
+to warm up (imports and lazy set-up), then once more inside ``_common.counted``, and only
+that second run is counted, on every thread (``_common.callgrind_window``: the threads the
+replay hands Parquet work to are counted, the interpreter's start is not, which moved a
+whole-process count by ~0.9 % from run to run):
 
 - ``sse``: ``replay_sse("openrouter", reads)`` once per stream, the recorded reads of one
   stream as they are (the single-body path);
 - ``out``: ``replay(capture, out=DIR)`` (open the capture, replay every request, build the
-  four result tables, write them as Parquet);
+  four result tables, write them as Parquet, then ``latency.parquet``);
 - with ``--parts``, also where ``out``'s extra cost goes: ``open`` (open the capture and
   read its requests), ``replaycap`` (the in-memory ``replay(capture)``), ``tables`` (build
   and write the four tables from the replayed results).
@@ -37,7 +40,10 @@ TARGET = 1.2
 """``replay --out`` at most this many times ``replay_sse``'s instructions per chunk."""
 
 
-def _child(mode: str, reps: int, fleet: Path, work: Path) -> None:
+def _child(mode: str, fleet: Path, work: Path) -> None:
+    """Run **mode** once to warm up, then once inside ``_common.counted`` (what is counted)."""
+    from _common import counted
+
     import lab.capture
     from lab.config import LabConfig
     from lab.replay import files, replay, replay_sse
@@ -51,7 +57,8 @@ def _child(mode: str, reps: int, fleet: Path, work: Path) -> None:
     if mode in ("tables", "replaycap"):
         capture = lab.capture.open(path)
         results = replay(capture)
-    for i in range(reps):
+
+    def run(i: int) -> None:
         out = work / f"out-{i}"
         shutil.rmtree(out, ignore_errors=True)
         if mode == "sse":
@@ -70,18 +77,21 @@ def _child(mode: str, reps: int, fleet: Path, work: Path) -> None:
         else:
             raise SystemExit(f"unknown mode {mode!r}")
 
+    run(0)  # the warm-up: lazy imports and first calls, not counted
+    counted(lambda: run(1))
 
-def _instructions(mode: str, reps: int, fleet: Path) -> int:
-    from _common import callgrind_instructions
+
+def _instructions(mode: str, fleet: Path) -> int:
+    from _common import callgrind_window
 
     with tempfile.TemporaryDirectory(prefix="lab-cgfleet-") as work:
-        return callgrind_instructions(__file__, "--child", mode, str(reps), str(fleet), work)
+        return callgrind_window(__file__, "--child", mode, str(fleet), work)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
-        _child(args[1], int(args[2]), Path(args[3]), Path(args[4]))
+        _child(args[1], Path(args[2]), Path(args[3]))
         return 0
     from _common import machine_notes, verdict
     from bench_scale import build_fleet
@@ -101,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         modes = ["sse", "out"] + (["open", "replaycap", "tables"] if a.parts else [])
         per = {}
         for mode in modes:
-            one, two = _instructions(mode, 1, fleet), _instructions(mode, 2, fleet)
-            per[mode] = (two - one) / chunks
+            per[mode] = _instructions(mode, fleet) / chunks
             print(f"{mode:10s} {per[mode]:>10,.0f} instructions per chunk", flush=True)
     ratio = per["out"] / per["sse"]
     ok = verdict(

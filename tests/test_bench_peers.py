@@ -175,3 +175,95 @@ def test_a_count_of_the_work_asks_callgrind_to_toggle_on_it_and_refuses_zero(mon
     with pytest.raises(RuntimeError, match="counted nothing inside _operator_call"):
         common.callgrind_instructions("x.py", counted=True)
     assert common.callgrind_instructions("x.py") == 0  # the whole process: no such check
+
+
+# -- counting a window of every thread (callgrind's --dump-before / --dump-after) ---------
+
+
+def _dump(path: Path, trigger: str, summary: int) -> None:
+    path.write_text(
+        "# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\npart: 1\n\n"
+        f"desc: Timerange: Basic block 0 - 99\ndesc: Trigger: {trigger}\n\n"
+        f"positions: line\nevents: Ir\nsummary: {summary}\n\nfl=(1) x.c\nfn=(1) f\n"
+        "summary: 999\n"  # past the header: not read
+    )
+
+
+def test_a_window_count_sums_the_dumps_made_on_leaving_the_work_alone(tmp_path):
+    _dump(tmp_path / "callgrind.out.1", "--dump-before=_operator_call", 5_000_000)
+    _dump(tmp_path / "callgrind.out.2", "--dump-after=_operator_call", 1_234)
+    _dump(tmp_path / "callgrind.out.3", "--dump-before=_operator_call", 70)
+    _dump(tmp_path / "callgrind.out.4", "--dump-after=_operator_call", 4_321)
+    _dump(tmp_path / "callgrind.out", "Program termination", 100)
+    assert common.window_total(tmp_path) == 1_234 + 4_321
+
+
+def test_a_window_count_refuses_a_run_with_no_window(tmp_path):
+    _dump(tmp_path / "callgrind.out", "Program termination", 100)
+    with pytest.raises(RuntimeError, match="no dump on leaving _operator_call"):
+        common.window_total(tmp_path)
+
+
+def test_a_window_count_asks_callgrind_to_dump_around_the_work(monkeypatch):
+    import subprocess
+
+    runs = []
+
+    def run(cmd, **kwargs):
+        runs.append(cmd)
+        out = Path(next(a for a in cmd if a.startswith("--callgrind-out-file=")).split("=", 1)[1])
+        _dump(out.with_name(out.name + ".1"), "--dump-before=_operator_call", 9)
+        _dump(out.with_name(out.name + ".2"), "--dump-after=_operator_call", 77)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert common.callgrind_window("x.py", "--a") == 77
+    assert "--dump-before=_operator_call" in runs[0] and "--dump-after=_operator_call" in runs[0]
+    assert not any(a.startswith("--toggle-collect") for a in runs[0])  # every thread counted
+    assert runs[0][-2:] == ["x.py", "--a"]
+
+
+@pytest.mark.parametrize("mode", ["sse", "out", "open", "replaycap", "tables"])
+def test_the_fleet_count_child_warms_up_then_runs_its_work_once_inside_the_window(
+    monkeypatch, tmp_path, mode
+):
+    import operator
+
+    import lab.capture
+    import lab.replay
+    from lab.replay import files
+
+    fleet_bench = _load("callgrind_fleet")
+    scale = _load("bench_scale")
+    path, _chunks, _raw = scale.build_fleet(tmp_path / "capture", 3, 10)
+    (tmp_path / "meta.json").write_text(json.dumps([str(path), _chunks, _raw]))
+    inside: list[bool] = []
+    done: list[bool] = []
+    real_call = operator.call
+
+    def call(fn):
+        inside.append(True)
+        try:
+            return real_call(fn)
+        finally:
+            inside.pop()
+
+    def spy(real):
+        return lambda *a, **k: done.append(bool(inside)) or real(*a, **k)
+
+    monkeypatch.setattr(operator, "call", call)
+    work = {"sse": (lab.replay, "replay_sse"), "out": (lab.replay, "replay"),
+            "open": (lab.capture, "open"), "replaycap": (lab.replay, "replay"),
+            "tables": (files, "_write_unit")}[mode]  # fmt: skip
+    monkeypatch.setattr(*work, spy(getattr(*work)))  # the child imports it when it runs
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    fleet_bench._child(mode, tmp_path, work_dir)
+    if mode == "sse":
+        assert done == [False] * 3 + [True] * 3  # three streams warmed up, three counted
+    elif mode == "open":
+        assert done[-2:] == [False, True]  # (the set-up opens it too, outside)
+    elif mode == "replaycap":
+        assert done == [False, False, True]  # the set-up's replay, the warm-up, the count
+    else:
+        assert done == [False, True]
