@@ -113,6 +113,23 @@ def test_counted_runs_the_work_once_through_the_counted_c_function(monkeypatch):
     assert len(calls) == 1
 
 
+def _marking_call(inside: list[bool]):
+    """``operator.call`` (what ``_common.counted`` runs its work through) that keeps a mark
+    in **inside** while the work runs: a spy on the work then tells whether it was counted."""
+    import operator
+
+    real = operator.call
+
+    def call(fn):
+        inside.append(True)
+        try:
+            return real(fn)
+        finally:
+            inside.pop()
+
+    return call
+
+
 @pytest.mark.parametrize("mode", ["none", "floor", "on", "peer:httpx-sse loop"])
 def test_the_instruction_count_child_runs_every_replay_inside_the_counted_region(monkeypatch, mode):
     import operator
@@ -123,23 +140,15 @@ def test_the_instruction_count_child_runs_every_replay_inside_the_counted_region
     import lab.replay
 
     callgrind = _load("callgrind_replay")
-    inside = []
+    inside: list[bool] = []
     done = []
-    real = operator.call
-
-    def call(fn):
-        inside.append(True)
-        try:
-            return real(fn)
-        finally:
-            inside.pop()
 
     def work(*args, **kwargs):
         done.append(bool(inside))
         return real_replay(*args, **kwargs)
 
     real_replay = lab.replay.replay_sse
-    monkeypatch.setattr(operator, "call", call)
+    monkeypatch.setattr(operator, "call", _marking_call(inside))
     monkeypatch.setattr(lab.replay, "replay_sse", work)
     real_peers = sdk_peers.peers
     monkeypatch.setattr(
@@ -239,19 +248,11 @@ def test_the_fleet_count_child_warms_up_then_runs_its_work_once_inside_the_windo
     (tmp_path / "meta.json").write_text(json.dumps([str(path), _chunks, _raw]))
     inside: list[bool] = []
     done: list[bool] = []
-    real_call = operator.call
-
-    def call(fn):
-        inside.append(True)
-        try:
-            return real_call(fn)
-        finally:
-            inside.pop()
 
     def spy(real):
         return lambda *a, **k: done.append(bool(inside)) or real(*a, **k)
 
-    monkeypatch.setattr(operator, "call", call)
+    monkeypatch.setattr(operator, "call", _marking_call(inside))
     work = {"sse": (lab.replay, "replay_sse"), "out": (lab.replay, "replay"),
             "open": (lab.capture, "open"), "replaycap": (lab.replay, "replay"),
             "tables": (files, "_write_unit")}[mode]  # fmt: skip
