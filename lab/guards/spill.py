@@ -275,16 +275,16 @@ class SpillGuard(NoteSink):
         """Filter one content delta; returns what to emit now and any spilled reasoning."""
         if not content:
             return _EMPTY
-        at = self._fed
-        self._fed += len(content)
         cfg = self.config
         if (
             not self.inspecting
             or not cfg.enabled
             or (cfg.require_reasoning_first and not self._saw_reasoning)
-        ):
+        ):  # passed through from now on: no offset of a later note to count toward
             self.inspecting = False
             return _tuple_new(GuardOutput, (content, ""))  # GuardOutput(content, ""), per delta
+        at = self._fed
+        self._fed += len(content)
         if self._pending:
             # Linear-time shortcuts: held whitespace stays undecided while only whitespace
             # arrives (steps 1 and 6 hold without a length cap).
