@@ -26,8 +26,11 @@ the verdict compares the medians:
 
     target: marginal CPU per event, paced <= 2x marginal CPU per event, burst
 
-Also printed, for information: CPU per stream-second on the paced rounds, the process's
-voluntary and involuntary context switches (``/proc/PID/status``), and the load average.
+Also printed, for information: how much of the CPU was system time (``stime``: the
+kernel's side of each socket read and write, which a paced event pays alone and a burst
+shares out; the proxy's code cannot take it away), CPU per stream-second on the paced
+rounds, the process's voluntary and involuntary context switches (``/proc/PID/status``),
+and the load average.
 
     python bench/bench_proxy_paced.py [--streams 200] [--events 100] [--gap-ms 30] [--rounds 3]
 """
@@ -101,8 +104,14 @@ asyncio.run(main())
 
 def proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) the process has used so far."""
+    return sum(proc_cpu_split(pid))
+
+
+def proc_cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def proc_switches(pid: int) -> tuple[int, int]:
@@ -229,21 +238,23 @@ def main(argv: list[str] | None = None) -> int:
                         gap, n = kinds[kind]
                         pid = proxy.proc.pid
                         loads.append(os.getloadavg()[0])
-                        c0, s0 = proc_cpu(pid), proc_switches(pid)
+                        c0, s0 = proc_cpu_split(pid), proc_switches(pid)
                         wall, _ = asyncio.run(round_of(proxy.url, args.streams, gap, n))
                         done += args.streams
                         proxy.wait_lines(done)
-                        c1, s1 = proc_cpu(pid), proc_switches(pid)
+                        c1, s1 = proc_cpu_split(pid), proc_switches(pid)
                         results[kind].append(
                             {
-                                "cpu": c1 - c0,
+                                "cpu": sum(c1) - sum(c0),
+                                "sys": c1[1] - c0[1],
                                 "wall": wall,
                                 "vol": s1[0] - s0[0],
                                 "invol": s1[1] - s0[1],
                             }  # fmt: skip
                         )
                         print(
-                            f"  round {i + 1} {kind}: proxy CPU {c1 - c0:.3f} s, wall "
+                            f"  round {i + 1} {kind}: proxy CPU {sum(c1) - sum(c0):.3f} s "
+                            f"(system {c1[1] - c0[1]:.3f}), wall "
                             f"{wall:.2f} s (load {loads[-1]:.2f})",
                             flush=True,
                         )
@@ -256,21 +267,26 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
     per_stream = med["base"]["cpu"] / args.streams  # accept, record, summary, Parquet, 1 event
     extra = args.streams * (args.events - 1)  # the events a paced or burst round adds
-    table = Table("round", "proxy CPU s", "us/event (all)", "us/event (marginal)", "wall s",
+    table = Table("round", "proxy CPU s", "of it system s", "us/event (all)",
+                  "us/event (marginal)", "of it system", "wall s",
                   "ctx sw vol / invol")  # fmt: skip
     marginal = {}
+    marginal_sys = {}
     for kind, (gap, n) in kinds.items():
         m = med[kind]
         total = args.streams * (n + 1)  # + [DONE]
         marginal[kind] = (m["cpu"] - med["base"]["cpu"]) / extra if kind != "base" else None
+        marginal_sys[kind] = (m["sys"] - med["base"]["sys"]) / extra if kind != "base" else None
         label = f"{args.streams} streams x {n} events, " + (
             f"paced {args.gap_ms:g} ms apart" if gap else "burst"
         )
         table.add(
             label,
             m["cpu"],
+            m["sys"],
             m["cpu"] / total * 1e6,
             "-" if marginal[kind] is None else f"{marginal[kind] * 1e6:.1f}",
+            "-" if marginal_sys[kind] is None else f"{marginal_sys[kind] * 1e6:.1f}",
             m["wall"],
             f"{m['vol']:.0f} / {m['invol']:.0f}",
         )
@@ -282,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         f"paced: {(med['paced']['cpu'] - med['base']['cpu']) / args.streams / stream_s * 1e3:.2f}"
         f" ms per stream-second over that ({args.streams} streams of {stream_s:.1f} s); "
         f"load {min(loads):.2f}-{max(loads):.2f}"
+    )
+    print(
+        f"system time per event (marginal): paced {marginal_sys['paced'] * 1e6:.1f} us, burst "
+        f"{marginal_sys['burst'] * 1e6:.1f} us; the paced event's system time alone is "
+        f"{marginal_sys['paced'] / burst:.2f}x the burst's whole marginal cost"
     )
     ok = verdict(
         "proxy CPU per paced event",

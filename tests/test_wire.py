@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -244,6 +245,42 @@ def test_reads_each_inside_the_read_timeout_never_time_out_however_long_the_stre
                     return got
 
     assert asyncio.run(run()) == [b"0", b"1", b"2", b"3", b"4", b"5"]
+
+
+def test_waiting_for_each_read_of_a_paced_stream_asks_asyncio_for_no_loop(monkeypatch):
+    # on Python 3.11 asyncio.get_running_loop() is a getpid() system call: a paced stream
+    # waits once per read, so the connection keeps its loop instead of asking per wait
+    import lab.http.wire as wire
+
+    real = asyncio.get_running_loop
+    calls: list[int] = []
+
+    def counting() -> asyncio.AbstractEventLoop:
+        if sys._getframe(1).f_code.co_filename == wire.__file__:
+            calls.append(1)
+        return real()
+
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(OK_HEAD)
+        for i in range(10):
+            writer.write(b"1\r\n%d\r\n" % i)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def run():
+        async with _server(handler) as (url, _):
+            async with httpx.AsyncClient(transport=AsyncWireTransport(), timeout=5) as c:
+                async with c.stream("GET", url) as response:
+                    monkeypatch.setattr(asyncio, "get_running_loop", counting)
+                    got = [data async for data in response.aiter_raw()]
+                    monkeypatch.setattr(asyncio, "get_running_loop", real)
+                    return got
+
+    assert asyncio.run(run()) == [b"%d" % i for i in range(10)]
+    assert calls == []
 
 
 def test_close_delimited_head_informational_and_no_content_responses():

@@ -57,9 +57,14 @@ def _require_httptools() -> Any:
 class _Connection(asyncio.Protocol):
     """One upstream connection: the parser's callbacks fill in the current response."""
 
-    def __init__(self, key: tuple[str, str, int], max_buffered_bytes: int) -> None:
+    def __init__(
+        self, key: tuple[str, str, int], max_buffered_bytes: int, loop: asyncio.AbstractEventLoop
+    ) -> None:
         httptools = _require_httptools()
         self.key = key
+        # the connection's loop, kept: on Python 3.11 every asyncio.get_running_loop() is a
+        # getpid() system call (the fork check), and a paced stream waits once per read
+        self._loop = loop
         self._high_water = max_buffered_bytes
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
@@ -136,7 +141,7 @@ class _Connection(asyncio.Protocol):
             self._drained.set_result(None)
 
     def pause_writing(self) -> None:
-        self._drained = asyncio.get_running_loop().create_future()
+        self._drained = self._loop.create_future()
 
     def resume_writing(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -219,7 +224,7 @@ class _Connection(asyncio.Protocol):
         first wait's deadline; when it fires while a later wait is still inside its own
         ``timeout``, it is armed again for that wait's deadline (``_check_wait``). A wait
         whose deadline comes before the armed one re-arms it earlier."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         self._waiter = waiter = loop.create_future()
         if timeout is not None:
             self._wait_until = at = loop.time() + timeout
@@ -242,7 +247,7 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         if loop.time() >= self._wait_until:
             waiter.set_result(_TIMED_OUT)
         else:
@@ -433,7 +438,7 @@ class AsyncWireTransport(httpx.AsyncBaseTransport):
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _Connection(key, self._max_buffered),
+                    lambda: _Connection(key, self._max_buffered, loop),
                     host,
                     port,
                     ssl=tls,
