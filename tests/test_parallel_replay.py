@@ -350,6 +350,69 @@ def test_a_fleet_replay_keeps_the_collector_paused_between_streams(monkeypatch):
     assert gc.isenabled()
 
 
+def _dumps_counted(monkeypatch) -> list[int]:
+    """Count the config dumps that fingerprints take (LabConfig.model_dump_json of the
+    fields away from their defaults)."""
+    from lab.config import LabConfig
+
+    dumps: list[int] = []
+    real = LabConfig.model_dump_json
+
+    def model_dump_json(self, **kwargs):
+        if kwargs.get("exclude_defaults"):  # the fingerprint's (a run's signature dumps all)
+            dumps.append(1)
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(LabConfig, "model_dump_json", model_dump_json)
+    return dumps
+
+
+def test_a_fleet_replay_works_out_its_config_fingerprint_once(serial, monkeypatch):
+    # every result records the config's fingerprint: one dump for the whole fleet, not one
+    # a stream (~20 us each), serial, unit by unit, loaded, or on two workers
+    dumps = _dumps_counted(monkeypatch)
+    results = replay(CAPTURES)
+    assert len(results) > 2
+    assert len({r.config for r in results}) == 1
+    assert len(dumps) == 1
+    dumps.clear()
+    assert [_full(r) for r in replay(lab.capture.open(CAPTURES))] == serial
+    assert len(dumps) == 1
+    dumps.clear()
+    assert [_full(r) for r in replay(CAPTURES, workers=2)] == serial
+    assert len(dumps) <= 2  # this process and its child, once each
+
+
+def test_a_fleet_replayed_to_files_works_out_its_config_fingerprint_once(monkeypatch, tmp_path):
+    import pandas as pd
+
+    expected = replay(CAPTURES, out=tmp_path / "before").read("streams")
+    dumps = _dumps_counted(monkeypatch)
+    got = replay(CAPTURES, out=tmp_path / "after")
+    assert len(dumps) == 1
+    pd.testing.assert_frame_equal(got.read("streams"), expected)
+
+
+def test_a_held_fingerprint_is_the_configs_own_and_ends_with_the_block(monkeypatch):
+    from lab.config import LabConfig, fingerprints_held
+
+    tuned = LabConfig(strip_think_blocks=False)
+    default = LabConfig()
+    expected = (default.fingerprint(), tuned.fingerprint())
+    dumps = _dumps_counted(monkeypatch)
+    with fingerprints_held():
+        got = [(default.fingerprint(), tuned.fingerprint()) for _ in range(3)]
+    assert got == [expected] * 3
+    assert len(dumps) == 2  # one a config
+    assert default.fingerprint() == expected[0]  # outside the block: worked out again
+    assert len(dumps) == 3
+    with fingerprints_held():
+        default.fingerprint()
+        with fingerprints_held():  # nested: the outer block's
+            assert default.fingerprint() == expected[0]
+    assert len(dumps) == 4
+
+
 def test_a_unit_replayed_to_files_builds_its_tables_with_the_collector_paused(
     monkeypatch, tmp_path
 ):

@@ -69,7 +69,7 @@ import lab.capture
 from lab import tables
 from lab.capture.errors import CaptureWarning, PartTooLarge
 from lab.capture.units import Selection, capture_units, release_freed
-from lab.config import LabConfig
+from lab.config import LabConfig, fingerprints_held
 from lab.replay import _gc
 from lab.replay.pool import mp_context
 
@@ -688,9 +688,10 @@ def replay_to(
             if workers and workers > 1 and len(todo) > 1:
                 _parallel(todo, out, cfg, workers, done, bar, provider, unit_fn)
             else:
-                for i, unit in todo:
-                    n, files = unit_fn(unit.files, out, i, cfg, provider, select=unit.select)
-                    _count(done, n, files, bar, unit)
+                with fingerprints_held():  # one config for every stream of every unit
+                    for i, unit in todo:
+                        n, files = unit_fn(unit.files, out, i, cfg, provider, select=unit.select)
+                        _count(done, n, files, bar, unit)
         finally:
             if bar is not None:
                 bar.close()

@@ -16,7 +16,7 @@ import pyarrow as pa
 import lab.capture
 from lab.capture.errors import CaptureWarning, PartTooLarge
 from lab.capture.units import Unit, capture_units, read_columns, release_freed
-from lab.config import LabConfig
+from lab.config import LabConfig, fingerprints_held
 from lab.replay import _gc, pool
 from lab.replay.one import replay_request
 from lab.result import Results, StreamResult
@@ -107,7 +107,7 @@ def replay(
             return Results(pool.replay_parallel(source, plan, one, workers, progress))
     # thousands of long-lived records and results: the collector's older generations would
     # only rescan them (the young one is collected after each stream)
-    with _gc.paused():
+    with _gc.paused(), fingerprints_held():  # one config for every stream
         requests = source if isinstance(source, list) else source.requests()
         bar = pool.progress_bar(len(requests)) if progress else None
         results = Results()
@@ -136,31 +136,32 @@ def _replay_units(
     keyed: list[tuple[tuple, StreamResult]] = []
     refused: list[PartTooLarge] = []
     try:
-        for i, unit in enumerate(units):
-            with warnings.catch_warnings():  # capture_units said them once for the capture
-                warnings.simplefilter("ignore", CaptureWarning)
-                try:
-                    capture = lab.capture.open(list(unit.files), select=unit.select)
-                except PartTooLarge as too_large:
-                    refused.append(too_large)
-                    continue
-            for message in capture.metadata["refused_parts"]:
-                warnings.warn(message, CaptureWarning, stacklevel=3)
-            keys = _order_keys(capture)
-            # thousands of long-lived records and results: nothing for the collector's
-            # older generations to find (the young one is collected after each stream)
-            with _gc.paused():
-                requests = capture.requests()
-                del capture
-                release_freed()  # the unit's Arrow tables: gone, and given back
-                if bar is not None and len(requests) != counts[i]:  # a journal's, say
-                    bar.total += len(requests) - counts[i]
-                    bar.refresh()
-                for key, request in zip(keys, requests, strict=True):
-                    keyed.append((key, replay_request(request, config=cfg, provider=provider)))
-                    if bar is not None:
-                        bar.update(1)
-                del requests
+        with fingerprints_held():  # one config for every stream of every unit
+            for i, unit in enumerate(units):
+                with warnings.catch_warnings():  # capture_units said them once for the capture
+                    warnings.simplefilter("ignore", CaptureWarning)
+                    try:
+                        capture = lab.capture.open(list(unit.files), select=unit.select)
+                    except PartTooLarge as too_large:
+                        refused.append(too_large)
+                        continue
+                for message in capture.metadata["refused_parts"]:
+                    warnings.warn(message, CaptureWarning, stacklevel=3)
+                keys = _order_keys(capture)
+                # thousands of long-lived records and results: nothing for the collector's
+                # older generations to find (the young one is collected after each stream)
+                with _gc.paused():
+                    requests = capture.requests()
+                    del capture
+                    release_freed()  # the unit's Arrow tables: gone, and given back
+                    if bar is not None and len(requests) != counts[i]:  # a journal's, say
+                        bar.total += len(requests) - counts[i]
+                        bar.refresh()
+                    for key, request in zip(keys, requests, strict=True):
+                        keyed.append((key, replay_request(request, config=cfg, provider=provider)))
+                        if bar is not None:
+                            bar.update(1)
+                    del requests
     finally:
         if bar is not None:
             bar.close()

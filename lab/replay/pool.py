@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from lab.config import fingerprints_held
 from lab.replay import _gc
 from lab.result import StreamResult
 
@@ -117,13 +118,14 @@ def _child_main(
     # worth collecting, and pickling a share's results with it on set off collections
     # over the whole inherited heap (pickling 1,760 results: 176 ms with it, 96 without).
     gc.disable()
-    while (i := _claim(state, lock)) < len(shares):
-        results = [replay_one(r) for r in _requests_of(source, shares[i])]
-        tmp = os.path.join(folder, f"{i}.tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(results, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, os.path.join(folder, f"{i}.pickle"))
-        _count_done(state, lock, len(results))
+    with fingerprints_held():  # one config for every stream of every share
+        while (i := _claim(state, lock)) < len(shares):
+            results = [replay_one(r) for r in _requests_of(source, shares[i])]
+            tmp = os.path.join(folder, f"{i}.tmp")
+            with open(tmp, "wb") as f:
+                pickle.dump(results, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, os.path.join(folder, f"{i}.pickle"))
+            _count_done(state, lock, len(results))
 
 
 def guided_bounds(n: int, workers: int, largest: int = 64) -> list[tuple[int, int]]:
@@ -196,7 +198,7 @@ def replay_parallel(
             child.start()
             children.append(child)
         # unpickling builds as many objects as the replay did: the collector stays paused
-        with _gc.paused():
+        with _gc.paused(), fingerprints_held():
             while (i := _claim(state, lock)) < len(shares):
                 done[i] = [replay_one(r) for r in _requests_of(source, shares[i])]
                 _count_done(state, lock, len(done[i]))
