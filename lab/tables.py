@@ -1001,22 +1001,41 @@ def latency_cells(
 GAP_COLUMNS = ["stream_id", "serving_provider", "attempt", "read_seq", "t_ms", "gap_ms", "stall"]
 
 
-def _gap_rows(results: Iterable[StreamResult], stall_s: float) -> list[tuple]:
-    rows = []
-    limit_ms = stall_s * 1000.0
-    for r in _need_results(results, "gaps"):
-        sid, backend = r.stream_id, r.serving_provider
-        for attempt, read_seq, t_ns, gap_ns in content_gaps(r):
-            gap_ms = gap_ns / 1e6
-            rows.append((sid, backend, attempt, read_seq, t_ns / 1e6, gap_ms, gap_ms > limit_ms))
-    return rows
-
-
 def gap_columns(
     results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S
 ) -> dict[str, list]:
-    """The cells of :func:`gaps`, one list per column (:data:`GAP_COLUMNS`)."""
-    return _columns(GAP_COLUMNS, _gap_rows(results, stall_s))
+    """The cells of :func:`gaps`, one list per column (:data:`GAP_COLUMNS`).
+
+    Built column by column: a fleet has a gap for every few chunks, and a row tuple per
+    gap, transposed again for the columns, cost more than the scan that found them."""
+    sids: list[str] = []
+    backends: list[str | None] = []
+    attempts: list[int] = []
+    seqs: list[int] = []
+    t_ns: list[int] = []
+    gap_ns: list[int] = []
+    for r in _need_results(results, "gaps"):
+        found = content_gaps(r)  # (attempt, read_seq, t_ns, gap_ns) per gap
+        if found:
+            n = len(found)
+            sids += [r.stream_id] * n
+            backends += [r.serving_provider] * n
+            a, s, t, g = zip(*found, strict=True)
+            attempts += a
+            seqs += s
+            t_ns += t
+            gap_ns += g
+    limit_ms = stall_s * 1000.0
+    gap_ms = [g / 1e6 for g in gap_ns]
+    return {
+        "stream_id": sids,
+        "serving_provider": backends,
+        "attempt": attempts,
+        "read_seq": seqs,
+        "t_ms": [t / 1e6 for t in t_ns],
+        "gap_ms": gap_ms,
+        "stall": [g > limit_ms for g in gap_ms],
+    }
 
 
 def gaps(results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S) -> pd.DataFrame:
@@ -1027,7 +1046,9 @@ def gaps(results: Iterable[StreamResult], *, stall_s: float = DEFAULT_STALL_S) -
 
     Needs the results (the streams table holds each stream's quantiles, not its gaps).
     """
-    df = pd.DataFrame(_gap_rows(results, stall_s), columns=GAP_COLUMNS)
+    cells = gap_columns(results, stall_s=stall_s)
+    # no rows: every column object, stall bool, as the table has always been
+    df = pd.DataFrame(cells if cells["stall"] else [], columns=GAP_COLUMNS)
     df["stall"] = df["stall"].astype(bool)
     return df
 
