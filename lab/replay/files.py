@@ -69,8 +69,9 @@ import lab.capture
 from lab import tables
 from lab.capture.errors import CaptureWarning, PartTooLarge
 from lab.capture.units import Selection, capture_units, release_freed
-from lab.config import LabConfig, fingerprints_held
+from lab.config import LabConfig
 from lab.replay import _gc
+from lab.replay.one import many_replays
 from lab.replay.pool import mp_context
 
 __all__ = [
@@ -688,7 +689,7 @@ def replay_to(
             if workers and workers > 1 and len(todo) > 1:
                 _parallel(todo, out, cfg, workers, done, bar, provider, unit_fn)
             else:
-                with fingerprints_held():  # one config for every stream of every unit
+                with many_replays():  # one client and fingerprint for every unit's streams
                     for i, unit in todo:
                         n, files = unit_fn(unit.files, out, i, cfg, provider, select=unit.select)
                         _count(done, n, files, bar, unit)

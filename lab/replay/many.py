@@ -16,9 +16,9 @@ import pyarrow as pa
 import lab.capture
 from lab.capture.errors import CaptureWarning, PartTooLarge
 from lab.capture.units import Unit, capture_units, read_columns, release_freed
-from lab.config import LabConfig, fingerprints_held
+from lab.config import LabConfig
 from lab.replay import _gc, pool
-from lab.replay.one import replay_request
+from lab.replay.one import many_replays, replay_request
 from lab.result import Results, StreamResult
 
 __all__ = ["compare", "diff_results", "replay"]
@@ -107,7 +107,7 @@ def replay(
             return Results(pool.replay_parallel(source, plan, one, workers, progress))
     # thousands of long-lived records and results: the collector's older generations would
     # only rescan them (the young one is collected after each stream)
-    with _gc.paused(), fingerprints_held():  # one config for every stream
+    with _gc.paused(), many_replays():  # one client and fingerprint for every stream
         requests = source if isinstance(source, list) else source.requests()
         bar = pool.progress_bar(len(requests)) if progress else None
         results = Results()
@@ -136,7 +136,7 @@ def _replay_units(
     keyed: list[tuple[tuple, StreamResult]] = []
     refused: list[PartTooLarge] = []
     try:
-        with fingerprints_held():  # one config for every stream of every unit
+        with many_replays():  # one client and fingerprint for every unit's streams
             for i, unit in enumerate(units):
                 with warnings.catch_warnings():  # capture_units said them once for the capture
                     warnings.simplefilter("ignore", CaptureWarning)

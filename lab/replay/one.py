@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from lab._json import loads as json_loads
-from lab.config import LabConfig
+from lab.config import LabConfig, fingerprints_held
 from lab.http.transports import ReplayTransport, replay_transport_for_body
 from lab.infer import model_from_path, resolve_provider
 from lab.model import ProcessedChunk, ProviderError
@@ -26,7 +30,7 @@ from lab.replay._gc import paused as _gc_paused
 from lab.result import StreamResult
 from lab.stream import run_stream
 
-__all__ = ["replay_request", "replay_sse"]
+__all__ = ["many_replays", "replay_request", "replay_sse"]
 
 _REPLAY_BASE_URL = "http://replay.invalid"
 
@@ -134,6 +138,63 @@ def _error_result(
     )
 
 
+class _Router(httpx.BaseTransport):
+    """The transport of a client that replays one recorded request after another (see
+    :func:`many_replays`): each request goes to the recording of the replay in progress."""
+
+    def __init__(self) -> None:
+        self.current: ReplayTransport | None = None
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.current is None:
+            raise RuntimeError("no replay in progress on this client")
+        return self.current.handle_request(request)
+
+
+_CLIENTS: ContextVar[dict[float, tuple[httpx.Client, _Router]] | None] = ContextVar(
+    "lab_replay_clients", default=None
+)
+
+
+@contextmanager
+def many_replays() -> Iterator[None]:
+    """Within the block, :func:`replay_request` calls share what each would otherwise build
+    for itself, as a live application keeps one client for all its requests: one httpx
+    client per read timeout (its transport switched to each request's recording, its
+    cookies cleared before each request) and each config's fingerprint
+    (:func:`lab.config.fingerprints_held`). Building them took ~70 µs of every replayed
+    stream. The results are those of replays made one by one. A block inside another
+    shares the outer one's; the clients are closed when the outer block ends. A thread
+    started inside the block replays on its own clients (context variables)."""
+    if _CLIENTS.get() is not None:
+        yield
+        return
+    clients: dict[float, tuple[httpx.Client, _Router]] = {}
+    token = _CLIENTS.set(clients)
+    try:
+        with fingerprints_held():
+            yield
+    finally:
+        _CLIENTS.reset(token)
+        for client, _ in clients.values():
+            client.close()
+
+
+def _shared_client(config: Any) -> tuple[httpx.Client, _Router] | None:
+    """The client :func:`many_replays` shares for ``config``'s read timeout, or None
+    outside such a block. It is the client :func:`lab.stream.run_stream` would build."""
+    clients = _CLIENTS.get()
+    if clients is None:
+        return None
+    read = LabConfig.coerce(config).inactivity_timeout_s
+    shared = clients.get(read)
+    if shared is None:
+        router = _Router()
+        client = httpx.Client(transport=router, timeout=httpx.Timeout(30.0, read=read))
+        shared = clients[read] = (client, router)
+    return shared
+
+
 def replay_request(
     request: Any, *, config: Any = None, provider: str | None = None
 ) -> StreamResult:
@@ -156,12 +217,20 @@ def replay_request(
     if isinstance(body, dict) and "model" not in body and model:
         body = {"model": model, **body}  # a provider that moves the model into the URL
     transport = ReplayTransport(exchanges)
+    router = None
     try:
+        client = None
+        shared = _shared_client(config)
+        if shared is not None:  # many_replays: the block's client, on this recording
+            client, router = shared
+            client.cookies.clear()  # a replay starts as a fresh client would
+            router.current = transport
         with _gc_paused():
             result = run_stream(
                 replay_as,
                 body,
-                transport=transport,
+                client=client,
+                transport=transport if client is None else None,
                 base_url=_REPLAY_BASE_URL,
                 config=config,
                 stream_id=request.stream_id,
@@ -178,6 +247,9 @@ def replay_request(
             f"cannot replay {first.method} {first.url} as {replay_as!r}: {exc}",
         )
         return _stamp(result, request)
+    finally:
+        if router is not None:
+            router.current = None  # the recording is let go with the request
     # Timings: the recorded arrival offsets, not the replay's; none for an exchange whose
     # source did not time its reads (an imported cassette), so timing tables leave it out.
     for ex in exchanges:

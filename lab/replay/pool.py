@@ -21,8 +21,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from lab.config import fingerprints_held
 from lab.replay import _gc
+from lab.replay.one import many_replays
 from lab.result import StreamResult
 
 __all__ = ["guided_bounds", "mp_context", "progress_bar", "replay_parallel"]
@@ -118,7 +118,7 @@ def _child_main(
     # worth collecting, and pickling a share's results with it on set off collections
     # over the whole inherited heap (pickling 1,760 results: 176 ms with it, 96 without).
     gc.disable()
-    with fingerprints_held():  # one config for every stream of every share
+    with many_replays():  # one client and fingerprint for every share's streams
         while (i := _claim(state, lock)) < len(shares):
             results = [replay_one(r) for r in _requests_of(source, shares[i])]
             tmp = os.path.join(folder, f"{i}.tmp")
@@ -198,7 +198,7 @@ def replay_parallel(
             child.start()
             children.append(child)
         # unpickling builds as many objects as the replay did: the collector stays paused
-        with _gc.paused(), fingerprints_held():
+        with _gc.paused(), many_replays():
             while (i := _claim(state, lock)) < len(shares):
                 done[i] = [replay_one(r) for r in _requests_of(source, shares[i])]
                 _count_done(state, lock, len(done[i]))

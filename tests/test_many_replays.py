@@ -1,0 +1,151 @@
+"""``lab.replay.one.many_replays``: a fleet replay shares one httpx client and one config
+fingerprint across its streams, and its results are those of replays made one by one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+import lab.capture
+import lab.replay.one
+from lab.capture.records import RecordedExchange, RecordedRequest
+from lab.config import LabConfig
+from lab.replay import replay, replay_request
+from lab.replay.one import many_replays
+
+CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+
+
+def _full(result) -> dict:
+    d = result.to_dict()
+    d["origins"] = list(result.origins)
+    d["read_t_ns"] = result.read_t_ns
+    d["chunks"] = [c.model_dump() for c in result.chunks]
+    d["divergence"] = result.divergence
+    return d
+
+
+def _clients_built(monkeypatch) -> list[int]:
+    built: list[int] = []
+    real = httpx.Client.__init__
+
+    def init(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "__init__", init)
+    return built
+
+
+def test_a_fleet_replay_builds_one_client_and_gives_the_results_of_one_by_one_replays(
+    monkeypatch,
+):
+    requests = lab.capture.open(CAPTURES).requests()
+    alone = [_full(replay_request(r)) for r in requests]  # a client each
+    built = _clients_built(monkeypatch)
+    assert [_full(r) for r in replay(lab.capture.open(CAPTURES))] == alone
+    assert len(built) == 1
+    built.clear()
+    assert [_full(r) for r in replay(CAPTURES)] == alone  # unit by unit: still one
+    assert len(built) == 1
+
+
+def test_the_shared_clients_are_one_per_read_timeout_and_closed_when_the_block_ends():
+    requests = lab.capture.open(CAPTURES).requests()[:2]
+    slow = LabConfig(inactivity_timeout_s=7.5)
+    with many_replays():
+        for r in requests:
+            replay_request(r)
+            replay_request(r, config=slow)
+        clients = lab.replay.one._CLIENTS.get()
+        assert clients is not None
+        assert sorted(clients) == sorted({LabConfig().inactivity_timeout_s, 7.5})
+        assert clients[7.5][0].timeout == httpx.Timeout(30.0, read=7.5)
+        with many_replays():  # nested: the outer block's clients
+            assert lab.replay.one._CLIENTS.get() is clients
+        shared = [client for client, _ in clients.values()]
+    assert lab.replay.one._CLIENTS.get() is None
+    assert all(client.is_closed for client in shared)
+
+
+def _cookie_exchange(stream_id: str, cookie: str | None) -> RecordedRequest:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    headers = {"content-type": "text/event-stream"}
+    if cookie is not None:
+        headers["set-cookie"] = cookie
+    event = b'data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+    exchange = RecordedExchange(
+        stream_id=stream_id,
+        attempt=0,
+        attempt_label="default",
+        provider="openrouter",
+        model="m",
+        method="POST",
+        url="https://openrouter.ai/api/v1/chat/completions",
+        request_headers={"content-type": "application/json"},
+        request_body=body.encode(),
+        status=200,
+        http_version="HTTP/1.1",
+        response_headers=headers,
+        reads=[event, b"data: [DONE]\n\n"],
+        read_t_ns=[1_000_000, 2_000_000],
+        end_reason="eof",
+        error=None,
+    )
+    return RecordedRequest(
+        stream_id=stream_id, provider="openrouter", model="m", exchanges=[exchange]
+    )
+
+
+def test_a_cookie_a_recorded_response_set_does_not_follow_into_the_next_replay(monkeypatch):
+    # a fresh client per replay never sent one; the shared client is cleared before each
+    sent: list[httpx.Request] = []
+
+    class Seeing(lab.replay.one.ReplayTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            sent.append(request)
+            return super().handle_request(request)
+
+    monkeypatch.setattr(lab.replay.one, "ReplayTransport", Seeing)
+    first = _cookie_exchange("a", "__cf_bm=abc; Path=/; Domain=replay.invalid")
+    second = _cookie_exchange("b", None)
+    with many_replays():
+        results = [replay_request(first), replay_request(second)]
+    assert [r.text for r in results] == ["hi", "hi"]
+    assert len(sent) == 2
+    assert "cookie" not in sent[1].headers
+
+
+def test_a_replay_outside_the_block_gets_a_client_of_its_own(monkeypatch):
+    built = _clients_built(monkeypatch)
+    request = lab.capture.open(CAPTURES).requests()[0]
+    replay_request(request)
+    replay_request(request)
+    assert len(built) == 2
+    assert lab.replay.one._CLIENTS.get() is None
+
+
+def test_the_shared_client_refuses_a_request_when_no_replay_is_in_progress():
+    with many_replays():
+        replay_request(lab.capture.open(CAPTURES).requests()[0])
+        ((client, _),) = lab.replay.one._CLIENTS.get().values()
+        with pytest.raises(RuntimeError, match="no replay in progress"):
+            client.get("http://replay.invalid/")
+
+
+def test_every_stream_to_one_endpoint_shares_one_parsed_url():
+    # httpx parses a URL given as a string for every request (~50 us of a stream's cost)
+    import lab.stream
+    from lab.replay import replay_sse
+
+    body = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+    replay_sse("openrouter", body)
+    hits = lab.stream._parsed_url.cache_info().hits
+    assert replay_sse("openrouter", body, stream_id="again").text == "hi"
+    assert lab.stream._parsed_url.cache_info().hits == hits + 1
+    url = lab.stream._parsed_url("http://replay.invalid/api/v1/chat/completions")
+    assert isinstance(url, httpx.URL)
+    assert url is lab.stream._parsed_url("http://replay.invalid/api/v1/chat/completions")
