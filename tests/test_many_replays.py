@@ -113,10 +113,39 @@ def test_a_cookie_a_recorded_response_set_does_not_follow_into_the_next_replay(m
     first = _cookie_exchange("a", "__cf_bm=abc; Path=/; Domain=replay.invalid")
     second = _cookie_exchange("b", None)
     with many_replays():
-        results = [replay_request(first), replay_request(second)]
+        results = [replay_request(first)]
+        ((client, _),) = lab.replay.one._CLIENTS.get().values()
+        assert client.cookies.get("__cf_bm") == "abc"  # stored, as httpx stores it
+        results.append(replay_request(second))
     assert [r.text for r in results] == ["hi", "hi"]
     assert len(sent) == 2
     assert "cookie" not in sent[1].headers
+
+
+def test_a_response_without_set_cookie_builds_no_urllib_views_in_the_block(monkeypatch):
+    # httpx hands every response to the standard library's cookie jar through urllib
+    # views of the request and response (~60 us a stream); without Set-Cookie they find
+    # nothing, and the shared client's cookies skip them
+    views: list[int] = []
+
+    class Counted(httpx.Cookies._CookieCompatRequest):
+        def __init__(self, request):
+            views.append(1)
+            super().__init__(request)
+
+    monkeypatch.setattr(httpx.Cookies, "_CookieCompatRequest", Counted)
+    requests = lab.capture.open(CAPTURES).requests()
+    assert not any("set-cookie" in ex.response_headers for r in requests for ex in r.exchanges)
+    alone = [_full(replay_request(r)) for r in requests]
+    assert len(views) == sum(len(r.exchanges) for r in requests)  # one per response alone
+    views.clear()
+    with many_replays():
+        assert [_full(replay_request(r)) for r in requests] == alone
+    assert views == []
+    views.clear()
+    with many_replays():
+        replay_request(_cookie_exchange("c", "k=v; Path=/"))
+    assert views == [1]  # a Set-Cookie header: the jar reads it
 
 
 def test_a_replay_outside_the_block_gets_a_client_of_its_own(monkeypatch):
