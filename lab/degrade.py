@@ -228,8 +228,37 @@ def serialize_body(body: Mapping[str, Any]) -> str:
 
 
 def _without(body: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """``body`` less ``keys``, each value a deep copy of its own (``copy.deepcopy``)."""
     drop = set(keys)
-    return {k: copy.deepcopy(v) for k, v in body.items() if k not in drop}
+    return {k: _deep_copy(v, {}) for k, v in body.items() if k not in drop}
+
+
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+
+
+def _deep_copy(value: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy(value, memo)``, the JSON values a request body is made of copied
+    here: a dict or list rebuilt (once, however often it appears in ``value``, as deepcopy
+    does), a string, number, bool or None kept as it is (as deepcopy keeps them). Any other
+    value goes to ``copy.deepcopy`` with the same memo. A plan copies its body twice, and
+    deepcopy's dispatch per value took ~1 ms of a replayed stream with a 50 KB body."""
+    kind = type(value)
+    if kind in _ATOMIC:
+        return value
+    if kind is dict:
+        done = memo.get(id(value))
+        if done is None:
+            done = memo[id(value)] = {}
+            for k, v in value.items():
+                done[k if type(k) is str else _deep_copy(k, memo)] = _deep_copy(v, memo)
+        return done
+    if kind is list:
+        done = memo.get(id(value))
+        if done is None:
+            done = memo[id(value)] = []
+            done.extend([_deep_copy(v, memo) for v in value])
+        return done
+    return copy.deepcopy(value, memo)
 
 
 def build_targeted_attempt(body: Mapping[str, Any], params: Sequence[str]) -> Attempt:

@@ -834,3 +834,64 @@ def test_plan_builds_only_the_default_rung_until_a_failure():
         "probe_drop_seed",
         "minimal_payload",
     ]
+
+
+class _Opaque:
+    """A value a JSON body does not hold: deepcopy's own rules copy it."""
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Opaque) and other.items == self.items
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.builds(_Opaque, st.lists(inner, max_size=2))
+    ),
+    max_leaves=25,
+)
+
+
+def _shape(value, seen: dict[int, int]) -> object:
+    """``value``'s structure with each container's identity as the order it was first met:
+    two copies with equal shapes share sub-objects alike."""
+    if isinstance(value, dict | list | tuple | _Opaque):
+        tag = seen.setdefault(id(value), len(seen))
+        items = value.items if isinstance(value, _Opaque) else value
+        inner = items.items() if isinstance(items, dict) else enumerate(items)
+        return (type(value).__name__, tag, [(k, _shape(v, seen)) for k, v in inner])
+    return (type(value).__name__, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSONISH, st.data())
+def test_a_plan_copies_its_body_as_deepcopy_would_shared_parts_and_all(value, data):
+    from lab.degrade import _without
+
+    shared = data.draw(st.sampled_from([value, [value, value], {"a": value, "b": [value]}]))
+    body = {"model": "m", "messages": shared, "stream": True}
+    mine, theirs = _without(body, ()), {k: copy.deepcopy(v) for k, v in body.items()}
+    assert mine == theirs
+    assert _shape(mine, {}) == _shape(theirs, {})
+    originals: set[int] = set()
+    _shape(body, {})
+    stack = [body]
+    while stack:  # no container of the copy is one of the body's
+        item = stack.pop()
+        if isinstance(item, dict | list):
+            originals.add(id(item))
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    copies = []
+    stack = [mine]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict | list):
+            copies.append(id(item))
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    assert not originals & set(copies)

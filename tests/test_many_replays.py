@@ -178,3 +178,22 @@ def test_every_stream_to_one_endpoint_shares_one_parsed_url():
     url = lab.stream._parsed_url("http://replay.invalid/api/v1/chat/completions")
     assert isinstance(url, httpx.URL)
     assert url is lab.stream._parsed_url("http://replay.invalid/api/v1/chat/completions")
+
+
+def test_a_replayed_body_byte_equal_to_the_recording_is_not_parsed_again(monkeypatch):
+    # the divergence check parses both bodies only when their bytes differ
+    parsed: list[bytes] = []
+    real = lab.replay.one._canonical
+
+    def canonical(body):
+        parsed.append(body)
+        return real(body)
+
+    monkeypatch.setattr(lab.replay.one, "_canonical", canonical)
+    request = lab.capture.open(CAPTURES).requests()[0]
+    assert replay_request(request).divergence == []
+    assert parsed == []
+    spaced = _cookie_exchange("d", None)  # recorded with json.dumps' default spacing
+    assert b", " in spaced.exchanges[0].request_body
+    assert replay_request(spaced).divergence == []  # the same body, other bytes: parsed
+    assert len(parsed) == 2

@@ -290,7 +290,11 @@ def replay_request(
     _stamp(result, request)
     seen = transport.requests_seen
     for i, (req, ex) in enumerate(zip(seen, exchanges, strict=False)):
-        if _canonical(req.content) != _canonical(ex.request_body):
+        # the same bytes are the same body: JSON parsed only when they differ (a 50 KB
+        # body took ~0.3 ms a stream to parse twice)
+        if req.content != ex.request_body and _canonical(req.content) != _canonical(
+            ex.request_body
+        ):
             result.divergence.append(
                 f"attempt {i}: the ladder sent a different body than recorded "
                 f"({ex.attempt_label!r} was recorded)"
