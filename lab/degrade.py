@@ -612,16 +612,27 @@ class DegradationPlan:
         self._strip_images = strip_images
         self._default = Attempt(LABEL_DEFAULT, _without(body, ()))  # build_ladder's first rung
         self._source: dict[str, Any] | None = _without(body, ())  # the rest is built from it
+        # the body as given, kept: nothing changes it (build_ladder copies what it takes)
+        self._given: dict[str, Any] = self._source
         self._ladder: list[Attempt] | None = None
-        # the bodies sent so far: the default as it is now (a caller may change the body it
-        # sends; the ladder's later rungs are built from the copy above all the same)
-        self._attempted: set[str] = {serialize_body(self._default.body)}
+        self._sent: set[str] | None = None  # see _attempted
         self.index = 0
         self.history: list[FailureRecord] = []
         self.path: list[str] = [LABEL_DEFAULT]
         self.last_trigger: str | None = None
         self.targeted_count = 0
         self.image_strip_queued = False
+
+    @property
+    def _attempted(self) -> set[str]:
+        """The bodies sent so far (:func:`serialize_body`), the default as it was given (a
+        caller may change the body it sends; the ladder's later rungs are built from the
+        body as given all the same). Serialized at the first failure, not up front: nearly
+        every request succeeds at its first attempt, and a large body (a long conversation,
+        many tools) took ~0.6 ms to serialize."""
+        if self._sent is None:
+            self._sent = {serialize_body(self._given)}
+        return self._sent
 
     @property
     def attempts(self) -> list[Attempt]:

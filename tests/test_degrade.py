@@ -895,3 +895,26 @@ def test_a_plan_copies_its_body_as_deepcopy_would_shared_parts_and_all(value, da
             copies.append(id(item))
             stack.extend(item.values() if isinstance(item, dict) else item)
     assert not originals & set(copies)
+
+
+def test_a_plan_serializes_its_body_at_the_first_failure_not_up_front(monkeypatch):
+    # nearly every request succeeds at once; a long conversation took ~0.6 ms to serialize
+    import lab.degrade
+
+    calls: list[int] = []
+    real = lab.degrade.serialize_body
+
+    def counted(body):
+        calls.append(1)
+        return real(body)
+
+    monkeypatch.setattr(lab.degrade, "serialize_body", counted)
+    given = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "top_k": 5}
+    plan = DegradationPlan(given)
+    assert plan.current.body == given
+    assert calls == []
+    plan.current.body["top_k"] = 6  # the caller changes what it sends
+    nxt = plan.on_failure(400, "Unrecognized request argument supplied: top_k")
+    assert nxt is not None and "top_k" not in nxt.body
+    assert real(given) in plan._attempted  # the default as it was given
+    assert calls
