@@ -197,3 +197,32 @@ def test_a_replayed_body_byte_equal_to_the_recording_is_not_parsed_again(monkeyp
     assert b", " in spaced.exchanges[0].request_body
     assert replay_request(spaced).divergence == []  # the same body, other bytes: parsed
     assert len(parsed) == 2
+
+
+@pytest.mark.parametrize(
+    ("recorded", "sent"),
+    [
+        (b"not json", {"model": "m", "messages": [], "stream": True}),  # the stand-in body
+        (b'{"model":"m","messages":[],"top_p":NaN}', None),  # what json.loads reads
+        (b'{"model":"m","messages":[],"seed":123456789012345678901234567890}', None),
+    ],
+)
+def test_a_recorded_request_body_is_read_as_the_standard_parser_reads_it(recorded, sent):
+    request = _cookie_exchange("e", None)
+    request.exchanges[0].request_body = recorded
+    seen: list[bytes] = []
+
+    class Seeing(lab.replay.one.ReplayTransport):
+        def handle_request(self, req: httpx.Request) -> httpx.Response:
+            seen.append(req.content)
+            return super().handle_request(req)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(lab.replay.one, "ReplayTransport", Seeing):
+        assert replay_request(request).text == "hi"
+    expected = sent if sent is not None else json.loads(recorded)
+    got = json.loads(seen[0])
+    assert got.keys() == expected.keys() | {"stream"} or got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert repr(got[key]) == repr(value)

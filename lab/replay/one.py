@@ -9,7 +9,6 @@ body differs from the recorded one, or for more attempts than were recorded, the
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -241,7 +240,7 @@ def replay_request(
     if isinstance(replay_as, StreamResult):
         return _stamp(replay_as, request)
     try:
-        body = json.loads(first.request_body)
+        body = json_loads(first.request_body)  # msgspec when installed: ~4x json's speed
     except ValueError:
         body = {"model": request.model, "messages": [], "stream": True}
     model = request.model or model_from_path(first.url)
