@@ -230,14 +230,15 @@ def compare(
     bar = pool.progress_bar(len(requests)) if progress is True else None
     rows: list[dict[str, Any]] = []
     try:
-        for done, req in enumerate(requests, 1):
-            a = replay_request(req, config=config_a)
-            b = replay_request(req, config=config_b)
-            rows += _changed_fields(a, b, names)
-            if bar is not None:
-                bar.update(1)
-            elif callable(progress):
-                progress(done, len(requests))
+        with many_replays():  # one client for every replay, a's and b's
+            for done, req in enumerate(requests, 1):
+                a = replay_request(req, config=config_a)
+                b = replay_request(req, config=config_b)
+                rows += _changed_fields(a, b, names)
+                if bar is not None:
+                    bar.update(1)
+                elif callable(progress):
+                    progress(done, len(requests))
     finally:
         if bar is not None:
             bar.close()
