@@ -8,10 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from recorded import recorded_exchange
+from result_parts import everything
 
 import lab.capture
 import lab.replay.one
-from lab.capture.records import RecordedExchange, RecordedRequest
+from lab.capture.records import RecordedRequest
 from lab.config import LabConfig
 from lab.replay import replay, replay_request
 from lab.replay.one import many_replays
@@ -19,13 +21,9 @@ from lab.replay.one import many_replays
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 
 
-def _full(result) -> dict:
-    d = result.to_dict()
-    d["origins"] = list(result.origins)
-    d["read_t_ns"] = result.read_t_ns
-    d["chunks"] = [c.model_dump() for c in result.chunks]
-    d["divergence"] = result.divergence
-    return d
+def _full(result) -> tuple:
+    """Everything a replay result holds, its recorded read times and divergence too."""
+    return (*everything(result), result.read_t_ns, result.divergence)
 
 
 def _clients_built(monkeypatch) -> list[int]:
@@ -77,23 +75,16 @@ def _cookie_exchange(stream_id: str, cookie: str | None) -> RecordedRequest:
     if cookie is not None:
         headers["set-cookie"] = cookie
     event = b'data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
-    exchange = RecordedExchange(
+    exchange = recorded_exchange(
         stream_id=stream_id,
-        attempt=0,
-        attempt_label="default",
         provider="openrouter",
         model="m",
-        method="POST",
         url="https://openrouter.ai/api/v1/chat/completions",
         request_headers={"content-type": "application/json"},
         request_body=body.encode(),
-        status=200,
-        http_version="HTTP/1.1",
         response_headers=headers,
         reads=[event, b"data: [DONE]\n\n"],
         read_t_ns=[1_000_000, 2_000_000],
-        end_reason="eof",
-        error=None,
     )
     return RecordedRequest(
         stream_id=stream_id, provider="openrouter", model="m", exchanges=[exchange]

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from recorded import recorded_exchange
 
 from lab.capture import CaptureWriter, RecordedExchange
 from lab.capture import open as open_capture
@@ -419,27 +420,7 @@ def test_replay_strict_checks_the_request_body(server, tmp_path):
             client.post("http://replay.test/", content=b'{"different": true}')
 
 
-def _exchange(**fields) -> RecordedExchange:
-    """A recorded 200 exchange of two SSE reads; ``fields`` override any of its values."""
-    values = {
-        "stream_id": "t",
-        "attempt": 0,
-        "attempt_label": "default",
-        "provider": "p",
-        "model": None,
-        "method": "POST",
-        "url": "http://x",
-        "request_headers": {},
-        "request_body": b"",
-        "status": 200,
-        "http_version": "HTTP/1.1",
-        "response_headers": {},
-        "reads": [b"data: a\n\n", b"data: b"],
-        "read_t_ns": [10, 20],
-        "end_reason": "eof",
-        "error": None,
-    }
-    return RecordedExchange(**(values | fields))
+_exchange = recorded_exchange
 
 
 def test_replay_reraises_recorded_timeout_after_the_last_read():

@@ -221,17 +221,30 @@ def test_silence_past_the_read_timeout_is_a_read_timeout():
     assert asyncio.run(run()) == (200, [b"hi"])
 
 
+def _paced(n: int, gap_s: float, *, then_silent: float | None = None) -> Handler:
+    """A server answering with ``n`` one-digit chunks (``0``, ``1``, ...), ``gap_s`` apart;
+    then the body's end, or ``then_silent`` seconds of silence instead."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(OK_HEAD)
+        for i in range(n):
+            writer.write(b"1\r\n%d\r\n" % i)
+            await writer.drain()
+            await asyncio.sleep(gap_s)
+        if then_silent is not None:
+            await asyncio.sleep(then_silent)
+            return
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    return handler
+
+
 def test_reads_each_inside_the_read_timeout_never_time_out_however_long_the_stream():
     # one wait timer per connection, re-armed when it fires during a later wait: six gaps
     # of 0.15 s under a 0.4 s read timeout (0.9 s in all) pass, the silence after them not
-    async def handler(reader, writer):
-        await _read_request(reader)
-        writer.write(OK_HEAD)
-        for i in range(6):
-            writer.write(b"1\r\n%d\r\n" % i)
-            await writer.drain()
-            await asyncio.sleep(0.15)
-        await asyncio.sleep(2)
+    handler = _paced(6, 0.15, then_silent=2)
 
     async def run():
         async with _server(handler) as (url, _):
@@ -260,15 +273,7 @@ def test_waiting_for_each_read_of_a_paced_stream_asks_asyncio_for_no_loop(monkey
             calls.append(1)
         return real()
 
-    async def handler(reader, writer):
-        await _read_request(reader)
-        writer.write(OK_HEAD)
-        for i in range(10):
-            writer.write(b"1\r\n%d\r\n" % i)
-            await writer.drain()
-            await asyncio.sleep(0.01)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+    handler = _paced(10, 0.01)
 
     async def run():
         async with _server(handler) as (url, _):
