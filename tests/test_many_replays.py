@@ -26,6 +26,13 @@ def _full(result) -> tuple:
     return (*everything(result), result.read_t_ns, result.divergence)
 
 
+def _clients() -> dict:
+    """The clients of the many_replays block this thread is in (by read timeout)."""
+    held = lab.replay.one._CLIENTS.get()
+    assert held is not None
+    return held[1]
+
+
 def _clients_built(monkeypatch) -> list[int]:
     built: list[int] = []
     real = httpx.Client.__init__
@@ -58,12 +65,11 @@ def test_the_shared_clients_are_one_per_read_timeout_and_closed_when_the_block_e
         for r in requests:
             replay_request(r)
             replay_request(r, config=slow)
-        clients = lab.replay.one._CLIENTS.get()
-        assert clients is not None
+        clients = _clients()
         assert sorted(clients) == sorted({LabConfig().inactivity_timeout_s, 7.5})
         assert clients[7.5][0].timeout == httpx.Timeout(30.0, read=7.5)
         with many_replays():  # nested: the outer block's clients
-            assert lab.replay.one._CLIENTS.get() is clients
+            assert _clients() is clients
         shared = [client for client, _ in clients.values()]
     assert lab.replay.one._CLIENTS.get() is None
     assert all(client.is_closed for client in shared)
@@ -105,7 +111,7 @@ def test_a_cookie_a_recorded_response_set_does_not_follow_into_the_next_replay(m
     second = _cookie_exchange("b", None)
     with many_replays():
         results = [replay_request(first)]
-        ((client, _),) = lab.replay.one._CLIENTS.get().values()
+        ((client, _),) = _clients().values()
         assert client.cookies.get("__cf_bm") == "abc"  # stored, as httpx stores it
         results.append(replay_request(second))
     assert [r.text for r in results] == ["hi", "hi"]
@@ -151,7 +157,7 @@ def test_a_replay_outside_the_block_gets_a_client_of_its_own(monkeypatch):
 def test_the_shared_client_refuses_a_request_when_no_replay_is_in_progress():
     with many_replays():
         replay_request(lab.capture.open(CAPTURES).requests()[0])
-        ((client, _),) = lab.replay.one._CLIENTS.get().values()
+        ((client, _),) = _clients().values()
         with pytest.raises(RuntimeError, match="no replay in progress"):
             client.get("http://replay.invalid/")
 
@@ -217,3 +223,34 @@ def test_a_recorded_request_body_is_read_as_the_standard_parser_reads_it(recorde
     assert got.keys() == expected.keys() | {"stream"} or got.keys() == expected.keys()
     for key, value in expected.items():
         assert repr(got[key]) == repr(value)
+
+
+def test_a_thread_running_in_a_copy_of_the_blocks_context_gets_clients_of_its_own(
+    monkeypatch,
+):
+    # asyncio.to_thread copies the caller's context: the block's clients stay its thread's
+    import asyncio
+
+    request = lab.capture.open(CAPTURES).requests()[0]
+    alone = _full(replay_request(request))
+    built = _clients_built(monkeypatch)
+
+    def in_thread() -> tuple:
+        before = len(built)
+        result = _full(replay_request(request))  # a client of its own, closed by run_stream
+        assert len(built) == before + 1
+        with many_replays():  # a block of this thread's own
+            again = _full(replay_request(request))
+            mine = _clients()
+        return result, again, mine
+
+    async def run() -> tuple:
+        return await asyncio.to_thread(in_thread)
+
+    with many_replays():
+        replay_request(request)
+        outer = dict(_clients())
+        result, again, inner = asyncio.run(run())
+        assert _clients() == outer  # the thread used none of these
+    assert result == again == alone
+    assert inner is not outer and not set(map(id, inner.values())) & set(map(id, outer.values()))

@@ -10,6 +10,7 @@ body differs from the recorded one, or for more attempts than were recorded, the
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -179,9 +180,10 @@ class _ReplayClient(httpx.Client):
         self._replay_cookies = _ReplayCookies(cookies)
 
 
-_CLIENTS: ContextVar[dict[float, tuple[httpx.Client, _Router]] | None] = ContextVar(
+_CLIENTS: ContextVar[tuple[int, dict[float, tuple[httpx.Client, _Router]]] | None] = ContextVar(
     "lab_replay_clients", default=None
 )
+"""The thread that entered :func:`many_replays`, and its clients by read timeout."""
 
 
 @contextmanager
@@ -195,12 +197,14 @@ def many_replays() -> Iterator[None]:
     each response, took ~130 µs of every replayed stream. The results are those of
     replays made one by one. A block inside another shares the outer one's; the clients
     are closed when the outer block ends. A thread started inside the block replays on
-    its own clients (context variables)."""
-    if _CLIENTS.get() is not None:
+    clients of its own, even one that runs in a copy of the block's context
+    (``asyncio.to_thread``): the clients belong to the thread that entered the block."""
+    held = _CLIENTS.get()
+    if held is not None and held[0] == threading.get_ident():
         yield
         return
     clients: dict[float, tuple[httpx.Client, _Router]] = {}
-    token = _CLIENTS.set(clients)
+    token = _CLIENTS.set((threading.get_ident(), clients))
     try:
         with fingerprints_held():
             yield
@@ -213,9 +217,10 @@ def many_replays() -> Iterator[None]:
 def _shared_client(config: Any) -> tuple[httpx.Client, _Router] | None:
     """The client :func:`many_replays` shares for ``config``'s read timeout, or None
     outside such a block. It is the client :func:`lab.stream.run_stream` would build."""
-    clients = _CLIENTS.get()
-    if clients is None:
+    held = _CLIENTS.get()
+    if held is None or held[0] != threading.get_ident():
         return None
+    clients = held[1]
     read = LabConfig.coerce(config).inactivity_timeout_s
     shared = clients.get(read)
     if shared is None:
