@@ -279,9 +279,15 @@ class LabConfig(BaseModel):
         chosen = self.model_dump_json(exclude_defaults=True)
         fingerprint = hashlib.sha1(chosen.encode()).hexdigest()[:10]
         if held is not None:  # the config kept alive with it: its id stays its own
+            if len(held) >= _HELD_MAX:  # configs made per call (a dict coerced): bounded
+                held.clear()
             held[id(self)] = (self, fingerprint)
         return fingerprint
 
+
+_HELD_MAX = 16
+"""Configs a :func:`fingerprints_held` block remembers at most: a fleet has one or two; a
+caller that passes a dict per replay makes a new one each time, which must not pile up."""
 
 _HELD: ContextVar[dict[int, tuple[LabConfig, str]] | None] = ContextVar(
     "lab_config_fingerprints", default=None

@@ -29,8 +29,8 @@ def _full(result) -> tuple:
 def _clients() -> dict:
     """The clients of the many_replays block this thread is in (by read timeout)."""
     held = lab.replay.one._CLIENTS.get()
-    assert held is not None
-    return held[1]
+    assert held is not None and held.open
+    return held.clients
 
 
 def _clients_built(monkeypatch) -> list[int]:
@@ -254,3 +254,64 @@ def test_a_thread_running_in_a_copy_of_the_blocks_context_gets_clients_of_its_ow
         assert _clients() == outer  # the thread used none of these
     assert result == again == alone
     assert inner is not outer and not set(map(id, inner.values())) & set(map(id, outer.values()))
+
+
+@pytest.mark.parametrize("parser", ["orjson", "json"])
+def test_a_fleet_replays_the_same_with_every_installed_parser_in_a_process_of_its_own(parser):
+    # a parser picked when lab is imported (LAB_JSON_PARSER): a module that bound
+    # lab._json.loads at import time runs with it, which patching lab._json cannot reach
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import hashlib, lab.replay\n"
+        f"rs = lab.replay.replay({str(CAPTURES)!r})\n"
+        "print(hashlib.sha256(repr([(r.text, r.reasoning, r.finish_reason, r.divergence)"
+        " for r in rs]).encode()).hexdigest())\n"
+    )
+    env = {**os.environ, "LAB_JSON_PARSER": parser}
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    import hashlib
+
+    rs = replay(CAPTURES)
+    mine = [(r.text, r.reasoning, r.finish_reason, r.divergence) for r in rs]
+    assert done.stdout.strip() == hashlib.sha256(repr(mine).encode()).hexdigest()
+
+
+def test_a_task_created_in_the_block_and_run_after_it_replays_on_a_client_of_its_own():
+    import asyncio
+
+    request = lab.capture.open(CAPTURES).requests()[0]
+    alone = _full(replay_request(request))
+
+    async def run() -> tuple:
+        with many_replays():
+            replay_request(request)
+            late = asyncio.ensure_future(asyncio.sleep(0, result=None))
+            task = asyncio.get_running_loop().create_task(_later(request))
+        await late
+        return await task  # runs in a copy of the block's context, after the block
+
+    async def _later(req) -> tuple:
+        await asyncio.sleep(0)
+        return _full(replay_request(req))
+
+    assert asyncio.run(run()) == alone
+
+
+def test_a_block_remembers_a_bounded_number_of_config_fingerprints():
+    # a caller that passes a dict per replay makes a new config each time
+    import lab.config
+    from lab.config import fingerprints_held
+
+    with fingerprints_held():
+        prints = {LabConfig(inactivity_timeout_s=1.0 + i).fingerprint() for i in range(100)}
+        held = lab.config._HELD.get()
+        assert held is not None and len(held) <= lab.config._HELD_MAX
+    assert len(prints) == 100
