@@ -102,11 +102,6 @@ asyncio.run(main())
 """
 
 
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) the process has used so far."""
-    return sum(proc_cpu_split(pid))
-
-
 def proc_cpu_split(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

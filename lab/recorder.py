@@ -28,7 +28,7 @@ from lab.http.transports import RecordingTransport
 from lab.providers import get_adapter
 from lab.providers.openai_responses import RESPONSES_PATH
 from lab.result import StreamResult
-from lab.stream import new_stream_id, run_stream
+from lab.stream import client_timeout, new_stream_id, run_stream
 
 __all__ = ["DEFAULT_OUT", "NoAPIKeyError", "Recorder"]
 
@@ -83,9 +83,7 @@ class Recorder:
         self.writer = CaptureWriter(out, label=label)
         self._transport = RecordingTransport(self.writer, inner=transport)
         read_timeout = timeout if timeout is not None else self.config.inactivity_timeout_s
-        self.client = httpx.Client(
-            transport=self._transport, timeout=httpx.Timeout(30.0, read=read_timeout)
-        )
+        self.client = httpx.Client(transport=self._transport, timeout=client_timeout(read_timeout))
         self.results: list[StreamResult] = []
 
     @property

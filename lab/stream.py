@@ -48,10 +48,17 @@ from lab.providers import adapter_for
 from lab.providers.base import RetryAttempt, StreamAdapter
 from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_of
 
-__all__ = ["new_stream_id", "run_stream"]
+__all__ = ["client_timeout", "new_stream_id", "run_stream"]
 
 
 _tuple_new = tuple.__new__
+
+
+def client_timeout(read_s: float) -> httpx.Timeout:
+    """The timeouts of every client the lab builds (live, recorder, replay): 30 s to
+    connect, write and wait for a connection, ``read_s`` between reads
+    (``LabConfig.inactivity_timeout_s``)."""
+    return httpx.Timeout(30.0, read=read_s)
 
 
 @functools.lru_cache(maxsize=64)
@@ -174,7 +181,7 @@ def run_stream(
     if client is not None:  # the caller's client: its httpx transport keeps the deadline too
         install_limits(getattr(client, "_transport", None))
     else:
-        timeout = httpx.Timeout(30.0, read=cfg.inactivity_timeout_s)
+        timeout = client_timeout(cfg.inactivity_timeout_s)
         if transport is None:
             transport = httpx.HTTPTransport()
         install_limits(transport)  # max_exchange_s holds however the bytes trickle

@@ -29,7 +29,7 @@ from lab.providers import PROVIDERS, adapter_for, get_adapter
 from lab.providers.openai_responses import RESPONSES_PATH
 from lab.replay._gc import paused as _gc_paused
 from lab.result import StreamResult
-from lab.stream import run_stream
+from lab.stream import client_timeout, run_stream
 
 __all__ = ["many_replays", "replay_request", "replay_sse"]
 
@@ -237,7 +237,7 @@ def _shared_client(config: Any) -> tuple[httpx.Client, _Router] | None:
     shared = clients.get(read)
     if shared is None:
         router = _Router()
-        client = _ReplayClient(transport=router, timeout=httpx.Timeout(30.0, read=read))
+        client = _ReplayClient(transport=router, timeout=client_timeout(read))
         shared = clients[read] = (client, router)
     return shared
 
