@@ -325,3 +325,44 @@ def test_final_cleanup_records_notes_when_given_a_list():
         ("cleanup", "think_block", 8, "b"),
         ("cleanup", "stray_tag", 18, "</think>"),
     ]
+
+
+def _feed_as_the_adapters_do(s: ThinkBlockStripper, parts: list[str]) -> list[GuardOutput]:
+    """What the adapters' per-chunk path does: an idle stripper's delta without ``<`` is
+    only counted, every other delta is fed."""
+    outs = []
+    for p in parts:
+        if p and s.idle and "<" not in p:
+            s.fed += len(p)
+            outs.append(GuardOutput(p, ""))
+        else:
+            outs.append(s.feed(p))
+    return [*outs, s.flush()]
+
+
+@settings(max_examples=500, deadline=None)
+@given(partitions(), st.sampled_from([None, "Ann"]), st.booleans())
+def test_stripper_idle_deltas_only_counted_give_what_feed_gives(case, persona, capture):
+    """Skipping ``feed`` for an idle stripper's deltas without ``<`` (the adapters' per-chunk
+    path) changes nothing: same outputs delta for delta, same notes, same count."""
+    text, parts = case
+    parts = [*parts, "Ann: x", "tail\n"]
+    fed = ThinkBlockStripper(persona, capture_thoughts=capture)
+    skipped = ThinkBlockStripper(persona, capture_thoughts=capture)
+    whole = [fed.feed(p) for p in parts] + [fed.flush()]
+    assert _feed_as_the_adapters_do(skipped, parts) == whole
+    assert skipped.drain_notes() == fed.drain_notes()
+    assert skipped.fed == fed.fed == len(text) + len("Ann: xtail\n")
+
+
+def test_stripper_is_idle_exactly_when_nothing_is_held_and_no_block_is_open():
+    s = ThinkBlockStripper()
+    states = []
+    for piece in ["plain ", "a <thi", "nk> plan", " more", "</think>", " b <", "/think> c"]:
+        s.feed(piece)
+        states.append(s.idle)
+    assert states == [True, False, False, False, True, False, True]
+    s.feed("<think>open")
+    assert not s.idle
+    s.flush()
+    assert s.idle and s.fed == len("plain a <think> plan more</think> b </think> c<think>open")

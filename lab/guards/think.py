@@ -65,6 +65,12 @@ class ThinkBlockStripper(NoteSink):
     ``Name:`` line starts). **capture_thoughts** False discards reasoning instead of
     returning it (the bookkeeping and notes are the same).
 
+    ``fed`` counts the characters fed so far (the offset of the next delta). ``idle`` is
+    True while nothing is held and no block is open: a delta without ``<`` then comes back
+    unchanged as content and is only counted, ``fed += len(delta)``. The adapters' per-chunk
+    path does exactly that inline instead of calling :meth:`feed` (as with
+    :class:`~lab.guards.markup.MarkupGuard`: a call costs more than the whole check).
+
     >>> s = ThinkBlockStripper()
     >>> s.feed("<thi"), s.feed("nk>plan</think>Hi")
     (GuardOutput(content='', reasoning=''), GuardOutput(content='Hi', reasoning='plan'))
@@ -74,6 +80,8 @@ class ThinkBlockStripper(NoteSink):
         "notes",
         "persona_name",
         "capture_thoughts",
+        "fed",
+        "idle",
         "_persona",
         "_in_block",
         "_captured",
@@ -81,7 +89,6 @@ class ThinkBlockStripper(NoteSink):
         "_pending_kind",
         "_lead",
         "_lead_offset",
-        "_fed",
         "_nl_cache",
     )
 
@@ -101,7 +108,8 @@ class ThinkBlockStripper(NoteSink):
         self._pending_kind = _NONE
         self._lead: list[str] = []  # tag-free text held before an outside partial closer
         self._lead_offset = 0
-        self._fed = 0
+        self.fed = 0
+        self.idle = True
         self._nl_cache: tuple[str, int, int] | None = None
 
     @property
@@ -115,8 +123,8 @@ class ThinkBlockStripper(NoteSink):
         """Strip one delta; returns the visible content and reasoning released now."""
         if not text and not self._pending:
             return _EMPTY
-        base = self._fed - len(self._pending)
-        self._fed += len(text)
+        base = self.fed - len(self._pending)
+        self.fed += len(text)
         if self._pending:
             s = self._pending + text
             self._pending = ""
@@ -128,14 +136,16 @@ class ThinkBlockStripper(NoteSink):
                     return _tuple_new(GuardOutput, (s, ""))  # GuardOutput(s, ""), per delta
                 if self._persona is None:
                     return GuardOutput("", self._think(s, base))
-        return self._scan(s, base)
+        out = self._scan(s, base)
+        self.idle = not self._pending and not self._in_block
+        return out
 
     def flush(self) -> GuardOutput:
         """End of stream: release what is held (see the module docstring)."""
         if not self._pending and not self._in_block:
             return _EMPTY
         pending, kind = self._pending, self._pending_kind
-        pend_at = self._fed - len(pending)
+        pend_at = self.fed - len(pending)
         out = _EMPTY
         if self._in_block or kind == _IN_CLOSE:
             if pending:
@@ -153,6 +163,7 @@ class ThinkBlockStripper(NoteSink):
         self._pending_kind = _NONE
         self._lead = []
         self._nl_cache = None
+        self.idle = True
         return out
 
     # -- internals ---------------------------------------------------------------------

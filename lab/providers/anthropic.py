@@ -820,13 +820,16 @@ class AnthropicAdapter(StreamAdapter):
         reasoning = ""
         think = self.think
         if think is not None and text:
-            g = think.feed(text)
-            if think.notes:
-                self._drain(think)
-            text = g.content
-            reasoning = g.reasoning
-            if reasoning and not self.config.capture_think_blocks_as_thoughts:
-                reasoning = ""
+            if think.idle and "<" not in text:  # passed as it is: only counted (per delta)
+                think.fed += len(text)
+            else:
+                g = think.feed(text)
+                if think.notes:
+                    self._drain(think)
+                text = g.content
+                reasoning = g.reasoning
+                if reasoning and not self.config.capture_think_blocks_as_thoughts:
+                    reasoning = ""
         spill = self.spill
         if reasoning:
             spill.observe_reasoning(reasoning)

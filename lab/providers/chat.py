@@ -1001,14 +1001,18 @@ class OpenAICompatibleAdapter(StreamAdapter):
         Here: think strip, then the spill guard (the reference's first two steps). Stripped
         think text is held as a pending thought; spilled text joins ``reasoning_content``."""
         content = delta.get("content")
-        if self.think is not None and isinstance(content, str) and content:
-            g = self.think.feed(content)
-            if self.think.notes:  # _ran, inlined in the per-chunk path
-                self._drain(self.think)
-            content = g.content
-            if g.reasoning and self._capture_thoughts:
-                self.pending_think.append(g.reasoning)
-            delta["content"] = content
+        think = self.think
+        if think is not None and isinstance(content, str) and content:
+            if think.idle and "<" not in content:  # passed as it is: only counted (per chunk)
+                think.fed += len(content)
+            else:
+                g = think.feed(content)
+                if think.notes:  # _ran, inlined in the per-chunk path
+                    self._drain(think)
+                content = g.content
+                if g.reasoning and self._capture_thoughts:
+                    self.pending_think.append(g.reasoning)
+                delta["content"] = content
         reasoning = delta.get("reasoning_content")
         if reasoning:
             self.spill.observe_reasoning(reasoning)

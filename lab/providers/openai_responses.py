@@ -565,13 +565,17 @@ class ResponsesAdapter(StreamAdapter):
         """Visible text through the chat adapters' guard chain: think strip, spill guard
         (the reasoning seen so far observed), dedup, speaker guard."""
         thoughts = []
-        if self.think is not None and text:
-            g = self.think.feed(text)
-            text = g.content
-            if g.reasoning and self.config.capture_think_blocks_as_thoughts:
-                thoughts.append(new_raw_thought(g.reasoning))
-            if self.think.notes:
-                self._drain(self.think)
+        think = self.think
+        if think is not None and text:
+            if think.idle and "<" not in text:  # passed as it is: only counted (per delta)
+                think.fed += len(text)
+            else:
+                g = think.feed(text)
+                text = g.content
+                if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                    thoughts.append(new_raw_thought(g.reasoning))
+                if think.notes:
+                    self._drain(think)
         if text and self.spill.inspecting:  # it passes every delta once the answer started
             g = self.spill.filter(text)
             text = g.content

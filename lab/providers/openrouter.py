@@ -1067,13 +1067,17 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         """A piece's (content, reasoning) after the think stripper, the spill guard and the
         markup guards, in that order (the one definition of OpenRouter's per-piece
         guards: :meth:`guard_piece` and :meth:`_lean_piece`)."""
-        if content and self.think is not None:
-            g = self.think.feed(content)
-            if self.think.notes:  # _ran, inlined in the per-chunk path
-                self._drain(self.think)
-            content = g.content
-            if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
-                reasoning = (reasoning or "") + g.reasoning
+        think = self.think
+        if content and think is not None:
+            if think.idle and "<" not in content:  # passed as it is: only counted (per chunk)
+                think.fed += len(content)
+            else:
+                g = think.feed(content)
+                if think.notes:  # _ran, inlined in the per-chunk path
+                    self._drain(think)
+                content = g.content
+                if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
+                    reasoning = (reasoning or "") + g.reasoning
         if reasoning:
             self.spill.observe_reasoning(reasoning)
         if content and self.spill.inspecting:  # normalized content is a str or None
