@@ -8,7 +8,7 @@ differs (a real one wrapped in :class:`~lab.http.transports.RecordingTransport`,
     for each attempt (plan.current):
         POST attempt.body                         # extensions["lab"] names the attempt
         HTTP failure -> plan.on_failure(status, message) -> next attempt | error chunk
-        200 -> bytes -> adapter.new_decoder() (SSE) -> adapter.feed(event) -> ProcessedChunks
+        200 -> bytes -> adapter.new_decoder() (SSE) -> adapter.take(event) -> ProcessedChunks
                pre-commit SSE error -> plan.on_failure -> cancel, reset, next attempt
         EOF -> adapter.finish();  timeout / read error -> adapter.fail(error)
     chunks -> Processor -> outcome;  chunks -> StreamResult
@@ -193,26 +193,18 @@ def run_stream(
     headers = adapter.request_headers(api_key)
 
     chunks = adapter.emitted  # every chunk of every attempt, in order
-    origins: list[ChunkOrigin] = []
+    origins = adapter.origins  # one per chunk (the adapter appends both)
     attempts: list[AttemptInfo] = []
     read_t_ns: dict[int, list[int]] = {}
     divergence: list[str] = []
 
     def emit(new: list[ProcessedChunk]) -> None:
-        if not new:
-            return
-        chunks.extend(new)
-        # ChunkOrigin(...) without the namedtuple's Python __new__: one is made per event
-        origin = _tuple_new(ChunkOrigin, (adapter.attempt, adapter.seq, adapter.read_seq))
-        if len(new) == 1:
-            origins.append(origin)
-        else:
-            origins.extend([origin] * len(new))
+        adapter.emit(new)
         if on_chunk is not None:
             for c in new:
                 on_chunk(c)
 
-    request = _Request(client, adapter, plan, url, headers, emit, sid, meta, divergence)
+    request = _Request(client, adapter, plan, url, headers, emit, sid, meta, divergence, on_chunk)
     try:
         n = 0
         while True:
@@ -254,6 +246,8 @@ class _Request:
     meta: dict | None
     divergence: list[str]
     """Where a replay that left the recording says so (``StreamResult.divergence``)."""
+    on_chunk: Callable[[ProcessedChunk], None] | None
+    """Called with every chunk as it is produced (``run_stream``'s **on_chunk**)."""
 
     def run_attempt(
         self, attempt: Any, info: AttemptInfo, times: list[int], limit: Any = None
@@ -380,10 +374,14 @@ class _Request:
             cut: RecordingCut | None = None
             done_before = bool(adapter.facts.get("done_seen"))
             try:
+                # each event's chunks go straight to adapter.emitted (take); on_chunk sees them
+                take, chunks, on_chunk = adapter.take, adapter.emitted, self.on_chunk
                 try:
                     for seq, piece in body.pieces():
                         for event in decoder.decode(piece, seq):
-                            emit(adapter.feed(event))
+                            n = take(event)
+                            if n and on_chunk is not None:
+                                _hand_on(on_chunk, chunks, n)
                             if adapter.stopped:
                                 break
                         if adapter.stopped:
@@ -404,7 +402,9 @@ class _Request:
                     info.end_reason = adapter.end_reason or "stopped_by_guard"
                 else:
                     for event in decoder.flush():
-                        emit(adapter.feed(event))
+                        n = take(event)
+                        if n and on_chunk is not None:
+                            _hand_on(on_chunk, chunks, n)
                     if cut is not None and protocol_ended(adapter, done_before):
                         cut = None  # the client closed after the terminator: the stream is whole
                     info.end_reason = "eof" if cut is None else cut.end_reason
@@ -457,6 +457,14 @@ class _Request:
             info.n_events = adapter.seq + 1
             response.close()
             _note_scrubbed(adapter, response)
+
+
+def _hand_on(
+    on_chunk: Callable[[ProcessedChunk], None], chunks: list[ProcessedChunk], n: int
+) -> None:
+    """``on_chunk`` for the last **n** chunks, in order."""
+    for c in chunks[-n:]:
+        on_chunk(c)
 
 
 def _note_scrubbed(adapter: StreamAdapter, response: httpx.Response) -> None:

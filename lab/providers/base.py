@@ -7,9 +7,13 @@ plan, and feeds the adapter one :class:`~lab.http.sse.SSEEvent` at a time::
 
     adapter.start_attempt(n)             # fresh per-attempt state, guards re-armed
     for event in events:
-        chunks = adapter.feed(event)      # may raise RetryAttempt before the commit point
-    chunks = adapter.finish()             # natural end: guard flushes
-    chunks = adapter.fail(error)          # error path: guard flushes, then the error chunk
+        n = adapter.take(event)           # may raise RetryAttempt before the commit point
+    adapter.emit(adapter.finish())        # natural end: guard flushes
+    adapter.emit(adapter.fail(error))     # error path: guard flushes, then the error chunk
+
+:meth:`StreamAdapter.take` appends an event's chunks to ``adapter.emitted`` and their
+origins to ``adapter.origins`` itself (the runner reads both when the request ends);
+:meth:`StreamAdapter.feed` is the same returning the chunks it added.
 
 Guards never act silently: every note a guard records is turned into a
 :class:`~lab.model.GuardEvent` stamped with the stream id, the attempt and the index of the
@@ -55,6 +59,9 @@ from lab.request import (
     mistral_tool_id,
     replay_reasoning_content,
 )
+from lab.result import ChunkOrigin
+
+_tuple_new = tuple.__new__
 
 __all__ = [
     "NoteList",
@@ -199,7 +206,11 @@ class StreamAdapter:
         self.model = model
         self.guard_events: list[GuardEvent] = []
         self.emitted: list[ProcessedChunk] = []
-        """Every chunk the runner emitted for this request (all attempts), in order."""
+        """Every chunk of this request (all attempts), in order: :meth:`take` and
+        :meth:`emit` append to it."""
+        self.origins: list[ChunkOrigin] = []
+        """Where each chunk of :attr:`emitted` came from (one per chunk, same order): the
+        attempt, the SSE event and the read that completed it."""
         self.on_precommit_error: PrecommitHook = _never_retry
         self.serving_provider: str | None = None
         self.finish_reason: str | None = None
@@ -383,11 +394,12 @@ class StreamAdapter:
 
     # -- the lifecycle: written once here, each family fills in its hooks ----------------
 
-    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
-        """One SSE event -> the chunks it completes. The event is counted (``facts``); a
+    def take(self, event: SSEEvent) -> int:
+        """One SSE event: the chunks it completes are appended to :attr:`emitted`, their
+        origins to :attr:`origins`; returns how many. The event is counted (``facts``); a
         comment or an event without data yields nothing; after the end, the data goes to
         :meth:`after_end`; otherwise to the family's :meth:`feed_data`. May raise
-        :class:`RetryAttempt` before the commit point."""
+        :class:`RetryAttempt` before the commit point; nothing of that event is kept."""
         # the event counted (the facts' events, comments, an unterminated tail) and its
         # place kept for the chunks' origins
         self.seq = event.index
@@ -396,17 +408,50 @@ class StreamAdapter:
         facts["events"] += 1
         if event.unterminated:
             facts["unterminated_tail"] = True
-        out: list[ProcessedChunk] = []
         data = event.data
         if data is None or event.comment is not None:  # is_comment, inlined: per event
             if event.comment is not None:
                 facts["comments"] += 1
-            return out
+            return 0
         if self.ended:
             self.after_end(data)
-            return out
-        self.feed_data(data, event, out)
-        return out
+            return 0
+        out = self.emitted
+        n0 = len(out)
+        try:
+            self.feed_data(data, event, out)
+        except RetryAttempt:
+            del out[n0:]
+            raise
+        n = len(out) - n0
+        if n == 1:  # _originate for one chunk, inlined: per event
+            self.origins.append(_tuple_new(ChunkOrigin, (self.attempt, self.seq, self.read_seq)))
+        elif n:
+            self._originate(n0)
+        return n
+
+    def feed(self, event: SSEEvent) -> list[ProcessedChunk]:
+        """:meth:`take`, returning the chunks it added (they are in :attr:`emitted` too)."""
+        n = self.take(event)
+        return self.emitted[-n:] if n else []
+
+    def emit(self, new: list[ProcessedChunk]) -> None:
+        """Append chunks made outside :meth:`take` (:meth:`finish`, :meth:`fail`, the
+        runner's own) to :attr:`emitted`, with the origin of the event fed last."""
+        if new:
+            n0 = len(self.emitted)
+            self.emitted.extend(new)
+            self._originate(n0)
+
+    def _originate(self, n0: int) -> None:
+        """The origins of ``emitted[n0:]``: the attempt, the event and its last read."""
+        # ChunkOrigin(...) without the namedtuple's Python __new__: one is made per event
+        origin = _tuple_new(ChunkOrigin, (self.attempt, self.seq, self.read_seq))
+        n = len(self.emitted) - n0
+        if n == 1:
+            self.origins.append(origin)
+        else:
+            self.origins.extend([origin] * n)
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """Hook that maps an event's data to chunks appended to **out**; override in
