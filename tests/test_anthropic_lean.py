@@ -34,9 +34,14 @@ CONFIGS = {
 TEXTS = ("Hel", "lo", " there", "<think>", "a plan", "</think>", "", "\n\nUser: hi", "lo")
 
 
-def _event(name: str, payload: dict) -> bytes:
-    data = json.dumps(payload, ensure_ascii=False)
+def _event(name: str, payload: dict, pad: tuple[str, str] = ("", "")) -> bytes:
+    data = pad[0] + json.dumps(payload, ensure_ascii=False) + pad[1]
     return f"event: {name}\ndata: {data}\n\n".encode()
+
+
+PADS = [" ", "\t", "\u00a0", "\u2003", "\x1f", ""]
+"""Around a data line's JSON: JSON's own whitespace, and Unicode whitespace that only
+``str.strip`` removes (the typed path decodes the line unstripped)."""
 
 
 def _random_stream(rng: random.Random, hostile: bool) -> bytes:
@@ -78,7 +83,8 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
             if odd():
                 delta["extra"] = 1
             name = "content_block_delta" if not odd() else rng.choice(["ping", "x"])
-            parts.append(_event(name, payload))
+            pad = (rng.choice(PADS), rng.choice(PADS)) if odd() else ("", "")
+            parts.append(_event(name, payload, pad))
         if kind == "thinking":
             parts.append(
                 _event("content_block_delta", {"type": "content_block_delta", "index": index,
@@ -120,6 +126,8 @@ def test_a_text_delta_decodes_to_its_typed_event():
     "line",
     [
         '{"type":"message_start","message":{"id":"m"}}',
+        '{"type":"message_delta","index":0,"delta":{"type":"text_delta","text":"a"}}',
+        '{"index":0,"delta":{"type":"text_delta","text":"a"}}',
         '{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}',
         '{"type":"content_block_delta","index":true,"delta":{"type":"text_delta","text":"a"}}',
         '{"type":"content_block_delta","index":0,"delta":"text"}',
@@ -129,7 +137,8 @@ def test_a_text_delta_decodes_to_its_typed_event():
     ],
 )
 def test_a_line_of_another_shape_is_not_decoded(line):
-    assert anthropic.decode_delta(line) is None
+    with pytest.raises(ValueError):
+        anthropic.decode_delta(line)
 
 
 def test_an_unknown_delta_type_is_still_counted():

@@ -131,7 +131,7 @@ LEAN = (
 @pytest.mark.skipif(openai_responses.decode_text_delta is None, reason="msgspec not the parser")
 def test_a_text_delta_decodes_to_its_typed_event():
     ev = openai_responses.decode_text_delta(LEAN)
-    assert (ev.delta, ev.output_index, ev.content_index) == ("Hi", 0, 0)
+    assert (ev.type, ev.delta, ev.output_index, ev.content_index) == (TEXT_DELTA, "Hi", 0, 0)
 
 
 @pytest.mark.skipif(openai_responses.decode_text_delta is None, reason="msgspec not the parser")
@@ -151,7 +151,8 @@ def test_a_text_delta_decodes_to_its_typed_event():
 def test_a_line_of_another_shape_is_not_decoded(change):
     line = LEAN.replace(*change)
     assert line != LEAN
-    assert openai_responses.decode_text_delta(line) is None
+    with pytest.raises(ValueError):
+        openai_responses.decode_text_delta(line)
 
 
 def test_an_unknown_key_on_a_text_delta_is_still_counted():

@@ -38,7 +38,7 @@ cached tokens).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from lab import _json
 from lab.errors import (
@@ -370,9 +370,11 @@ DELTA_TYPES = frozenset(
 # tests/test_anthropic_lean.py checks the two against each other on generated streams.
 
 decode_delta: Callable[[str], Any] | None = None
-"""``decode_delta(line)``: the typed content_block_delta event of a data line, or None when
-the line is not one (or does not decode so). None itself when msgspec is not the lab's
-parser."""
+"""``decode_delta(line)``: the typed content_block_delta event of a data line; raises
+``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or ``RecursionError``
+when the line is not one (another event type, no delta object, an index that is not a
+count). None itself when msgspec is not the lab's parser. A line longer than
+:data:`lab._json.FAST_MAX_CHARS` is not given to it (the caller's test, inline)."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -385,23 +387,14 @@ if _json.PARSER == "msgspec":
         text: Any = None
         thinking: Any = None
 
-    class _TypedDeltaEvent(Struct, gc=False):
-        type: Any = None
+    class _TypedDeltaEvent(Struct, gc=False, kw_only=True):
+        # the event type and a delta object are required: msgspec refuses any other line
+        # in C, so the caller tests nothing more (no Python call per event for the check)
+        type: Literal["content_block_delta"]
         index: _Count | None = None
-        delta: _TypedBlockDelta | None = None
+        delta: _TypedBlockDelta
 
-    _decode_event = msgspec.json.Decoder(_TypedDeltaEvent).decode
-
-    def _decode_delta(line: str) -> _TypedDeltaEvent | None:
-        if len(line) > _json.FAST_MAX_CHARS:
-            return None
-        try:
-            ev = _decode_event(line)
-        except (ValueError, RecursionError):  # another shape or type: the general way
-            return None
-        return ev if ev.type == "content_block_delta" and ev.delta is not None else None
-
-    decode_delta = _decode_delta
+    decode_delta = msgspec.json.Decoder(_TypedDeltaEvent).decode
 
 
 _DELTA_BLOCK = {
@@ -508,9 +501,11 @@ class AnthropicAdapter(StreamAdapter):
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One named event: its JSON payload to its ``_on_<type>`` handler; invalid JSON
         ends the stream as an error, unless the body was cut inside this event."""
-        text = data.strip()
-        if self.lean and decode_delta is not None:
-            ev = decode_delta(text)
+        if self.lean and decode_delta is not None and len(data) <= _json.FAST_MAX_CHARS:
+            try:  # (unstripped: JSON's whitespace is a part of what str.strip removes)
+                ev = decode_delta(data)
+            except (ValueError, RecursionError):  # another shape or type: the general way
+                ev = None
             if ev is not None:
                 d = ev.delta
                 dtype = d.type
@@ -528,6 +523,7 @@ class AnthropicAdapter(StreamAdapter):
                 ):
                     self._thinking(block, d.thinking, out)
                     return
+        text = data.strip()
         try:
             payload = _json.loads(text)
         except (ValueError, RecursionError) as exc:

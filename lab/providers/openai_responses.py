@@ -39,7 +39,7 @@ Lab choices (there is no reference adapter for this API): every parallel call is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from lab import _json
 from lab.degrade import ExtraClassifier
@@ -289,8 +289,11 @@ def _flat_tool(tool: dict) -> dict:
 TEXT_DELTA = "response.output_text.delta"
 
 decode_text_delta: Callable[[str], Any] | None = None
-"""``decode_text_delta(line)``: the typed output_text delta of a data line, or None when the
-line is not one of the lean shape. None itself when msgspec is not the lab's parser."""
+"""``decode_text_delta(line)``: the typed output_text delta of a data line of the lean
+shape; raises ``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or
+``RecursionError`` for any other line. None itself when msgspec is not the lab's parser. A
+line longer than :data:`lab._json.FAST_MAX_CHARS` is not given to it (the caller's test,
+inline)."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -299,7 +302,8 @@ if _json.PARSER == "msgspec":
     _Count = Annotated[int, Meta(ge=0, le=MAX_WIRE_INT)]
 
     class _TypedTextDelta(Struct, gc=False, forbid_unknown_fields=True):
-        type: str
+        # the type is checked by msgspec, in C: no Python call per event for it
+        type: Literal["response.output_text.delta"]  # TEXT_DELTA
         delta: str
         output_index: _Count
         content_index: _Count | None = None
@@ -308,18 +312,7 @@ if _json.PARSER == "msgspec":
         logprobs: Any = None
         obfuscation: Any = None
 
-    _decode_text = msgspec.json.Decoder(_TypedTextDelta).decode
-
-    def _decode_text_delta(line: str) -> _TypedTextDelta | None:
-        if len(line) > _json.FAST_MAX_CHARS:
-            return None
-        try:
-            ev = _decode_text(line)
-        except (ValueError, RecursionError):  # another shape or type: the general way
-            return None
-        return ev if ev.type == TEXT_DELTA else None
-
-    decode_text_delta = _decode_text_delta
+    decode_text_delta = msgspec.json.Decoder(_TypedTextDelta).decode
 
 
 def _plain_count(v: Any) -> bool:
@@ -438,9 +431,12 @@ class ResponsesAdapter(StreamAdapter):
         """One typed event to its handler (``_HANDLERS``); a line that is not an event is
         named as an unhandled shape, invalid JSON counted and skipped."""
         lean = self.lean and not self.stopped and (event.event is None or event.event == TEXT_DELTA)
-        if lean and decode_text_delta is not None:
-            ev = decode_text_delta(data)
-            if ev is not None:
+        if lean and decode_text_delta is not None and len(data) <= _json.FAST_MAX_CHARS:
+            try:
+                ev = decode_text_delta(data)
+            except (ValueError, RecursionError):  # another shape or type: the general way
+                pass
+            else:
                 self._lean_text(ev.delta, ev.output_index, ev.content_index, out)
                 return
         data = data.strip()

@@ -522,9 +522,11 @@ shape (hostile usage counts appended to **bad**, as the normalizer does), or Non
 other line. None itself when msgspec is not the lab's parser."""
 
 decode_struct: Callable[[str], Any] | None = None
-"""``decode_struct(line)``: a data line of the common shape as its typed struct, or None for
-any other line (the first step of :data:`decode_typed_chunk`; :func:`struct_chunk` is the
-second). None itself when msgspec is not the lab's parser."""
+"""``decode_struct(line)``: a data line of the common shape as its typed struct; raises
+``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or ``RecursionError``
+for any other line (the first step of :data:`decode_typed_chunk`; :func:`struct_chunk` is
+the second). None itself when msgspec is not the lab's parser. A line longer than
+:data:`lab._json.FAST_MAX_CHARS` is not given to it (the callers' test, inline)."""
 
 struct_chunk: Callable[[Any, list[str]], dict | None] = None  # type: ignore[assignment]
 """``struct_chunk(raw, bad)``: the normalized chunk of a struct :data:`decode_struct` gave."""
@@ -596,14 +598,6 @@ if _json.PARSER == "msgspec":
 
     _decode = msgspec.json.Decoder(_TypedChunk).decode
 
-    def _decode_struct(line: str) -> _TypedChunk | None:
-        if len(line) > _json.FAST_MAX_CHARS:
-            return None
-        try:
-            return _decode(line)
-        except (ValueError, RecursionError):  # another shape or type: the general way
-            return None
-
     def _lone_struct_delta(raw: _TypedChunk) -> _TypedDelta | None:
         chs = raw.choices
         if raw.usage is not None or chs is None or len(chs) != 1:
@@ -627,8 +621,13 @@ if _json.PARSER == "msgspec":
         return argument_call(d.tool_calls)
 
     def _decode_typed_chunk(line: str, bad: list[str]) -> dict | None:
-        raw = _decode_struct(line)
-        return None if raw is None else _struct_chunk(raw, bad)
+        if len(line) > _json.FAST_MAX_CHARS:
+            return None
+        try:
+            raw = _decode(line)
+        except (ValueError, RecursionError):  # another shape or type: the general way
+            return None
+        return _struct_chunk(raw, bad)
 
     def _struct_chunk(raw: _TypedChunk, bad: list[str]) -> dict | None:
         out: dict[str, Any] = {}
@@ -691,7 +690,7 @@ if _json.PARSER == "msgspec":
         return out
 
     decode_typed_chunk = _decode_typed_chunk
-    decode_struct = _decode_struct
+    decode_struct = _decode
     struct_chunk = _struct_chunk
     lone_struct_delta = _lone_struct_delta
     struct_arguments = _struct_arguments
@@ -899,8 +898,12 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         if type(self)._decode_typed is None:
             self._feed_parsed_line(line, event, out)
             return
-        raw = decode_struct(line)  # type: ignore[misc]  # set with _decode_typed
-        if raw is None:
+        if len(line) > _json.FAST_MAX_CHARS:
+            super().feed_data(data, event, out, typed_first=False)
+            return
+        try:
+            raw = decode_struct(line)  # type: ignore[misc]  # set with _decode_typed
+        except (ValueError, RecursionError):  # another shape or type: the general way
             super().feed_data(data, event, out, typed_first=False)
             return
         if self.lean and not self._posting:
