@@ -46,6 +46,7 @@ time anyone means, and past 4,300 digits ``int()`` raises ``ValueError``."""
 
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, stripped from the first line of a stream
 _decode = bytes.decode
+_new = object.__new__
 _WINDOW = 1 << 16
 """A read longer than this is framed in windows of about this size, each ending at a line
 end: a whole recorded body handed over as one read stays in the CPU cache while framed."""
@@ -250,18 +251,16 @@ class SSEDecoder:
             final = singles.pop() if rest else None
             for line in singles:
                 if line[:6] == b"data: ":  # a whole event: its data line and the blank line
-                    append(
-                        SSEEvent(
-                            index,
-                            _decode(line[6:], "utf-8", "replace"),
-                            None,
-                            None,
-                            None,
-                            None,
-                            first,
-                            seq,
-                        )
-                    )
+                    # SSEEvent(index, data, None, None, None, None, first, seq), its slots
+                    # set here: the dataclass's __init__ is a Python call from C per event
+                    ev = _new(SSEEvent)
+                    ev.index = index
+                    ev.data = _decode(line[6:], "utf-8", "replace")
+                    ev.event = ev.id = ev.retry = ev.comment = None
+                    ev.first_seq = first
+                    ev.last_seq = seq
+                    ev.unterminated = False
+                    append(ev)
                     index += 1
                 elif line[:1] == b":":  # a comment; the blank line after it dispatches none
                     comment = line[2:] if line[1:2] == b" " else line[1:]
@@ -297,18 +296,16 @@ class SSEDecoder:
                     del datas[-1]
             for name, data in zip(names, datas, strict=True):
                 if name[:7] == b"event: " and data[:6] == b"data: ":
-                    append(
-                        SSEEvent(
-                            index,
-                            _decode(data[6:], "utf-8", "replace"),
-                            _decode(name[7:], "utf-8", "replace"),
-                            None,
-                            None,
-                            None,
-                            first,
-                            seq,
-                        )
-                    )
+                    # SSEEvent(index, data, name, None, None, None, first, seq), as above
+                    ev = _new(SSEEvent)
+                    ev.index = index
+                    ev.data = _decode(data[6:], "utf-8", "replace")
+                    ev.event = _decode(name[7:], "utf-8", "replace")
+                    ev.id = ev.retry = ev.comment = None
+                    ev.first_seq = first
+                    ev.last_seq = seq
+                    ev.unterminated = False
+                    append(ev)
                     index += 1
                 else:
                     self._index = index
