@@ -204,6 +204,25 @@ def test_random_binary_in_reads_of_any_fixed_size_frames_identically(body, size)
     assert_same([body[i : i + size] for i in range(0, len(body), size)])
 
 
+@pytest.mark.parametrize("kinds", [3, 64, 65, 300])
+def test_streams_of_many_event_kinds_frame_identically(kinds):
+    """The fast path keeps a decoder's event names decoded (up to ``_NAMES`` kinds); past
+    them, with names of invalid UTF-8 and names that repeat, framing is the reference's."""
+    rng = random.Random(kinds)
+    names = [b"k%d" % i for i in range(kinds)] + [b"\xff\xfe", b"\xe2\x82", "é".encode()]
+    chosen = [rng.choice(names) for _ in range(3 * kinds)]
+    body = b"".join(
+        b"event: " + name + b'\ndata: {"n":%d}\n\n' % i for i, name in enumerate(chosen)
+    )
+    events = assert_same([body])
+    assert len(events) == 3 * kinds
+    assert_same(random_split(body, rng, 40))
+    assert len(SSEDecoder()._names) == 0  # a decoder starts with none
+    decoder = SSEDecoder()
+    decoder.decode(body, 0)
+    assert len(decoder._names) == min(len(set(chosen)), sse_module._NAMES)
+
+
 def test_decoding_after_flush_continues_like_the_reference():
     """A decoder used past its ``flush()`` (the sniffing JSON-array decoder feeds, flushes)."""
     reads = [b"\xef\xbb\xbfdata: a", b"\r", b"\ndata: b\n\n", b"event: e"]

@@ -47,6 +47,9 @@ time anyone means, and past 4,300 digits ``int()`` raises ``ValueError``."""
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, stripped from the first line of a stream
 _decode = bytes.decode
 _new = object.__new__
+_NAMES = 64
+"""Event names (``event:`` lines) a decoder keeps decoded for its fast path; a stream with
+more kinds frames the rest with the general machine, as it frames any other line."""
 _WINDOW = 1 << 16
 """A read longer than this is framed in windows of about this size, each ending at a line
 end: a whole recorded body handed over as one read stays in the CPU cache while framed."""
@@ -96,6 +99,7 @@ class SSEDecoder:
         "_id",
         "_retry",
         "_first_seq",
+        "_names",
     )
 
     def __init__(self) -> None:
@@ -105,6 +109,7 @@ class SSEDecoder:
         self._at_start = True  # strip a UTF-8 BOM from the first line of the stream
         self._last_seq = 0
         self._index = 0
+        self._names: dict[bytes, str] = {}  # "event: x" lines seen -> their decoded name
         self._reset_event()
 
     def _reset_event(self) -> None:
@@ -294,13 +299,19 @@ class SSEDecoder:
                 del names[-1]
                 if rest == 2:
                     del datas[-1]
+            # a stream names few kinds of event: each "event: x" line is decoded once (up to
+            # _NAMES kinds; past them, and for any other line, the general machine)
+            known = self._names
             for name, data in zip(names, datas, strict=True):
-                if name[:7] == b"event: " and data[:6] == b"data: ":
-                    # SSEEvent(index, data, name, None, None, None, first, seq), as above
+                kind = known.get(name)
+                if kind is None and name[:7] == b"event: " and len(known) < _NAMES:
+                    kind = known[name] = _decode(name[7:], "utf-8", "replace")
+                if kind is not None and data[:6] == b"data: ":
+                    # SSEEvent(index, data, kind, None, None, None, first, seq), as above
                     ev = _new(SSEEvent)
                     ev.index = index
                     ev.data = _decode(data[6:], "utf-8", "replace")
-                    ev.event = _decode(name[7:], "utf-8", "replace")
+                    ev.event = kind
                     ev.id = ev.retry = ev.comment = None
                     ev.first_seq = first
                     ev.last_seq = seq
