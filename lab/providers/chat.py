@@ -616,7 +616,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     API error")."""
 
     def feed_data(
-        self, data: str, event: SSEEvent, out: list[ProcessedChunk], *, typed_first: bool = True
+        self, data: str, event: SSEEvent, out: list[ProcessedChunk], typed_first: bool = True
     ) -> None:
         """Each ``data:`` line of the event in turn (the reference's line reader): ``[DONE]``
         noted, the typed fast path when the family has one (and **typed_first**: a family

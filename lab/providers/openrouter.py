@@ -880,7 +880,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
 
     def feed_data(
-        self, data: str, event: SSEEvent, out: list[ProcessedChunk], *, typed_first: bool = True
+        self, data: str, event: SSEEvent, out: list[ProcessedChunk], typed_first: bool = True
     ) -> None:
         """The chat machine's, except that with the typed path on (msgspec) a one-line event
         is decoded here, once: a plain piece (:func:`lean_fields`'s rules) goes straight to
