@@ -537,10 +537,13 @@ def note_shape(facts: dict[str, Any], path: str) -> None:
 
 def note_unknown_keys(facts: dict[str, Any], obj: dict, known: frozenset[str], where: str) -> None:
     """Count every key of **obj** outside **known** whose value is not empty (``None``, ``""``,
-    ``[]``, ``{}``) as ``<where>.<key>``."""
+    ``[]``, ``{}``) as ``<where>.<key>``, in the object's order (the facts of a replay are
+    the same from run to run, whatever ``PYTHONHASHSEED``)."""
     if obj.keys() <= known:
         return
-    for key in obj.keys() - known:
+    for key in obj:
+        if key in known:
+            continue
         v = obj[key]
         if v is None or v == "" or v == [] or v == {}:
             continue
