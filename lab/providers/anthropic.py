@@ -812,16 +812,14 @@ class AnthropicAdapter(StreamAdapter):
         out.append(new_content_chunk("", [new_raw_thought(text)]))
 
     def _text(self, text: str, out: list[ProcessedChunk]) -> None:
-        # the guards' note drain (_ran), inlined: per delta
+        # the spill and speaker guards' note drain (_ran), inlined: per delta
         reasoning = ""
         think = self.think
         if think is not None and text:
             if think.idle and "<" not in text:  # passed as it is: only counted (per delta)
                 think.fed += len(text)
             else:
-                g = think.feed(text)
-                if think.notes:
-                    self._drain(think)
+                g = self._ran(think, think.feed(text))
                 text = g.content
                 reasoning = g.reasoning
                 if reasoning and not self.config.capture_think_blocks_as_thoughts:

@@ -1006,9 +1006,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
             if think.idle and "<" not in content:  # passed as it is: only counted (per chunk)
                 think.fed += len(content)
             else:
-                g = think.feed(content)
-                if think.notes:  # _ran, inlined in the per-chunk path
-                    self._drain(think)
+                g = self._ran(think, think.feed(content))
                 content = g.content
                 if g.reasoning and self._capture_thoughts:
                     self.pending_think.append(g.reasoning)

@@ -566,12 +566,10 @@ class ResponsesAdapter(StreamAdapter):
             if think.idle and "<" not in text:  # passed as it is: only counted (per delta)
                 think.fed += len(text)
             else:
-                g = think.feed(text)
+                g = self._ran(think, think.feed(text))
                 text = g.content
                 if g.reasoning and self.config.capture_think_blocks_as_thoughts:
                     thoughts.append(new_raw_thought(g.reasoning))
-                if think.notes:
-                    self._drain(think)
         if text and self.spill.inspecting:  # it passes every delta once the answer started
             g = self.spill.filter(text)
             text = g.content

@@ -1075,9 +1075,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             if think.idle and "<" not in content:  # passed as it is: only counted (per chunk)
                 think.fed += len(content)
             else:
-                g = think.feed(content)
-                if think.notes:  # _ran, inlined in the per-chunk path
-                    self._drain(think)
+                g = self._ran(think, think.feed(content))
                 content = g.content
                 if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
                     reasoning = (reasoning or "") + g.reasoning
