@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Literal, Self, TypeVar, cast
+from typing import Any, Literal, NamedTuple, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "NO_METADATA",
     "NO_THOUGHTS",
+    "ChunkOrigin",
     "ErrorType",
     "FunctionCall",
     "GuardEvent",
@@ -397,6 +398,23 @@ none: one read-only empty dict, not one per chunk (memory of a replay's results:
 a long fleet is a few hundred bytes, and an empty dict 64 of them)."""
 NO_THOUGHTS: list[Any] = _ReadOnlyEmptyList()
 """The ``thoughts`` of every chunk of a finished result that has none (as :data:`NO_METADATA`)."""
+
+
+class ChunkOrigin(NamedTuple):
+    """Where a processed chunk came from: attempt, SSE event index and the read that completed it.
+
+    A NamedTuple, not a frozen dataclass: one is made per SSE event, and a frozen
+    dataclass's ``__init__`` costs several times more. Defined here, with the chunk it
+    describes, because the adapters record it (``StreamAdapter.origins``); it is
+    ``StreamResult.origins``'s type and importable from :mod:`lab.result` as well.
+    """
+
+    attempt: int
+    event: int
+    read_seq: int
+
+    def __reduce__(self) -> tuple:  # the inherited one goes through Python __getnewargs__
+        return ChunkOrigin, tuple(self)
 
 
 class ProcessedChunk(_Model):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from lab.capture.schema import CUT_END_REASONS, LIMIT_END_REASONS
 from lab.model import (
+    ChunkOrigin,
     FunctionCall,
     GuardEvent,
     ProcessedChunk,
@@ -95,21 +96,6 @@ class AttemptInfo:
             "n_reads": self.n_reads,
             "n_events": self.n_events,
         }
-
-
-class ChunkOrigin(NamedTuple):
-    """Where a processed chunk came from: attempt, SSE event index and the read that completed it.
-
-    A NamedTuple, not a frozen dataclass: one is made per SSE event, and a frozen
-    dataclass's ``__init__`` costs several times more.
-    """
-
-    attempt: int
-    event: int
-    read_seq: int
-
-    def __reduce__(self) -> tuple:  # the inherited one goes through Python __getnewargs__
-        return ChunkOrigin, tuple(self)
 
 
 @dataclass(slots=True, repr=False)

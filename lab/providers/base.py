@@ -33,7 +33,7 @@ from lab.guards.base import GuardNote
 from lab.guards.json_repair import parse_tool_arguments
 from lab.guards.markup import MarkupGuard
 from lab.http.sse import SSEDecoder, SSEEvent
-from lab.model import GuardEvent, ProcessedChunk, ProviderError
+from lab.model import ChunkOrigin, GuardEvent, ProcessedChunk, ProviderError
 from lab.providers.wire import (  # re-exported: their old home, still importable
     NoteList,
     ToolCallAccumulator,
@@ -59,7 +59,6 @@ from lab.request import (
     mistral_tool_id,
     replay_reasoning_content,
 )
-from lab.result import ChunkOrigin
 
 _tuple_new = tuple.__new__
 
