@@ -51,9 +51,6 @@ from lab.result import AttemptInfo, ChunkOrigin, StreamResult, counted_of
 __all__ = ["client_timeout", "new_stream_id", "run_stream"]
 
 
-_tuple_new = tuple.__new__
-
-
 def client_timeout(read_s: float) -> httpx.Timeout:
     """The timeouts of every client the lab builds (live, recorder, replay): 30 s to
     connect, write and wait for a connection, ``read_s`` between reads
@@ -200,9 +197,8 @@ def run_stream(
 
     def emit(new: list[ProcessedChunk]) -> None:
         adapter.emit(new)
-        if on_chunk is not None:
-            for c in new:
-                on_chunk(c)
+        if new and on_chunk is not None:
+            _hand_on(on_chunk, chunks, len(new))
 
     request = _Request(client, adapter, plan, url, headers, emit, sid, meta, divergence, on_chunk)
     try:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lab.config import LabConfig
 from lab.http.sse import SSEEvent
 from lab.model import ProcessedChunk
 from lab.providers import get_adapter
@@ -97,3 +98,34 @@ def test_on_chunk_sees_every_chunk_of_every_attempt_in_order_once():
     assert seen[-1].metadata.get("finish_reason") == "stop"
     assert {o.attempt for o in result.origins} == {1}  # attempt 0 emitted nothing
     assert result.origins[-1].event == 2  # the flushed event, the second attempt's third
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_on_chunk_sees_the_chunks_made_at_the_end_too(status):
+    """Chunks that no event made (the speaker guard's held tail released by ``finish``,
+    the error chunk of ``fail`` for an HTTP error) reach ``on_chunk`` as well."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if status != 200:
+            return httpx.Response(status, json={"error": {"message": "boom"}})
+        body = _sse(_chunk({"content": "ok"}), _chunk({"content": "\n\nUs"}))  # held at EOF
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=httpx.ByteStream(body)
+        )
+
+    seen: list[ProcessedChunk] = []
+    result = run_stream(
+        "deepseek",
+        {"model": "m", "messages": [], "stream": True},
+        transport=httpx.MockTransport(handler),
+        base_url="http://fake.test/v1",
+        config=LabConfig(speaker_guard=True, persona_name="Ann"),
+        on_chunk=seen.append,
+    )
+    assert [id(c) for c in seen] == [id(c) for c in result.chunks]
+    assert len(result.origins) == len(result.chunks)
+    if status == 200:
+        assert result.text == "ok\n\nUs"
+        assert seen[-1].content == "ok\n\nUs"  # released by finish(), not by an event
+    else:
+        assert result.error is not None and seen[-1].type == "error"
