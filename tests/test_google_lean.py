@@ -1,7 +1,7 @@
 """Gemini's lean path builds what the general way builds.
 
 An event of the common shape (one candidate of text parts, usageMetadata, modelVersion,
-responseId) is read into a ``_Lean`` view (``decode_lean`` straight from the line with
+responseId) is read into the fields of a ``_Lean`` (``decode_lean`` straight from the line with
 msgspec, ``lean_fields`` from the parsed dict otherwise) and built directly; any other
 event goes the general way (``GoogleAdapter._on_raw``). On generated streams (every key the
 lean path knows, values of the right type and of the wrong one, unknown keys, calls, blocks,
@@ -262,6 +262,27 @@ def test_a_common_event_takes_the_lean_path():
         model_version="gemini-2.5-flash",
         response_id="r1",
     )
+    assert lean_fields(json.loads(line)) == want
+    if google_decode is not None:
+        assert google_decode(line) == want
+
+
+@pytest.mark.parametrize("key", google.CANDIDATE_METADATA_KEYS)
+def test_each_candidate_metadata_key_reaches_the_view_on_both_ways(key):
+    # the typed decoder reads these fields one by one (no attrgetter per event): a key it
+    # forgot would drop that metadata from the chunk on the typed way only
+    cand = {"content": {"parts": [{"text": "a"}]}, "index": 0, key: {"k": 1}}
+    line = json.dumps({"candidates": [cand]})
+    got = lean_fields(json.loads(line))
+    assert got is not None and got[4] == [(key, {"k": 1})]
+    if google_decode is not None:
+        assert google_decode(line) == got
+
+
+def test_the_usage_counts_come_in_their_order_on_both_ways():
+    meta = {k: 10 + i for i, k in enumerate(google.USAGE_COUNT_KEYS)}
+    line = json.dumps({"usageMetadata": meta})
+    want = ("", [], None, None, [], False, (10, 11, 12, 13, 14), None, None)
     assert lean_fields(json.loads(line)) == want
     if google_decode is not None:
         assert google_decode(line) == want
