@@ -18,7 +18,9 @@
   with ``unterminated=True``: a truncated stream is never silently dropped.
 
 Each event records ``first_seq`` (the read where its first byte arrived) and ``last_seq``
-(the read that completed it). ``index`` numbers events, comments included, from 0.
+(the read that completed it). ``index`` numbers events, comments included, from 0. An event
+framed by the common shapes (below) keeps its data line's bytes too (``raw``), for a typed
+JSON decoder to read.
 
 The hot path frames whole reads with ``bytes`` methods: one memchr for ``\r`` and one for
 ``\n`` per read, one ``split`` on ``\n`` per read that completes lines (the incomplete tail is
@@ -36,7 +38,7 @@ property tests (``tests/test_sse_reference.py``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["MAX_RETRY_DIGITS", "SSEDecoder", "SSEEvent", "iter_sse"]
 
@@ -77,6 +79,12 @@ class SSEEvent:
     """seq of the read that completed it."""
     unterminated: bool = False
     """True for a final event cut at EOF without its blank line."""
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    """The bytes of the event's one ``data:`` line after ``data: ``, as they came, when the
+    framer had them at hand (an event of one of the common shapes, see the module's text);
+    ``data`` is their UTF-8 decoding, errors replaced. None otherwise: read ``data``. A
+    typed JSON decoder reads these instead of ``data``, which it would encode to UTF-8
+    again (and keep that copy on the string). Not compared, not shown."""
 
     @property
     def is_comment(self) -> bool:
@@ -256,11 +264,12 @@ class SSEDecoder:
             final = singles.pop() if rest else None
             for line in singles:
                 if line[:6] == b"data: ":  # a whole event: its data line and the blank line
-                    # SSEEvent(index, data, None, None, None, None, first, seq), its slots
+                    # SSEEvent(index, data, None, None, None, None, first, seq, raw=...), its slots
                     # set here: the dataclass's __init__ is a Python call from C per event
                     ev = _new(SSEEvent)
                     ev.index = index
-                    ev.data = _decode(line[6:], "utf-8", "replace")
+                    ev.raw = raw = line[6:]
+                    ev.data = _decode(raw, "utf-8", "replace")
                     ev.event = ev.id = ev.retry = ev.comment = None
                     ev.first_seq = first
                     ev.last_seq = seq
@@ -307,10 +316,11 @@ class SSEDecoder:
                 if kind is None and name[:7] == b"event: " and len(known) < _NAMES:
                     kind = known[name] = _decode(name[7:], "utf-8", "replace")
                 if kind is not None and data[:6] == b"data: ":
-                    # SSEEvent(index, data, kind, None, None, None, first, seq), as above
+                    # SSEEvent(index, data, kind, None, None, None, first, seq, raw=...), as above
                     ev = _new(SSEEvent)
                     ev.index = index
-                    ev.data = _decode(data[6:], "utf-8", "replace")
+                    ev.raw = raw = data[6:]
+                    ev.data = _decode(raw, "utf-8", "replace")
                     ev.event = kind
                     ev.id = ev.retry = ev.comment = None
                     ev.first_seq = first

@@ -369,7 +369,7 @@ DELTA_TYPES = frozenset(
 # that is not a string ...) goes the general way, which decides as before.
 # tests/test_anthropic_lean.py checks the two against each other on generated streams.
 
-decode_delta: Callable[[str], Any] | None = None
+decode_delta: Callable[[str | bytes], Any] | None = None
 """``decode_delta(line)``: the typed content_block_delta event of a data line; raises
 ``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or ``RecursionError``
 when the line is not one (another event type, no delta object, an index that is not a
@@ -502,8 +502,9 @@ class AnthropicAdapter(StreamAdapter):
         """One named event: its JSON payload to its ``_on_<type>`` handler; invalid JSON
         ends the stream as an error, unless the body was cut inside this event."""
         if self.lean and decode_delta is not None and len(data) <= _json.FAST_MAX_CHARS:
+            raw = event.raw  # the line's bytes: msgspec would encode data again
             try:  # (unstripped: JSON's whitespace is a part of what str.strip removes)
-                ev = decode_delta(data)
+                ev = decode_delta(data if raw is None else raw)
             except (ValueError, RecursionError):  # another shape or type: the general way
                 ev = None
             if ev is not None:

@@ -192,7 +192,7 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 # tool calls, index checks). A declined line goes the general way, which decides as before
 # and counts what it does not read. tests/test_chat_typed.py checks the two ways against
 # each other on generated streams.
-decode_chat_chunk: Callable[[str], Any] | None = None
+decode_chat_chunk: Callable[[str | bytes], Any] | None = None
 """``decode_chat_chunk(line)``: the typed chunk of a data line of the common shape (raises
 ``ValueError`` for any other). None itself when msgspec is not the lab's parser."""
 
@@ -641,8 +641,11 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 if len(line) > _json.FAST_MAX_CHARS:
                     chunk = None
                 else:
+                    # a one-line event's bytes, as the framer kept them: msgspec would
+                    # encode line again (data is their decoding, line it stripped)
+                    src = line if event.raw is None else event.raw
                     try:
-                        raw = decode_chat_chunk(line)  # type: ignore[misc]  # set: _typed_chat
+                        raw = decode_chat_chunk(src)  # type: ignore[misc]  # set: _typed_chat
                     except (ValueError, RecursionError):  # another shape or type
                         chunk = None
                     else:

@@ -972,7 +972,7 @@ def lean_fields(raw: Any) -> LeanView | None:
     )
 
 
-decode_lean: Callable[[str], LeanView | None] | None = None
+decode_lean: Callable[[str | bytes], LeanView | None] | None = None
 """``decode_lean(line)``: the :class:`_Lean` fields (a :data:`LeanView`) of a data line of
 the common shape decoded straight into typed structs, or None for any other line. None
 itself when msgspec is not the lab's parser (then the line is parsed and
@@ -1044,7 +1044,7 @@ if _json.PARSER == "msgspec":
 
     _cand_meta_of = attrgetter(*CANDIDATE_METADATA_KEYS)
 
-    def _decode_lean(line: str) -> LeanView | None:
+    def _decode_lean(line: str | bytes) -> LeanView | None:
         if len(line) > _json.FAST_MAX_CHARS:
             return None
         try:
@@ -1229,7 +1229,8 @@ class GoogleAdapter(StreamAdapter):
             return
         lean = self.lean
         if lean and decode_lean is not None:
-            fields = decode_lean(text)
+            raw = event.raw  # the line's bytes: msgspec would encode text again
+            fields = decode_lean(text if raw is None else raw)
             if fields is not None and self._on_lean(fields, out):
                 return
             lean = False  # the typed structs declined it: the dict check would too

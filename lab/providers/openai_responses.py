@@ -288,7 +288,7 @@ def _flat_tool(tool: dict) -> dict:
 
 TEXT_DELTA = "response.output_text.delta"
 
-decode_text_delta: Callable[[str], Any] | None = None
+decode_text_delta: Callable[[str | bytes], Any] | None = None
 """``decode_text_delta(line)``: the typed output_text delta of a data line of the lean
 shape; raises ``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or
 ``RecursionError`` for any other line. None itself when msgspec is not the lab's parser. A
@@ -432,8 +432,9 @@ class ResponsesAdapter(StreamAdapter):
         named as an unhandled shape, invalid JSON counted and skipped."""
         lean = self.lean and not self.stopped and (event.event is None or event.event == TEXT_DELTA)
         if lean and decode_text_delta is not None and len(data) <= _json.FAST_MAX_CHARS:
+            raw = event.raw  # the line's bytes: msgspec would encode data again
             try:
-                ev = decode_text_delta(data)
+                ev = decode_text_delta(data if raw is None else raw)
             except (ValueError, RecursionError):  # another shape or type: the general way
                 pass
             else:

@@ -521,7 +521,7 @@ decode_typed_chunk: Callable[[str, list[str]], dict | None] | None = None
 shape (hostile usage counts appended to **bad**, as the normalizer does), or None for any
 other line. None itself when msgspec is not the lab's parser."""
 
-decode_struct: Callable[[str], Any] | None = None
+decode_struct: Callable[[str | bytes], Any] | None = None
 """``decode_struct(line)``: a data line of the common shape as its typed struct; raises
 ``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or ``RecursionError``
 for any other line (the first step of :data:`decode_typed_chunk`; :func:`struct_chunk` is
@@ -902,7 +902,8 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
             super().feed_data(data, event, out, typed_first=False)
             return
         try:
-            raw = decode_struct(line)  # type: ignore[misc]  # set with _decode_typed
+            # the line's bytes when the framer kept them: msgspec would encode line again
+            raw = decode_struct(line if event.raw is None else event.raw)  # type: ignore[misc]
         except (ValueError, RecursionError):  # another shape or type: the general way
             super().feed_data(data, event, out, typed_first=False)
             return
