@@ -887,15 +887,12 @@ its order, as a plain tuple (built per event: a tuple display costs ~0.3k instru
 NamedTuple ~1.6k even through ``tuple.__new__``; ``_Lean(...)`` compares equal to it)."""
 
 
-def _is_count(v: Any) -> bool:
-    """A count :func:`wire_int` takes as it is, with nothing to name (None included)."""
-    return v is None or (type(v) is int and 0 <= v <= MAX_WIRE_INT)
-
-
 def lean_fields(raw: Any) -> LeanView | None:
     """The :class:`_Lean` fields of a parsed event of the common shape (a :data:`LeanView`),
     None for any other."""
-    if type(raw) is not dict or not raw.keys() <= LEAN_RESPONSE_KEYS:
+    # (per event without msgspec: a key set's issuperset(d) costs ~25 % less than
+    # d.keys() <= it, and the counts are checked inline, not by a function map calls)
+    if type(raw) is not dict or not LEAN_RESPONSE_KEYS.issuperset(raw):
         return None
     cands = raw.get("candidates")
     cand = None
@@ -903,7 +900,7 @@ def lean_fields(raw: Any) -> LeanView | None:
         if type(cands) is not list or len(cands) != 1:
             return None
         cand = cands[0]
-        if type(cand) is not dict or not cand.keys() <= CANDIDATE_KEYS:
+        if type(cand) is not dict or not CANDIDATE_KEYS.issuperset(cand):
             return None
     model_version = raw.get("modelVersion")
     response_id = raw.get("responseId")
@@ -914,11 +911,18 @@ def lean_fields(raw: Any) -> LeanView | None:
     meta = raw.get("usageMetadata")
     usage = None
     if meta is not None:
-        if type(meta) is not dict or not meta.keys() <= USAGE_KEYS:
+        if type(meta) is not dict or not USAGE_KEYS.issuperset(meta):
             return None
-        usage = tuple(map(meta.get, USAGE_COUNT_KEYS))
-        if not all(map(_is_count, usage)):
-            return None
+        usage = (  # USAGE_COUNT_KEYS, in its order
+            meta.get("promptTokenCount"),
+            meta.get("candidatesTokenCount"),
+            meta.get("thoughtsTokenCount"),
+            meta.get("cachedContentTokenCount"),
+            meta.get("totalTokenCount"),
+        )
+        for v in usage:  # each a count wire_int takes as it is, with nothing to name
+            if v is not None and not (type(v) is int and 0 <= v <= MAX_WIRE_INT):
+                return None
     answer = ""
     thoughts: list[str] = []
     signature = None
@@ -927,7 +931,7 @@ def lean_fields(raw: Any) -> LeanView | None:
     if cand is not None:
         content = cand.get("content")
         if content is not None:
-            if type(content) is not dict or not content.keys() <= CONTENT_KEYS:
+            if type(content) is not dict or not CONTENT_KEYS.issuperset(content):
                 return None
             parts = content.get("parts")
             if parts is not None:
@@ -935,7 +939,7 @@ def lean_fields(raw: Any) -> LeanView | None:
                     return None
                 texts = []
                 for p in parts:
-                    if type(p) is not dict or not p.keys() <= LEAN_PART_KEYS:
+                    if type(p) is not dict or not LEAN_PART_KEYS.issuperset(p):
                         return None
                     t = p.get("text")
                     if t is not None and type(t) is not str:
@@ -954,7 +958,7 @@ def lean_fields(raw: Any) -> LeanView | None:
         if finish is not None and type(finish) is not str:
             return None
         native = finish or None
-        if not cand.keys() <= _PLAIN_CANDIDATE_KEYS:  # the common case has no metadata
+        if not _PLAIN_CANDIDATE_KEYS.issuperset(cand):  # the common case has no metadata
             for key in CANDIDATE_METADATA_KEYS:
                 value = cand.get(key)
                 if value is not None:
