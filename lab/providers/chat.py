@@ -670,7 +670,10 @@ class OpenAICompatibleAdapter(StreamAdapter):
                 continue
             if (
                 self._lean_arguments
-                and not self._typed_chat  # the typed decoder turned it away: so would this
+                # with the typed decoder on, it turned this line away (its shape or types;
+                # on the line's bytes, also invalid UTF-8 or non-JSON whitespace), and
+                # _on_parsed builds what the lean argument path would
+                and not self._typed_chat
                 and self.tool_acc.plain
                 and not self._posting
                 and (got := lean_argument_fields(raw)) is not None
