@@ -374,7 +374,12 @@ class _Request:
                 take, chunks, on_chunk = adapter.take, adapter.emitted, self.on_chunk
                 try:
                     for seq, piece in body.pieces():
-                        for event in decoder.decode(piece, seq):
+                        # each event (its data, its raw bytes) is dropped from the list as it is
+                        # taken, freed once taken rather than with the whole read's (a
+                        # body replayed as one read holds every event of the body)
+                        events: list[Any] = decoder.decode(piece, seq)
+                        for i, event in enumerate(events):
+                            events[i] = None
                             n = take(event)
                             if n and on_chunk is not None:
                                 _hand_on(on_chunk, chunks, n)
