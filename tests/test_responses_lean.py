@@ -45,6 +45,7 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
     resp = {"id": "resp_1", "object": "response", "model": "gpt-4.1"}
     parts = [_event({"type": "response.created", "sequence_number": 0, "response": resp})]
     seq = 1
+    streamed: dict[tuple[int, int], str] = {}  # the text deltas of each part, as sent
     for out_index, kind in enumerate(rng.sample(["reasoning", "message", "function_call"], 2)):
         item: dict[str, Any] = {"type": kind, "id": f"it_{out_index}"}
         if kind == "function_call":
@@ -57,10 +58,14 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
                                      "output_index": out_index}  # fmt: skip
             if kind == "message":
                 kind_name = TEXT_DELTA if rng.random() < 0.85 else "response.refusal.delta"
-                payload: dict[str, Any] = {"type": kind_name, **where, "content_index": 0,
+                # two parts, their deltas interleaved now and then (0, 1, 0)
+                payload: dict[str, Any] = {"type": kind_name, **where,
+                                           "content_index": rng.choice([0, 0, 0, 1]),
                                            "delta": rng.choice(TEXTS)}  # fmt: skip
                 if kind_name == TEXT_DELTA:
                     payload.update(logprobs=[], obfuscation="kQ2x")
+                    key = (out_index, payload["content_index"])
+                    streamed[key] = streamed.get(key, "") + payload["delta"]
             elif kind == "reasoning":
                 payload = {"type": "response.reasoning_summary_text.delta", **where,
                            "summary_index": 0, "delta": rng.choice(TEXTS)}  # fmt: skip
@@ -82,9 +87,11 @@ def _random_stream(rng: random.Random, hostile: bool) -> bytes:
             seq += 1
         if kind == "message":  # its text again: used only for a part that streamed none
             for part_index in rng.sample([0, 1], rng.randint(1, 2)):
+                # the streamed text (as long as what came) or another (a mismatch, counted)
+                text = rng.choice([streamed.get((out_index, part_index), ""), "whole text"])
                 parts.append(_event({"type": "response.output_text.done", "sequence_number": seq,
                                      "item_id": f"it_{out_index}", "output_index": out_index,
-                                     "content_index": part_index, "text": "whole text"}))  # fmt: skip
+                                     "content_index": part_index, "text": text}))  # fmt: skip
                 seq += 1
         done = {"type": "response.output_item.done", "sequence_number": seq,
                 "output_index": out_index, "item": item}  # fmt: skip

@@ -417,7 +417,16 @@ class ResponsesAdapter(StreamAdapter):
         self.item_keys: dict[str, Any] = {}
         self.part_chars: dict[tuple, int] = {}
         """Characters of deltas received per (kind, item, part index): a ``.done`` text is
-        used only for a part that streamed none."""
+        used only for a part that streamed none. The lean path's run of deltas into one
+        text part is counted in :attr:`_run_chars` and added here when another part starts
+        or a ``.done`` text is compared (:meth:`_end_run`)."""
+        self._run_index: int | None = None
+        """The output_index of the text part the lean path counts in :attr:`_run_chars`
+        (None: no run)."""
+        self._run_part = 0
+        """That part's content_index (0 for a missing one, as :meth:`_part` keys it)."""
+        self._run_chars = 0
+        """Characters of the run's deltas not yet added to :attr:`part_chars`."""
         self.summary_parts_streamed = 0
         self.n_calls = 0
         self.streamed = False
@@ -437,8 +446,16 @@ class ResponsesAdapter(StreamAdapter):
                 ev = decode_text_delta(data if raw is None else raw)
             except (ValueError, RecursionError):  # another shape or type: the general way
                 pass
-            else:
-                self._lean_text(ev.delta, ev.output_index, ev.content_index, out)
+            else:  # _lean_text, inlined: per event
+                delta = ev.delta
+                index = ev.output_index
+                part_index = ev.content_index or 0
+                if index == self._run_index and part_index == self._run_part:
+                    self._run_chars += len(delta)
+                else:
+                    self._start_run(index, part_index, len(delta))
+                self.streamed = True
+                self._text(delta, out)
                 return
         data = data.strip()
         if data == "[DONE]":  # OpenRouter's, after the terminal event
@@ -500,12 +517,33 @@ class ResponsesAdapter(StreamAdapter):
     def _lean_text(
         self, delta: str, index: int, part_index: int | None, out: list[ProcessedChunk]
     ) -> None:
-        """:meth:`_on_text_delta` for an event whose indexes are plain counts."""
-        part = ("text", index, part_index or 0)
-        chars = self.part_chars
-        chars[part] = chars.get(part, 0) + len(delta)
+        """:meth:`_on_text_delta` for an event whose indexes are plain counts: its
+        characters counted in the run of its part (:meth:`_start_run` when another part
+        starts), the text through :meth:`_text`."""
+        part_index = part_index or 0
+        if index == self._run_index and part_index == self._run_part:
+            self._run_chars += len(delta)
+        else:
+            self._start_run(index, part_index, len(delta))
         self.streamed = True
         self._text(delta, out)
+
+    def _start_run(self, index: int, part_index: int, chars: int) -> None:
+        """The lean path's deltas go to another text part: the run so far added to
+        :attr:`part_chars` (:meth:`_end_run`), a run of this part begun with **chars**."""
+        self._end_run()
+        self._run_index = index
+        self._run_part = part_index
+        self._run_chars = chars
+
+    def _end_run(self) -> None:
+        """The lean path's uncounted characters added to :attr:`part_chars` (a dict update
+        per part, not per delta), before the counts are read."""
+        if self._run_index is not None:
+            part = ("text", self._run_index, self._run_part)
+            self.part_chars[part] = self.part_chars.get(part, 0) + self._run_chars
+            self._run_index = None
+            self._run_chars = 0
 
     def after_end(self, data: str) -> None:
         """OpenRouter's ``[DONE]`` comes after the terminal event: noted."""
@@ -578,11 +616,22 @@ class ResponsesAdapter(StreamAdapter):
                 thoughts.append(new_raw_thought(g.reasoning))
             if self.spill.notes:
                 self._drain(self.spill)
-        self._visible(text, thoughts, out)
+        # _visible, inlined: per event
+        fired = False
+        if text:
+            text = self._text_guards(text)
+            fired = self.speaker is not None and self.speaker.fired
+        if text or thoughts:
+            self.committed = True
+            out.append(new_text_chunk(text, thoughts, {}))
+        if fired:
+            self.stopped = True
+            self.end_reason = "stopped_by_guard"
 
     def _visible(self, text: str, thoughts: list, out: list[ProcessedChunk]) -> None:
         """Visible text after the per-piece guards (:meth:`_text_guards`: dedup, then the
-        speaker guard), with its thoughts, as a text chunk; a speaker line stops the stream."""
+        speaker guard), with its thoughts, as a text chunk; a speaker line stops the stream.
+        :meth:`_text` has these lines inline (per event); the guards' flush comes here."""
         fired = False
         if text:
             text = self._text_guards(text)
@@ -674,6 +723,7 @@ class ResponsesAdapter(StreamAdapter):
         compared by length (a mismatch is counted, the streamed text stays)."""
         if not isinstance(text, str):
             return
+        self._end_run()
         part = self._part(kind, raw, index_field)
         streamed = self.part_chars.get(part, 0)
         if streamed == 0 and text:
