@@ -311,10 +311,15 @@ class SSEDecoder:
             # a stream names few kinds of event: each "event: x" line is decoded once (up to
             # _NAMES kinds; past them, and for any other line, the general machine)
             known = self._names
+            last_name = last_kind = None  # most events name the kind the one before named
             for name, data in zip(names, datas, strict=True):
-                kind = known.get(name)
-                if kind is None and name[:7] == b"event: " and len(known) < _NAMES:
-                    kind = known[name] = _decode(name[7:], "utf-8", "replace")
+                if name == last_name:
+                    kind = last_kind
+                else:
+                    kind = known.get(name)
+                    if kind is None and name[:7] == b"event: " and len(known) < _NAMES:
+                        kind = known[name] = _decode(name[7:], "utf-8", "replace")
+                    last_name, last_kind = name, kind
                 if kind is not None and data[:6] == b"data: ":
                     # SSEEvent(index, data, kind, None, None, None, first, seq, raw=...), as above
                     ev = _new(SSEEvent)

@@ -483,6 +483,9 @@ class AnthropicAdapter(StreamAdapter):
     def reset(self) -> None:
         self._make_guards()  # text runs think, spill and speaker (no dedup, as before)
         self.blocks: dict[int, dict[str, Any]] = {}
+        self._decode = decode_delta if self.lean else None
+        """:data:`decode_delta` when the typed path is on (read once, not per event), else
+        None."""
         self.thinking_blocks: list[dict[str, Any]] = []
         self.last_signature: str | None = None
         self.usage_raw: dict[str, int] = {}
@@ -493,18 +496,20 @@ class AnthropicAdapter(StreamAdapter):
         self.ended = False
 
     lean: ClassVar[bool] = True
-    """Do text and thinking deltas take the typed path (:data:`decode_delta`, with
-    msgspec)? Off, every event goes the general way (the tests compare the two)."""
+    """Do text and thinking deltas take the typed path (:data:`decode_delta`, with msgspec)?
+    Off, every event goes the general way (the tests compare the two). Read when an attempt
+    starts (:meth:`reset`): set it before the stream is made."""
 
     # -- stage 02 + 03 ------------------------------------------------------------------
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One named event: its JSON payload to its ``_on_<type>`` handler; invalid JSON
         ends the stream as an error, unless the body was cut inside this event."""
-        if self.lean and decode_delta is not None and len(data) <= _json.FAST_MAX_CHARS:
+        decode = self._decode
+        if decode is not None and len(data) <= _json.FAST_MAX_CHARS:
             raw = event.raw  # the line's bytes: msgspec would encode data again
             try:  # (unstripped: JSON's whitespace is a part of what str.strip removes)
-                ev = decode_delta(data if raw is None else raw)
+                ev = decode(data if raw is None else raw)
             except (ValueError, RecursionError):  # another shape or type: the general way
                 ev = None
             if ev is not None:
@@ -514,8 +519,21 @@ class AnthropicAdapter(StreamAdapter):
                 block = None if index is None else self.blocks.get(index)
                 # a delta sent to another kind of block goes the general way (counted there)
                 if dtype == "text_delta":
-                    if type(d.text) is str and (block is None or block["type"] == "text"):
-                        self._text(d.text, out)
+                    text = d.text
+                    if type(text) is str and (block is None or block["type"] == "text"):
+                        think = self.think
+                        if (
+                            self.speaker is None
+                            and not self.spill.inspecting
+                            and (think is None or think.idle and "<" not in text)
+                        ):  # _text with every guard passing it as it is, inlined: per event
+                            if text:
+                                if think is not None:
+                                    think.fed += len(text)
+                                self.committed = True
+                                out.append(new_content_chunk(text, []))
+                        else:
+                            self._text(text, out)
                         return
                 elif (
                     dtype == "thinking_delta"

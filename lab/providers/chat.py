@@ -562,6 +562,9 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self._read_all = cfg.read_all_reasoning_fields
         self._choice_keys = CHOICE_KEYS | {"usage"} if cfg.usage_in_choices else CHOICE_KEYS
         cls = type(self)
+        self._lean = cls.lean
+        """:attr:`lean`, read once an attempt (a class attribute read through the instance
+        is an unspecialized lookup, per event)."""
         machine = OpenAICompatibleAdapter
         lean = (
             cls.lean
@@ -588,7 +591,8 @@ class OpenAICompatibleAdapter(StreamAdapter):
     lean: ClassVar[bool] = True
     """Does an endpoint that normalizes as this machine does take the typed path
     (:data:`decode_chat_chunk`, with msgspec)? Off, every line goes the general way (the
-    tests compare the two)."""
+    tests compare the two). Read when an attempt starts (:meth:`reset`): set it before the
+    stream is made."""
 
     @property
     def _capture_thoughts(self) -> bool:
@@ -1446,7 +1450,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     def _accumulate_tools(self, delta: dict) -> None:
         acc = self.tool_acc
         for tc in delta.get("tool_calls") or ():
-            if self.lean and acc.plain and tc.keys() <= _ARGUMENTS_ONLY:  # its own way
+            if self._lean and acc.plain and tc.keys() <= _ARGUMENTS_ONLY:  # its own way
                 index = tc.get("index")
                 fn = tc.get("function")
                 if type(index) is int and index >= 0 and type(fn) is dict and not fn.get("name"):

@@ -1216,28 +1216,40 @@ class GoogleAdapter(StreamAdapter):
         self._usage_counts: tuple[int | None, ...] | None = None
         """The counts ``pending_usage`` was built from on the lean path (None: built by the
         general way): the same counts again keep the same Usage."""
+        self._lean = self.lean
+        self._decode = decode_lean if self.lean else None
+        """:data:`decode_lean` when the typed lean path is on, else None (both read once
+        an attempt, not per event)."""
+        self._final_usage_only = self.config.final_usage_only
+        self._seen_version: str | None = None
+        """The modelVersion the lean path wrote to the facts last, None once the general
+        way wrote one: the same again is not written again (per event)."""
+        self._seen_rid: str | None = None
+        """The same for responseId."""
 
     # -- stage 02 -----------------------------------------------------------------------
 
     lean: ClassVar[bool] = True
     """Does an event of the common shape take the lean path (:func:`decode_lean` with
     msgspec, else :func:`lean_fields`)? Off, every event goes the general way (the tests
-    compare the two)."""
+    compare the two). Read when an attempt starts (:meth:`reset`): set it before the stream
+    is made."""
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One response object (SSE), or an array of them (``alt=json`` framing); invalid
         JSON ends the stream as an error, unless the body was cut inside this event."""
+        lean = self._lean
+        decode = self._decode
+        if decode is not None:  # first, unstripped: it declines "[DONE]" and what strip removes
+            raw = event.raw  # the line's bytes: msgspec would encode data again
+            fields = decode(data if raw is None else raw)
+            if fields is not None and self._on_lean(fields, out):
+                return
+            lean = False  # the typed structs declined it: the dict check would too
         text = data.strip()
         if text == "[DONE]":
             self.facts["done_seen"] = True
             return
-        lean = self.lean
-        if lean and decode_lean is not None:
-            raw = event.raw  # the line's bytes: msgspec would encode text again
-            fields = decode_lean(text if raw is None else raw)
-            if fields is not None and self._on_lean(fields, out):
-                return
-            lean = False  # the typed structs declined it: the dict check would too
         try:
             raw = _json.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -1281,11 +1293,13 @@ class GoogleAdapter(StreamAdapter):
             ):
                 self.pending_usage = _usage_of(prompt, answer_n, thoughts_n, cached, total)
                 self._usage_counts = counts
-        if version is not None:
+        if version is not None and version != self._seen_version:
             facts["served_model"] = version
             facts["response_model"] = version
-        if rid is not None:
+            self._seen_version = version
+        if rid is not None and rid != self._seen_rid:
             facts["response_id"] = rid
+            self._seen_rid = rid
         if native:
             self.usage_final = True
         # _pipeline: dedup and the speaker guard on the text, the commit point, the tail
@@ -1309,9 +1323,7 @@ class GoogleAdapter(StreamAdapter):
             )
             self._record_finish(finish)
         metadata: dict[str, Any] = {}
-        if self.pending_usage is not None and (
-            self.usage_final or not self.config.final_usage_only
-        ):
+        if self.pending_usage is not None and (self.usage_final or not self._final_usage_only):
             metadata["usage"] = self.pending_usage
         if signature:
             metadata["thoughtSignature"] = signature
@@ -1386,8 +1398,10 @@ class GoogleAdapter(StreamAdapter):
             if isinstance(raw.get("modelVersion"), str):
                 self.facts["served_model"] = raw["modelVersion"]
                 self.facts["response_model"] = raw["modelVersion"]
+                self._seen_version = None  # the lean path writes its next one again
             if isinstance(raw.get("responseId"), str):
                 self.facts["response_id"] = raw["responseId"]
+                self._seen_rid = None
         chunk = normalize_google_chunk(raw)
         if chunk is None:
             self.facts["dropped_chunks"] = self.facts.get("dropped_chunks", 0) + 1

@@ -420,6 +420,10 @@ class ResponsesAdapter(StreamAdapter):
         used only for a part that streamed none. The lean path's run of deltas into one
         text part is counted in :attr:`_run_chars` and added here when another part starts
         or a ``.done`` text is compared (:meth:`_end_run`)."""
+        self._lean = self.lean
+        self._decode = decode_text_delta if self.lean else None
+        """:data:`decode_text_delta` when the lean path is on, else None (with
+        :attr:`_lean`, read once an attempt, not per event)."""
         self._run_index: int | None = None
         """The output_index of the text part the lean path counts in :attr:`_run_chars`
         (None: no run)."""
@@ -439,11 +443,14 @@ class ResponsesAdapter(StreamAdapter):
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One typed event to its handler (``_HANDLERS``); a line that is not an event is
         named as an unhandled shape, invalid JSON counted and skipped."""
-        lean = self.lean and not self.stopped and (event.event is None or event.event == TEXT_DELTA)
-        if lean and decode_text_delta is not None and len(data) <= _json.FAST_MAX_CHARS:
+        lean = (
+            self._lean and not self.stopped and (event.event is None or event.event == TEXT_DELTA)
+        )
+        decode = self._decode
+        if lean and decode is not None and len(data) <= _json.FAST_MAX_CHARS:
             raw = event.raw  # the line's bytes: msgspec would encode data again
             try:
-                ev = decode_text_delta(data if raw is None else raw)
+                ev = decode(data if raw is None else raw)
             except (ValueError, RecursionError):  # another shape or type: the general way
                 pass
             else:  # _lean_text, inlined: per event
@@ -494,7 +501,8 @@ class ResponsesAdapter(StreamAdapter):
 
     lean: ClassVar[bool] = True
     """Do output_text deltas take the lean path (typed with msgspec, a dict check
-    otherwise)? Off, every event goes the general way (the tests compare the two)."""
+    otherwise)? Off, every event goes the general way (the tests compare the two). Read when
+    an attempt starts (:meth:`reset`): set it before the stream is made."""
 
     _TEXT_DELTA_KEYS: ClassVar[frozenset[str]] = frozenset()  # set below, from _KNOWN_FIELDS
 

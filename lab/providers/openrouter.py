@@ -872,9 +872,10 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         return chunk
 
     lean: ClassVar[bool] = True
-    """Does a plain piece skip the normalized dict (:meth:`_lean_piece`; checked on the typed
-    struct with msgspec, on the parsed dict without)? Off, it goes through
-    :meth:`_on_normalized` as any other chunk (the tests compare the two)."""
+    """Does a plain piece skip the normalized dict (:meth:`_lean_piece`; checked on the
+    typed struct with msgspec, on the parsed dict without)? Off, it goes through
+    :meth:`_on_normalized` as any other chunk (the tests compare the two). Read when an
+    attempt starts (:meth:`reset`): set it before the stream is made."""
 
     # a plain function, as the ClassVar on the base class says (not a method)
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
@@ -907,7 +908,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         except (ValueError, RecursionError):  # another shape or type: the general way
             super().feed_data(data, event, out, typed_first=False)
             return
-        if self.lean and not self._posting:
+        if self._lean and not self._posting:
             d = lone_struct_delta(raw)  # a plain piece or an argument delta, checked once
             if d is not None:
                 if d.tool_calls is None:
@@ -934,7 +935,7 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
         argument delta (:func:`lean_argument_fields`) to :meth:`_lean_argument_chunk`
         (when :attr:`lean`), any other object to the machine's :meth:`_on_parsed`, and a
         line that is not JSON to :meth:`unparsable_line`, as the machine sends it."""
-        if not self.lean or self._posting:
+        if not self._lean or self._posting:
             super().feed_data(line, event, out, typed_first=False)
             return
         try:
