@@ -374,7 +374,8 @@ decode_delta: Callable[[str | bytes], Any] | None = None
 ``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or ``RecursionError``
 when the line is not one (another event type, no delta object, an index that is not a
 count). None itself when msgspec is not the lab's parser. A line longer than
-:data:`lab._json.FAST_MAX_CHARS` is not given to it (the caller's test, inline)."""
+:data:`lab._json.FAST_MAX_CHARS` is not given to it (the caller's test, inline). An
+adapter takes it when an attempt starts (``reset``)."""
 
 if _json.PARSER == "msgspec":
     import msgspec

@@ -567,7 +567,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
         is an unspecialized lookup, per event)."""
         machine = OpenAICompatibleAdapter
         lean = (
-            cls.lean
+            self._lean
             and cls._decode_typed is None  # a family with its own typed path (OpenRouter)
             and cls.normalize_chunk is machine.normalize_chunk
             and not self.usage_paths

@@ -980,7 +980,8 @@ decode_lean: Callable[[str | bytes], LeanView | None] | None = None
 """``decode_lean(line)``: the :class:`_Lean` fields (a :data:`LeanView`) of a data line of
 the common shape decoded straight into typed structs, or None for any other line. None
 itself when msgspec is not the lab's parser (then the line is parsed and
-:func:`lean_fields` checks the dict)."""
+:func:`lean_fields` checks the dict). An adapter takes it when an attempt starts
+(``reset``)."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -1240,12 +1241,16 @@ class GoogleAdapter(StreamAdapter):
         JSON ends the stream as an error, unless the body was cut inside this event."""
         lean = self._lean
         decode = self._decode
-        if decode is not None:  # first, unstripped: it declines "[DONE]" and what strip removes
+        if decode is not None:
+            # first, unstripped: msgspec takes JSON's own whitespace around the object and
+            # declines "[DONE]", an empty line and any other whitespace str.strip removes
             raw = event.raw  # the line's bytes: msgspec would encode data again
             fields = decode(data if raw is None else raw)
             if fields is not None and self._on_lean(fields, out):
                 return
-            lean = False  # the typed structs declined it: the dict check would too
+            # declined (another shape, or such whitespace): the general way, which builds
+            # what the lean path would have (the dict check is not tried again)
+            lean = False
         text = data.strip()
         if text == "[DONE]":
             self.facts["done_seen"] = True

@@ -293,7 +293,7 @@ decode_text_delta: Callable[[str | bytes], Any] | None = None
 shape; raises ``ValueError`` (msgspec's ``DecodeError`` or ``ValidationError``) or
 ``RecursionError`` for any other line. None itself when msgspec is not the lab's parser. A
 line longer than :data:`lab._json.FAST_MAX_CHARS` is not given to it (the caller's test,
-inline)."""
+inline). An adapter takes it when an attempt starts (``reset``)."""
 
 if _json.PARSER == "msgspec":
     import msgspec
@@ -428,7 +428,7 @@ class ResponsesAdapter(StreamAdapter):
         """The output_index of the text part the lean path counts in :attr:`_run_chars`
         (None: no run)."""
         self._run_part = 0
-        """That part's content_index (0 for a missing one, as :meth:`_part` keys it)."""
+        """That part's content_index (0 for a missing or null one, as :meth:`_part` keys it)."""
         self._run_chars = 0
         """Characters of the run's deltas not yet added to :attr:`part_chars`."""
         self.summary_parts_streamed = 0
