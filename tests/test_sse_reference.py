@@ -167,6 +167,8 @@ TOKENS = st.sampled_from(
         b"\xef\xbb",
         b"\xff",
         b"\xe2\x82",
+        b"\xed\xa0\x80",  # an encoded surrogate: strict UTF-8 refuses it, "replace" replaces it
+        b"\xc0\xaf",  # an overlong form, the same
         "🧠".encode(),
         "é".encode(),
         b"x",

@@ -269,7 +269,10 @@ class SSEDecoder:
                     ev = _new(SSEEvent)
                     ev.index = index
                     ev.raw = raw = line[6:]
-                    ev.data = _decode(raw, "utf-8", "replace")
+                    try:  # strict UTF-8 (no argument to parse) gives what "replace" gives
+                        ev.data = _decode(raw)
+                    except UnicodeDecodeError:  # on valid bytes; on the rest, "replace"
+                        ev.data = _decode(raw, "utf-8", "replace")
                     ev.event = ev.id = ev.retry = ev.comment = None
                     ev.first_seq = first
                     ev.last_seq = seq
@@ -325,7 +328,10 @@ class SSEDecoder:
                     ev = _new(SSEEvent)
                     ev.index = index
                     ev.raw = raw = data[6:]
-                    ev.data = _decode(raw, "utf-8", "replace")
+                    try:  # strict UTF-8 (no argument to parse) gives what "replace" gives
+                        ev.data = _decode(raw)
+                    except UnicodeDecodeError:  # on valid bytes; on the rest, "replace"
+                        ev.data = _decode(raw, "utf-8", "replace")
                     ev.event = kind
                     ev.id = ev.retry = ev.comment = None
                     ev.first_seq = first
