@@ -315,6 +315,18 @@ if _json.PARSER == "msgspec":
     decode_text_delta = msgspec.json.Decoder(_TypedTextDelta).decode
 
 
+class _LeanTextDelta:
+    """The fields of an output_text delta of the lean shape that the dict check found
+    (without msgspec): what the typed struct gives, by the same names."""
+
+    __slots__ = ("content_index", "delta", "output_index")
+
+    def __init__(self, delta: str, output_index: int, content_index: int | None) -> None:
+        self.delta = delta
+        self.output_index = output_index
+        self.content_index = content_index
+
+
 def _plain_count(v: Any) -> bool:
     """An index the general way takes as it is, with nothing to note (``wire_int``'s
     rule, for a plain ``int``)."""
@@ -442,45 +454,59 @@ class ResponsesAdapter(StreamAdapter):
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One typed event to its handler (``_HANDLERS``); a line that is not an event is
-        named as an unhandled shape, invalid JSON counted and skipped."""
+        named as an unhandled shape, invalid JSON counted and skipped. An output_text delta
+        of the lean shape (typed with msgspec, else :meth:`_lean_text_fields` on the dict)
+        is :meth:`_on_text_delta` without the dict: its characters counted in the run of its
+        part (:meth:`_start_run` when another part starts), the text through :meth:`_text`."""
         lean = (
             self._lean and not self.stopped and (event.event is None or event.event == TEXT_DELTA)
         )
         decode = self._decode
+        ev: Any = None
         if lean and decode is not None and len(data) <= _json.FAST_MAX_CHARS:
             raw = event.raw  # the line's bytes: msgspec would encode data again
             try:
                 ev = decode(data if raw is None else raw)
             except (ValueError, RecursionError):  # another shape or type: the general way
                 pass
-            else:  # _lean_text, inlined: per event
-                delta = ev.delta
-                index = ev.output_index
-                part_index = ev.content_index or 0
-                if index == self._run_index and part_index == self._run_part:
-                    self._run_chars += len(delta)
-                else:
-                    self._start_run(index, part_index, len(delta))
-                self.streamed = True
-                self._text(delta, out)
+        if ev is None:
+            ev = self._feed_parsed(data, event, out, lean)
+            if ev is None:  # handled (or skipped) the general way
                 return
+        delta = ev.delta
+        index = ev.output_index
+        part_index = ev.content_index or 0
+        if index == self._run_index and part_index == self._run_part:
+            self._run_chars += len(delta)
+        else:
+            self._start_run(index, part_index, len(delta))
+        self.streamed = True
+        self._text(delta, out)
+
+    def _feed_parsed(
+        self, data: str, event: SSEEvent, out: list[ProcessedChunk], lean: bool
+    ) -> _LeanTextDelta | None:
+        """:meth:`feed_data`'s general way: the line parsed, then an output_text delta of
+        the lean shape returned as its fields (when **lean**), any other event to its
+        handler (None returned)."""
         data = data.strip()
         if data == "[DONE]":  # OpenRouter's, after the terminal event
             self.facts["done_line"] = True
-            return
+            return None
         if self.stopped:
-            return
+            return None
         try:
             raw = _json.loads(data)
         except (ValueError, RecursionError):
             self.facts["invalid_json"] += 1
-            return
+            return None
         if lean and type(raw) is dict and raw.get("type") == TEXT_DELTA:
-            if self._lean_text_fields(raw, out):
-                return
+            got = self._lean_text_fields(raw)
+            if got is not None:
+                return got
         if not isinstance(raw, dict):
             self._unhandled("<event that is not an object>")
-            return
+            return None
         if not isinstance(raw.get("type"), str):
             if isinstance(raw.get("error"), dict):  # a chat-style {"error": {...}} line
                 self._unhandled("<error without a type>")
@@ -488,16 +514,17 @@ class ResponsesAdapter(StreamAdapter):
                     self._error(raw["error"], out)
             else:
                 self._unhandled("<event without a type>")
-            return
+            return None
         kind = raw["type"]
         if event.event is not None and event.event != kind:
             self._unhandled(f"event:{event.event}!={kind}")
         handler = _HANDLERS.get(kind)
         if handler is None:
             self._unhandled(kind)
-            return
+            return None
         note_unknown_keys(self.facts, raw, _KNOWN_FIELDS[kind], kind)
         handler(self, raw, out)
+        return None
 
     lean: ClassVar[bool] = True
     """Do output_text deltas take the lean path (typed with msgspec, a dict check
@@ -506,9 +533,9 @@ class ResponsesAdapter(StreamAdapter):
 
     _TEXT_DELTA_KEYS: ClassVar[frozenset[str]] = frozenset()  # set below, from _KNOWN_FIELDS
 
-    def _lean_text_fields(self, raw: dict, out: list[ProcessedChunk]) -> bool:
-        """A parsed output_text delta of the lean shape, to :meth:`_lean_text`; False (and
-        nothing done) for any other."""
+    def _lean_text_fields(self, raw: dict) -> _LeanTextDelta | None:
+        """A parsed output_text delta's fields when it has the lean shape (the typed
+        struct's rules, checked on the dict), else None."""
         delta = raw.get("delta")
         index: Any = raw.get("output_index")
         part_index = raw.get("content_index")
@@ -518,23 +545,8 @@ class ResponsesAdapter(StreamAdapter):
             and (part_index is None or _plain_count(part_index))
             and raw.keys() <= self._TEXT_DELTA_KEYS
         ):
-            self._lean_text(delta, index, part_index, out)
-            return True
-        return False
-
-    def _lean_text(
-        self, delta: str, index: int, part_index: int | None, out: list[ProcessedChunk]
-    ) -> None:
-        """:meth:`_on_text_delta` for an event whose indexes are plain counts: its
-        characters counted in the run of its part (:meth:`_start_run` when another part
-        starts), the text through :meth:`_text`."""
-        part_index = part_index or 0
-        if index == self._run_index and part_index == self._run_part:
-            self._run_chars += len(delta)
-        else:
-            self._start_run(index, part_index, len(delta))
-        self.streamed = True
-        self._text(delta, out)
+            return _LeanTextDelta(delta, index, part_index)
+        return None
 
     def _start_run(self, index: int, part_index: int, chars: int) -> None:
         """The lean path's deltas go to another text part: the run so far added to
@@ -604,42 +616,33 @@ class ResponsesAdapter(StreamAdapter):
     def _on_text_done(self, raw: dict, out: list[ProcessedChunk]) -> None:
         self._done_text("text", raw, raw.get("text"), out)
 
-    def _text(self, text: str, out: list[ProcessedChunk]) -> None:
+    def _text(self, text: str, out: list[ProcessedChunk], released: list | None = None) -> None:
         """Visible text through the chat adapters' guard chain: think strip, spill guard
-        (the reasoning seen so far observed), dedup, speaker guard."""
-        thoughts = []
-        think = self.think
-        if think is not None and text:
-            if think.idle and "<" not in text:  # passed as it is: only counted (per delta)
-                think.fed += len(text)
-            else:
-                g = self._ran(think, think.feed(text))
+        (the reasoning seen so far observed), then the per-piece guards
+        (:meth:`_text_guards`: dedup, the speaker guard), as a text chunk with its
+        thoughts; a speaker line stops the stream. Text a guard held and released at the
+        end (:meth:`_release_guards`) comes with its thoughts as **released** and takes the
+        per-piece guards only."""
+        if released is None:
+            thoughts = []
+            think = self.think
+            if think is not None and text:
+                if think.idle and "<" not in text:  # passed as it is: only counted (per delta)
+                    think.fed += len(text)
+                else:
+                    g = self._ran(think, think.feed(text))
+                    text = g.content
+                    if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                        thoughts.append(new_raw_thought(g.reasoning))
+            if text and self.spill.inspecting:  # it passes every delta once the answer started
+                g = self.spill.filter(text)
                 text = g.content
-                if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                if g.reasoning:
                     thoughts.append(new_raw_thought(g.reasoning))
-        if text and self.spill.inspecting:  # it passes every delta once the answer started
-            g = self.spill.filter(text)
-            text = g.content
-            if g.reasoning:
-                thoughts.append(new_raw_thought(g.reasoning))
-            if self.spill.notes:
-                self._drain(self.spill)
-        # _visible, inlined: per event
-        fired = False
-        if text:
-            text = self._text_guards(text)
-            fired = self.speaker is not None and self.speaker.fired
-        if text or thoughts:
-            self.committed = True
-            out.append(new_text_chunk(text, thoughts, {}))
-        if fired:
-            self.stopped = True
-            self.end_reason = "stopped_by_guard"
-
-    def _visible(self, text: str, thoughts: list, out: list[ProcessedChunk]) -> None:
-        """Visible text after the per-piece guards (:meth:`_text_guards`: dedup, then the
-        speaker guard), with its thoughts, as a text chunk; a speaker line stops the stream.
-        :meth:`_text` has these lines inline (per event); the guards' flush comes here."""
+                if self.spill.notes:
+                    self._drain(self.spill)
+        else:
+            thoughts = released
         fired = False
         if text:
             text = self._text_guards(text)
@@ -657,7 +660,7 @@ class ResponsesAdapter(StreamAdapter):
         if self.spill.notes:
             self._drain(self.spill)
         if g.content:
-            self._visible(g.content, [], out)
+            self._text(g.content, out, [])
         if self.think is not None:
             g = self.think.flush()
             if self.think.notes:
@@ -666,7 +669,7 @@ class ResponsesAdapter(StreamAdapter):
             if g.reasoning and self.config.capture_think_blocks_as_thoughts:
                 thoughts.append(new_thought(kind="raw", content=g.reasoning))
             if g.content or thoughts:
-                self._visible(g.content, thoughts, out)
+                self._text(g.content, out, thoughts)
         if self.speaker is not None:
             tail = self.speaker.flush()
             if tail:
