@@ -269,9 +269,11 @@ class SSEDecoder:
                     ev = _new(SSEEvent)
                     ev.index = index
                     ev.raw = raw = line[6:]
-                    try:  # strict UTF-8 (no argument to parse) gives what "replace" gives
+                    # strict UTF-8 (no argument to parse) where the bytes are valid, which
+                    # is where "replace" changes nothing; "replace" for the rest
+                    try:
                         ev.data = _decode(raw)
-                    except UnicodeDecodeError:  # on valid bytes; on the rest, "replace"
+                    except UnicodeDecodeError:
                         ev.data = _decode(raw, "utf-8", "replace")
                     ev.event = ev.id = ev.retry = ev.comment = None
                     ev.first_seq = first
@@ -328,9 +330,11 @@ class SSEDecoder:
                     ev = _new(SSEEvent)
                     ev.index = index
                     ev.raw = raw = data[6:]
-                    try:  # strict UTF-8 (no argument to parse) gives what "replace" gives
+                    # strict UTF-8 (no argument to parse) where the bytes are valid, which
+                    # is where "replace" changes nothing; "replace" for the rest
+                    try:
                         ev.data = _decode(raw)
-                    except UnicodeDecodeError:  # on valid bytes; on the rest, "replace"
+                    except UnicodeDecodeError:
                         ev.data = _decode(raw, "utf-8", "replace")
                     ev.event = kind
                     ev.id = ev.retry = ev.comment = None

@@ -316,8 +316,9 @@ if _json.PARSER == "msgspec":
 
 
 class _LeanTextDelta:
-    """The fields of an output_text delta of the lean shape that the dict check found
-    (without msgspec): what the typed struct gives, by the same names."""
+    """The fields of an output_text delta of the lean shape that the dict check found (no
+    msgspec, or a line the typed decoder declined: past :data:`lab._json.FAST_MAX_CHARS`,
+    bytes msgspec refuses): what the typed struct gives, by the same names."""
 
     __slots__ = ("content_index", "delta", "output_index")
 
