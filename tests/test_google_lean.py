@@ -332,3 +332,29 @@ def test_nesting_too_deep_goes_the_general_way_instead_of_raising():
     line = '{"candidates":[{"content":{"parts":[{"text":"a"}]},"safetyRatings":' + deep + "}]}"
     if google_decode is not None:
         assert google_decode(line) is None
+
+
+def test_ids_that_change_while_lean_and_general_events_alternate_end_as_the_last_sent(
+    monkeypatch,
+):
+    # the lean path writes modelVersion/responseId only when they change; an event of the
+    # general way (here: two candidates) writes them too, and the lean path must write its
+    # next ones again, even when they equal what it wrote before the general event
+    def event(version: str, rid: str, general: bool) -> dict:
+        cand = {"content": {"parts": [{"text": "hi "}], "role": "model"}, "index": 0}
+        cands = [cand, {**cand, "index": 1}] if general else [cand]
+        return {"candidates": cands, "modelVersion": version, "responseId": rid}
+
+    events = [
+        event("m-1", "r-1", False),
+        event("m-2", "r-2", True),  # the general way writes m-2 / r-2
+        event("m-1", "r-1", False),  # the lean path's last was m-1: written again all the same
+        event("m-1", "r-1", False),
+    ]
+    facts = replay_sse("google", _body(events)).facts
+    assert (facts["served_model"], facts["response_model"], facts["response_id"]) == (
+        "m-1",
+        "m-1",
+        "r-1",
+    )
+    _same_every_way(monkeypatch, events)
