@@ -132,7 +132,10 @@ def _resampled_quantiles_of(
     positions become their ranks (``np.take``), a row of 32-bit ranks is sorted with numpy's
     vectorized sort, and the order statistics a quantile needs are the sorted values at
     those ranks (:func:`_sorted_quantiles`), interpolated by numpy's rule
-    (:func:`_quantile_plan`). Each sample's first resample is checked against
+    (:func:`_quantile_plan`). A sample of :data:`_COUNTED_FROM` values or more counts
+    instead of sorting: how often each position was drawn, once for all the samples, then
+    a running count in each sample's rank order (:func:`_counted_quantiles`); the same
+    order statistics. Each sample's first resample is checked against
     ``np.quantile`` to the bit, and numpy's own quantile is used for all if one differs.
     A sample equal to an earlier one shares its resamples; one whose values are all the
     same bits has its own quantiles in every resample."""
@@ -179,7 +182,9 @@ def _resample_distinct(
     n = len(samples[0])
     plan = _quantile_plan(n, qs)
     ranked = [_ranked(values) for values in samples]
-    step = max(1, _SORTED // n)  # resamples sorted at once: they stay in cache
+    step = max(1, _SORTED // n)  # resamples sorted (or counted) at once: they stay in cache
+    counting = n >= _COUNTED_FROM
+    positions = [_positions(ranks) for ranks, _ in ranked] if counting else []
     draws = _draws(rng, n, n_boot)
     for start, picks in draws:
         if start == 0:  # numpy's rule is still the one copied here
@@ -190,9 +195,16 @@ def _resample_distinct(
                 return
         for sub in range(0, len(picks), step):
             block = picks[sub : sub + step]
+            at = slice(start + sub, start + sub + len(block))
+            if counting:  # one count of the drawn positions for every sample
+                offsets = np.arange(len(block), dtype=np.intp) * n
+                counts = np.bincount((block + offsets[:, None]).ravel(), minlength=block.size)
+                counts = counts.reshape(block.shape)
+                for (_, sorted_values), order, out in zip(ranked, positions, outs, strict=True):
+                    out[:, at] = _counted_quantiles(counts, order, sorted_values, plan, offsets)
+                continue
             for (ranks, sorted_values), out in zip(ranked, outs, strict=True):
-                got = _sorted_quantiles(np.take(ranks, block), sorted_values, plan)
-                out[:, start + sub : start + sub + len(block)] = got
+                out[:, at] = _sorted_quantiles(np.take(ranks, block), sorted_values, plan)
 
 
 def _numpy_quantiles(
@@ -208,7 +220,16 @@ def _numpy_quantiles(
 
 
 _SORTED = 1 << 16
-"""Positions of resamples sorted at once by :func:`_resample_distinct` (a few hundred KiB)."""
+"""Positions of resamples sorted (or counted) at once by :func:`_resample_distinct` (a few
+hundred KiB)."""
+_COUNTED_FROM = 1000
+"""Samples of at least this many values find their resamples' order statistics by counting
+(:func:`_counted_quantiles`, linear in the sample) instead of sorting each resample's ranks
+(:func:`_sorted_quantiles`). Both give the same numbers. On the machine of
+docs/PERFORMANCE.md (numpy 2.4, AVX2) sorting is faster below about 800 values, when a row
+of ranks fits the vectorized sort's in-register networks, and counting from 1,000 values
+on: 1.1x there for one sample, 3x at 4,000 values for the six figures of a latency table
+that share their draws."""
 
 
 def _ranked(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,6 +239,13 @@ def _ranked(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ranks = np.empty(len(values), dtype=np.int32)
     ranks[order] = np.arange(len(values), dtype=np.int32)
     return ranks, values[order]
+
+
+def _positions(ranks: np.ndarray) -> np.ndarray:
+    """The position of each rank: ``positions[ranks[i]] == i`` (the inverse permutation)."""
+    positions = np.empty(len(ranks), dtype=np.intp)
+    positions[ranks] = np.arange(len(ranks), dtype=np.intp)
+    return positions
 
 
 def _quantile_plan(n: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -256,6 +284,35 @@ def _sorted_quantiles(
     if gamma.dtype.kind != "f":
         return a
     b = sorted_values[ranks[:, high]].T
+    t = gamma[:, None]
+    diff = b - a
+    result = a + diff * t
+    np.subtract(b, diff * (1 - t), out=result, where=np.broadcast_to(t >= 0.5, result.shape))
+    return result
+
+
+def _counted_quantiles(
+    counts: np.ndarray,
+    positions: np.ndarray,
+    sorted_values: np.ndarray,
+    plan: tuple[np.ndarray, np.ndarray, np.ndarray],
+    offsets: np.ndarray,
+) -> np.ndarray:
+    """:func:`_sorted_quantiles` by counting: ``counts`` holds, a row per resample, how many
+    times each position was drawn (``offsets``: each row's start in ``counts`` flattened,
+    ``row * n``). Taken in rank order (``positions``) and summed up across the whole block,
+    the counts rise by exactly ``n`` per row, so the running count is sorted and one
+    ``searchsorted`` finds, for every row at once, the first rank whose running count
+    passes ``k``: the rank of the row's ``k``-th smallest drawn value. The same order
+    statistics as sorting the row's ranks, in a pass or two over the block instead of a
+    sort of each row; then the same interpolation."""
+    low, high, gamma = plan
+    running = np.cumsum(counts[:, positions].ravel())
+    rows = offsets[:, None]
+    a = sorted_values[np.searchsorted(running, rows + low, side="right") - rows].T
+    if gamma.dtype.kind != "f":
+        return a
+    b = sorted_values[np.searchsorted(running, rows + high, side="right") - rows].T
     t = gamma[:, None]
     diff = b - a
     result = a + diff * t
