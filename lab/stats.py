@@ -132,8 +132,8 @@ def _resampled_quantiles_of(
     positions become their ranks (``np.take``), a row of 32-bit ranks is sorted with numpy's
     vectorized sort, and the order statistics a quantile needs are the sorted values at
     those ranks (:func:`_sorted_quantiles`), interpolated by numpy's rule
-    (:func:`_quantile_plan`). A sample of :data:`_COUNTED_FROM` values or more counts
-    instead of sorting: how often each position was drawn, once for all the samples, then
+    (:func:`_quantile_plan`). A sample of :data:`_COUNTED_FROM` values or more (of
+    :data:`_COUNTED_SHARED_FROM` when several share the draws) counts instead of sorting: how often each position was drawn, once for all the samples, then
     a running count in each sample's rank order (:func:`_counted_quantiles`); the same
     order statistics. Each sample's first resample is checked against
     ``np.quantile`` to the bit, and numpy's own quantile is used for all if one differs.
@@ -183,7 +183,7 @@ def _resample_distinct(
     plan = _quantile_plan(n, qs)
     ranked = [_ranked(values) for values in samples]
     step = max(1, _SORTED // n)  # resamples sorted (or counted) at once: they stay in cache
-    counting = n >= _COUNTED_FROM
+    counting = n >= (_COUNTED_FROM if len(samples) == 1 else _COUNTED_SHARED_FROM)
     positions = [_positions(ranks) for ranks, _ in ranked] if counting else []
     draws = _draws(rng, n, n_boot)
     for start, picks in draws:
@@ -223,13 +223,17 @@ _SORTED = 1 << 16
 """Positions of resamples sorted (or counted) at once by :func:`_resample_distinct` (a few
 hundred KiB)."""
 _COUNTED_FROM = 1000
-"""Samples of at least this many values find their resamples' order statistics by counting
+"""A sample of at least this many values finds its resamples' order statistics by counting
 (:func:`_counted_quantiles`, linear in the sample) instead of sorting each resample's ranks
 (:func:`_sorted_quantiles`). Both give the same numbers. On the machine of
-docs/PERFORMANCE.md (numpy 2.4, AVX2) sorting is faster below about 800 values, when a row
-of ranks fits the vectorized sort's in-register networks, and counting from 1,000 values
-on: 1.1x there for one sample, 3x at 4,000 values for the six figures of a latency table
-that share their draws."""
+docs/PERFORMANCE.md (numpy 2.4, AVX2) a row of up to 512 ranks sorts in the vectorized
+sort's in-register networks and sorting wins there; one sample counts faster from about
+1,000 values on (1.1x there, 1.6x at 4,000)."""
+_COUNTED_SHARED_FROM = 600
+""":data:`_COUNTED_FROM` for two or more distinct samples that share their draws (a latency
+table's figures): the count of the drawn positions is made once for all of them, so
+counting wins from 600 values on (1.2x for two samples, 1.4x for six; 3x for six at 4,000
+values)."""
 
 
 def _ranked(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

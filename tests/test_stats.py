@@ -262,6 +262,7 @@ def test_sorted_rank_resample_quantiles_equal_numpys_partition_of_every_resample
         patch.setattr(stats, "_BLOCK", block)
         patch.setattr(stats, "_SORTED", sorted_at_once)
         patch.setattr(stats, "_COUNTED_FROM", counted_from)
+        patch.setattr(stats, "_COUNTED_SHARED_FROM", counted_from)
         got = stats._resampled_quantiles_of(samples, qs, n_boot, np.random.default_rng(seed))
     for mine, values in zip(got, samples, strict=True):
         want = _partitioned(values, qs, n_boot, seed, block)
@@ -272,12 +273,13 @@ def test_sorted_rank_resample_quantiles_equal_numpys_partition_of_every_resample
         assert ((mine == 0) | np.isnan(mine) | same_bits).all()
 
 
-@pytest.mark.parametrize("n", [999, 1000, 2500])
-def test_large_samples_count_their_resamples_to_the_numbers_numpys_partition_gives(n):
-    # from stats._COUNTED_FROM values on, the order statistics are counted, not sorted:
-    # a latency table's six figures of 4,000 streams took a third of the time. Here at
-    # the default switch-over, several samples sharing their draws (one with ties), as
-    # a latency table's figures do, against numpy's quantile of every resample
+@pytest.mark.parametrize(("n", "k"), [(599, 3), (600, 3), (999, 1), (1000, 1), (2500, 3)])
+def test_large_samples_count_their_resamples_to_the_numbers_numpys_partition_gives(n, k):
+    # from stats._COUNTED_FROM values on (_COUNTED_SHARED_FROM for samples sharing their
+    # draws), the order statistics are counted, not sorted: a latency table's six figures
+    # of 4,000 streams took a third of the time. Here on both sides of each default
+    # switch-over, one sample or several sharing their draws (one with ties), as a latency
+    # table's figures do, against numpy's quantile of every resample
     from lab import stats
 
     gen = np.random.default_rng(n)
@@ -285,12 +287,13 @@ def test_large_samples_count_their_resamples_to_the_numbers_numpys_partition_giv
         gen.lognormal(size=n) * 1000,
         gen.integers(0, 40, size=n).astype(float),  # many ties
         gen.normal(size=n),
-    ]
+    ][:k]
     qs = [0.0, 0.5, 0.9, 0.99, 1.0]
     got = stats._resampled_quantiles_of(samples, qs, 300, np.random.default_rng(7))
     for mine, values in zip(got, samples, strict=True):
         np.testing.assert_array_equal(mine, _partitioned(values, qs, 300, 7, stats._BLOCK))
-    assert (n >= stats._COUNTED_FROM) == (n >= 1000)  # both sides of the switch are tried
+    switch = stats._COUNTED_FROM if k == 1 else stats._COUNTED_SHARED_FROM
+    assert switch in (n, n + 1) or n == 2500  # each default switch-over tried from both sides
 
 
 def test_resample_quantiles_fall_back_to_numpys_partition_when_its_rule_is_not_the_copied_one(
