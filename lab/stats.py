@@ -132,10 +132,12 @@ def _resampled_quantiles_of(
     positions become their ranks (``np.take``), a row of 32-bit ranks is sorted with numpy's
     vectorized sort, and the order statistics a quantile needs are the sorted values at
     those ranks (:func:`_sorted_quantiles`), interpolated by numpy's rule
-    (:func:`_quantile_plan`). A sample of :data:`_COUNTED_FROM` values or more (of
-    :data:`_COUNTED_SHARED_FROM` when several share the draws) counts instead of sorting: how often each position was drawn, once for all the samples, then
-    a running count in each sample's rank order (:func:`_counted_quantiles`); the same
-    order statistics. Each sample's first resample is checked against
+    (:func:`_quantile_plan`). From the size where counting is the cheaper on
+    (:data:`_COUNTED_FROM` values for one sample, :data:`_COUNTED_SHARED_FROM` when two or
+    more distinct samples that vary share the draws), how often each position was drawn is
+    counted instead, once for all of them, and each sample's order statistics are found in
+    a running count taken in its rank order (:func:`_counted_quantiles`): the same order
+    statistics. Each sample's first resample is checked against
     ``np.quantile`` to the bit, and numpy's own quantile is used for all if one differs.
     A sample equal to an earlier one shares its resamples; one whose values are all the
     same bits has its own quantiles in every resample."""
@@ -220,8 +222,9 @@ def _numpy_quantiles(
 
 
 _SORTED = 1 << 16
-"""Positions of resamples sorted (or counted) at once by :func:`_resample_distinct` (a few
-hundred KiB)."""
+"""Positions of resamples sorted (or counted) at once by :func:`_resample_distinct`: a few
+hundred KiB of ranks to sort, ~2 MiB of 64-bit counts and running counts to count (one
+whole resample a block past this many values, as the draws are)."""
 _COUNTED_FROM = 1000
 """A sample of at least this many values finds its resamples' order statistics by counting
 (:func:`_counted_quantiles`, linear in the sample) instead of sorting each resample's ranks
@@ -230,8 +233,8 @@ docs/PERFORMANCE.md (numpy 2.4, AVX2) a row of up to 512 ranks sorts in the vect
 sort's in-register networks and sorting wins there; one sample counts faster from about
 1,000 values on (1.1x there, 1.6x at 4,000)."""
 _COUNTED_SHARED_FROM = 600
-""":data:`_COUNTED_FROM` for two or more distinct samples that share their draws (a latency
-table's figures): the count of the drawn positions is made once for all of them, so
+""":data:`_COUNTED_FROM` for two or more distinct samples that vary and share their draws
+(a latency table's figures; twins and constant samples are set aside first): the count of the drawn positions is made once for all of them, so
 counting wins from 600 values on (1.2x for two samples, 1.4x for six; 3x for six at 4,000
 values)."""
 

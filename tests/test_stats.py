@@ -296,6 +296,39 @@ def test_large_samples_count_their_resamples_to_the_numbers_numpys_partition_giv
     assert switch in (n, n + 1) or n == 2500  # each default switch-over tried from both sides
 
 
+@pytest.mark.parametrize(("n", "k", "counts"), [(599, 2, False), (600, 2, True), (999, 1, False), (1000, 1, True)])  # fmt: skip
+def test_the_bootstrap_counts_from_its_switch_over_on_and_sorts_below_it(monkeypatch, n, k, counts):
+    # the switch-over decides the path (a speed matter only: both give the same numbers,
+    # which the tests above check); _sorted_quantiles also checks the first resample
+    # against numpy on either path, so the counted path is the one counted here
+    from lab import stats
+
+    calls = []
+    counted = stats._counted_quantiles
+    monkeypatch.setattr(stats, "_counted_quantiles", lambda *a: calls.append(1) or counted(*a))
+    gen = np.random.default_rng(n)
+    samples = [gen.lognormal(size=n) for _ in range(k)]
+    stats._resampled_quantiles_of(samples, [0.5, 0.9], 40, np.random.default_rng(1))
+    assert bool(calls) is counts
+    assert not calls or len(calls) == k  # one block of 40 resamples, once per sample
+
+
+def test_whole_number_qs_are_counted_to_the_values_at_their_ranks_without_interpolating():
+    # q = 0 and 1 fall on whole positions: no interpolation, whose 0 weight next to an
+    # overflowing difference (-1e308 to 1e308) would give NaN; on the counted path too
+    from lab import stats
+    from lab.stats import bootstrap_quantile_intervals
+
+    values = np.r_[-1e308, np.full(999, 1e308)]
+    assert len(values) >= stats._COUNTED_FROM
+    assert bootstrap_quantile_intervals(values, [0, 1], n_boot=50) == [
+        (-1e308, 1e308),
+        (1e308, 1e308),
+    ]
+    got = stats._resampled_quantiles_of([values], [0, 1], 50, np.random.default_rng(3))
+    np.testing.assert_array_equal(got[0], _partitioned(values, [0, 1], 50, 3, stats._BLOCK))
+
+
 def test_resample_quantiles_fall_back_to_numpys_partition_when_its_rule_is_not_the_copied_one(
     monkeypatch,
 ):
