@@ -132,7 +132,7 @@ def _resampled_quantiles_of(
     positions become their ranks (``np.take``), a row of 32-bit ranks is sorted with numpy's
     vectorized sort, and the order statistics a quantile needs are the sorted values at
     those ranks (:func:`_sorted_quantiles`), interpolated by numpy's rule
-    (:func:`_quantile_plan`). From the size where counting is the cheaper on
+    (:func:`_quantile_plan`). From the size on where counting is cheaper
     (:data:`_COUNTED_FROM` values for one sample, :data:`_COUNTED_SHARED_FROM` when two or
     more distinct samples that vary share the draws), how often each position was drawn is
     counted instead, once for all of them, and each sample's order statistics are found in
@@ -234,9 +234,9 @@ sort's in-register networks and sorting wins there; one sample counts faster fro
 1,000 values on (1.1x there, 1.6x at 4,000)."""
 _COUNTED_SHARED_FROM = 600
 """:data:`_COUNTED_FROM` for two or more distinct samples that vary and share their draws
-(a latency table's figures; twins and constant samples are set aside first): the count of the drawn positions is made once for all of them, so
-counting wins from 600 values on (1.2x for two samples, 1.4x for six; 3x for six at 4,000
-values)."""
+(a latency table's figures; twins and constant samples are set aside first): the count of
+the drawn positions is made once for all of them, so counting wins from 600 values on
+(1.2x for two samples, 1.4x for six; 3x for six at 4,000 values)."""
 
 
 def _ranked(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -290,7 +290,12 @@ def _sorted_quantiles(
     a = sorted_values[ranks[:, low]].T
     if gamma.dtype.kind != "f":
         return a
-    b = sorted_values[ranks[:, high]].T
+    return _lerp(a, sorted_values[ranks[:, high]].T, gamma)
+
+
+def _lerp(a: np.ndarray, b: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """``(len(qs), rows)``: each quantile's two order statistics ``a`` and ``b`` interpolated
+    by its weight in ``gamma`` as numpy's ``_lerp`` does (from the nearer end)."""
     t = gamma[:, None]
     diff = b - a
     result = a + diff * t
@@ -317,14 +322,10 @@ def _counted_quantiles(
     running = np.cumsum(counts[:, positions].ravel())
     rows = offsets[:, None]
     a = sorted_values[np.searchsorted(running, rows + low, side="right") - rows].T
-    if gamma.dtype.kind != "f":
+    if gamma.dtype.kind != "f":  # whole positions: no interpolation (_sorted_quantiles)
         return a
     b = sorted_values[np.searchsorted(running, rows + high, side="right") - rows].T
-    t = gamma[:, None]
-    diff = b - a
-    result = a + diff * t
-    np.subtract(b, diff * (1 - t), out=result, where=np.broadcast_to(t >= 0.5, result.shape))
-    return result
+    return _lerp(a, b, gamma)
 
 
 def _clean(values: Sequence[float] | np.ndarray) -> np.ndarray:

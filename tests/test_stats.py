@@ -296,7 +296,9 @@ def test_large_samples_count_their_resamples_to_the_numbers_numpys_partition_giv
     assert switch in (n, n + 1) or n == 2500  # each default switch-over tried from both sides
 
 
-@pytest.mark.parametrize(("n", "k", "counts"), [(599, 2, False), (600, 2, True), (999, 1, False), (1000, 1, True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("n", "k", "counts"), [(599, 2, False), (600, 2, True), (999, 1, False), (1000, 1, True)]
+)
 def test_the_bootstrap_counts_from_its_switch_over_on_and_sorts_below_it(monkeypatch, n, k, counts):
     # the switch-over decides the path (a speed matter only: both give the same numbers,
     # which the tests above check); _sorted_quantiles also checks the first resample
