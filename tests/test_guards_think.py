@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -366,3 +368,55 @@ def test_stripper_is_idle_exactly_when_nothing_is_held_and_no_block_is_open():
     assert not s.idle
     s.flush()
     assert s.idle and s.fed == len("plain a <think> plan more</think> b </think> c<think>open")
+
+
+def _anthropic_text_body(deltas: list[str]) -> bytes:
+    def event(name: str, data: dict) -> str:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+    out = event("message_start", {"type": "message_start", "message": {"model": "m", "id": "x"}})
+    out += event(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
+    for d in deltas:
+        out += event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": d}},
+        )
+    out += event("content_block_stop", {"type": "content_block_stop", "index": 0})
+    out += event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
+    return (out + event("message_stop", {"type": "message_stop"})).encode()
+
+
+def _responses_text_body(deltas: list[str]) -> bytes:
+    out = ""
+    for i, d in enumerate(deltas):
+        data = {"type": "response.output_text.delta", "sequence_number": i, "item_id": "m",
+                "output_index": 0, "content_index": 0, "delta": d}  # fmt: skip
+        out += f"event: response.output_text.delta\ndata: {json.dumps(data)}\n\n"
+    done = {"type": "response.completed", "sequence_number": len(deltas),
+            "response": {"id": "r", "status": "completed"}}  # fmt: skip
+    return (out + f"event: response.completed\ndata: {json.dumps(done)}\n\n").encode()
+
+
+@pytest.mark.parametrize("capture", [True, False])
+@pytest.mark.parametrize("family", ["anthropic", "responses"])
+@pytest.mark.parametrize("cut", [False, True])  # an unclosed block: the stripper's flush
+def test_think_blocks_in_anthropic_and_responses_text_become_thoughts_only_when_captured(
+    family, capture, cut
+):
+    # the families read the stripper's reasoning as it is: the stripper, built with the
+    # config's capture_think_blocks_as_thoughts, gives none when that is off
+    from lab.config import LabConfig
+    from lab.replay import replay_sse
+
+    deltas = ["Hi <think>plan", " more</think> there"] if not cut else ["Hi <think>plan", " more"]
+    if family == "anthropic":
+        provider, path, body = "anthropic", None, _anthropic_text_body(deltas)
+    else:
+        provider, path, body = "openai", "/responses", _responses_text_body(deltas)
+    cfg = LabConfig(capture_think_blocks_as_thoughts=capture)
+    r = replay_sse(provider, body, path=path, config=cfg)
+    assert r.text == ("Hi  there" if not cut else "Hi ")
+    assert r.reasoning == ("plan more" if capture else "")

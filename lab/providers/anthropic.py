@@ -841,9 +841,7 @@ class AnthropicAdapter(StreamAdapter):
             else:
                 g = self._ran(think, think.feed(text))
                 text = g.content
-                reasoning = g.reasoning
-                if reasoning and not self.config.capture_think_blocks_as_thoughts:
-                    reasoning = ""
+                reasoning = g.reasoning  # empty when capture_think_blocks_as_thoughts is off
         spill = self.spill
         if reasoning:
             spill.observe_reasoning(reasoning)
@@ -944,7 +942,7 @@ class AnthropicAdapter(StreamAdapter):
             if self.think is None:
                 return
             g = self._ran(self.think, self.think.flush())
-            reasoning = g.reasoning if self.config.capture_think_blocks_as_thoughts else ""
+            reasoning = g.reasoning  # empty when capture_think_blocks_as_thoughts is off
             if g.content or reasoning:
                 thoughts = [_raw(reasoning)] if reasoning else []
                 out.append(ProcessedChunk(type="text", content=g.content, thoughts=thoughts))

@@ -633,7 +633,7 @@ class ResponsesAdapter(StreamAdapter):
                 else:
                     g = self._ran(think, think.feed(text))
                     text = g.content
-                    if g.reasoning and self.config.capture_think_blocks_as_thoughts:
+                    if g.reasoning:  # empty when capture_think_blocks_as_thoughts is off
                         thoughts.append(new_raw_thought(g.reasoning))
             if text and self.spill.inspecting:  # it passes every delta once the answer started
                 g = self.spill.filter(text)
