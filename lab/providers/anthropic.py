@@ -484,7 +484,7 @@ class AnthropicAdapter(StreamAdapter):
     def reset(self) -> None:
         self._make_guards()  # text runs think, spill and speaker (no dedup, as before)
         self.blocks: dict[int, dict[str, Any]] = {}
-        self._decode = decode_delta if self.lean else None
+        self._decode = decode_delta if self._lean else None
         """:data:`decode_delta` when the typed path is on (read once, not per event), else
         None."""
         self.thinking_blocks: list[dict[str, Any]] = []
@@ -498,8 +498,8 @@ class AnthropicAdapter(StreamAdapter):
 
     lean: ClassVar[bool] = True
     """Do text and thinking deltas take the typed path (:data:`decode_delta`, with msgspec)?
-    Off, every event goes the general way (the tests compare the two). Read when an attempt
-    starts (:meth:`reset`): set it before the stream is made."""
+    Off, every event goes the general way (the tests compare the two). Read as
+    :attr:`StreamAdapter.lean` says."""
 
     # -- stage 02 + 03 ------------------------------------------------------------------
 

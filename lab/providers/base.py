@@ -151,6 +151,12 @@ class StreamAdapter:
     only end evidence is a finish reason.)"""
     names_backend: ClassVar[bool] = False
     """Does the stream name the serving backend (OpenRouter's ``provider`` field)?"""
+    lean: ClassVar[bool] = True
+    """Does an event of the family's common shape take its lean path (each family says which
+    path that is)? Off, every event goes the general way (the tests compare the two). Read
+    when an attempt starts (:meth:`start_attempt`, into ``_lean``: a class attribute read
+    through the instance is an unspecialized lookup, per event): set it before the stream
+    is made."""
     default_base_url: ClassVar[str] = ""
     api_key_env: ClassVar[str] = ""
     mandatory_keys: ClassVar[tuple[str, ...]] = ("model", "messages", "stream")
@@ -384,6 +390,7 @@ class StreamAdapter:
         self.ended = False
         """Has :meth:`finish` or :meth:`fail` run (or the family ended the stream itself)?"""
         self._ids_seen = False  # each attempt's own response id and model
+        self._lean = self.lean  # read once an attempt (see lean), before the family's reset
         self.reset()
 
     def reset(self) -> None:  # pragma: no cover - subclasses override

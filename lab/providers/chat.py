@@ -562,9 +562,6 @@ class OpenAICompatibleAdapter(StreamAdapter):
         self._read_all = cfg.read_all_reasoning_fields
         self._choice_keys = CHOICE_KEYS | {"usage"} if cfg.usage_in_choices else CHOICE_KEYS
         cls = type(self)
-        self._lean = cls.lean
-        """:attr:`lean`, read once an attempt (a class attribute read through the instance
-        is an unspecialized lookup, per event)."""
         machine = OpenAICompatibleAdapter
         lean = (
             self._lean
@@ -591,8 +588,7 @@ class OpenAICompatibleAdapter(StreamAdapter):
     lean: ClassVar[bool] = True
     """Does an endpoint that normalizes as this machine does take the typed path
     (:data:`decode_chat_chunk`, with msgspec)? Off, every line goes the general way (the
-    tests compare the two). Read when an attempt starts (:meth:`reset`): set it before the
-    stream is made."""
+    tests compare the two). Read as :attr:`StreamAdapter.lean` says."""
 
     @property
     def _capture_thoughts(self) -> bool:

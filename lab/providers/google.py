@@ -1217,8 +1217,7 @@ class GoogleAdapter(StreamAdapter):
         self._usage_counts: tuple[int | None, ...] | None = None
         """The counts ``pending_usage`` was built from on the lean path (None: built by the
         general way): the same counts again keep the same Usage."""
-        self._lean = self.lean
-        self._decode = decode_lean if self.lean else None
+        self._decode = decode_lean if self._lean else None
         """:data:`decode_lean` when the typed lean path is on, else None (both read once
         an attempt, not per event)."""
         self._final_usage_only = self.config.final_usage_only
@@ -1233,8 +1232,7 @@ class GoogleAdapter(StreamAdapter):
     lean: ClassVar[bool] = True
     """Does an event of the common shape take the lean path (:func:`decode_lean` with
     msgspec, else :func:`lean_fields`)? Off, every event goes the general way (the tests
-    compare the two). Read when an attempt starts (:meth:`reset`): set it before the stream
-    is made."""
+    compare the two). Read as :attr:`StreamAdapter.lean` says."""
 
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One response object (SSE), or an array of them (``alt=json`` framing); invalid

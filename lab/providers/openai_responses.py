@@ -433,10 +433,9 @@ class ResponsesAdapter(StreamAdapter):
         used only for a part that streamed none. The lean path's run of deltas into one
         text part is counted in :attr:`_run_chars` and added here when another part starts
         or a ``.done`` text is compared (:meth:`_end_run`)."""
-        self._lean = self.lean
-        self._decode = decode_text_delta if self.lean else None
-        """:data:`decode_text_delta` when the lean path is on, else None (with
-        :attr:`_lean`, read once an attempt, not per event)."""
+        self._decode = decode_text_delta if self._lean else None
+        """:data:`decode_text_delta` when the lean path is on, else None (read once an
+        attempt, not per event)."""
         self._run_index: int | None = None
         """The output_index of the text part the lean path counts in :attr:`_run_chars`
         (None: no run)."""
@@ -529,8 +528,8 @@ class ResponsesAdapter(StreamAdapter):
 
     lean: ClassVar[bool] = True
     """Do output_text deltas take the lean path (typed with msgspec, a dict check
-    otherwise)? Off, every event goes the general way (the tests compare the two). Read when
-    an attempt starts (:meth:`reset`): set it before the stream is made."""
+    otherwise)? Off, every event goes the general way (the tests compare the two). Read as
+    :attr:`StreamAdapter.lean` says."""
 
     _TEXT_DELTA_KEYS: ClassVar[frozenset[str]] = frozenset()  # set below, from _KNOWN_FIELDS
 

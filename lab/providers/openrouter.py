@@ -874,8 +874,8 @@ class OpenRouterAdapter(OpenAICompatibleAdapter):
     lean: ClassVar[bool] = True
     """Does a plain piece skip the normalized dict (:meth:`_lean_piece`; checked on the
     typed struct with msgspec, on the parsed dict without)? Off, it goes through
-    :meth:`_on_normalized` as any other chunk (the tests compare the two). Read when an
-    attempt starts (:meth:`reset`): set it before the stream is made."""
+    :meth:`_on_normalized` as any other chunk (the tests compare the two). Read as
+    :attr:`StreamAdapter.lean` says."""
 
     # a plain function, as the ClassVar on the base class says (not a method)
     _decode_typed = staticmethod(decode_typed_chunk) if decode_typed_chunk else None  # type: ignore[assignment]
