@@ -17,6 +17,7 @@ from lab.guards import (
     truncate_before_generic_speaker_line,
 )
 from lab.guards.text import (
+    DEDUP_RECENT_CHARS,
     CodeRange,
     SpeakerTruncation,
     is_decorated_self_label,
@@ -94,6 +95,46 @@ def test_dedup_thresholds_are_parameters():
     st.integers(1, 10),
 )
 def test_dedup_tail_matches_a_naive_rolling_tail(chunks, tail_chars, min_chars):
+    _check_dedup_against_a_naive_rolling_tail(chunks, tail_chars, min_chars)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.text(alphabet="ab ", max_size=12), st.text(alphabet="ab ", max_size=300)),
+        max_size=40,
+    ),
+    st.integers(1, 700),
+    st.integers(1, 10),
+)
+def test_dedup_matches_a_naive_tail_across_its_recent_string_and_cut_backs(
+    chunks, tail_chars, min_chars
+):
+    # chunks shorter and longer than DEDUP_RECENT_CHARS, tails shorter and longer than it,
+    # streams long enough for the recent string and the pieces to be cut back several times
+    assert DEDUP_RECENT_CHARS == 128  # (the sizes above straddle it)
+    _check_dedup_against_a_naive_rolling_tail(chunks, tail_chars, min_chars)
+
+
+def test_dedup_keeps_its_pieces_within_twice_the_tail_and_reads_a_long_chunk_whole():
+    d = RecentTextDedup(tail_chars=300)
+    for i in range(200):
+        piece = f"<{i:04d}>" * 3  # 18 characters, none repeating the tail
+        assert d.filter(piece) == piece
+        assert d._len <= 600
+        assert len(d._recent) <= 2 * DEDUP_RECENT_CHARS
+        # read through the recent string, cut back or not: the piece again, and an overlap
+        assert d.filter(piece) == ""
+        assert d.filter(piece[-9:] + "!") == "!"
+    long = "".join(f"[{i:04d}]" for i in range(60))  # 360 characters: past the recent string
+    assert d.filter(long) == long
+    assert d.filter(long[-250:]) == ""  # a full repeat found through the pieces, not the string
+    assert d.filter(long[-200:] + "new") == "new"  # an overlap of 200 characters
+    assert d.tail == (long + "new")[-300:]
+    assert [n.rule for n in d.drain_notes()[-2:]] == ["full_repeat", "overlap"]
+
+
+def _check_dedup_against_a_naive_rolling_tail(chunks, tail_chars, min_chars):
     # what each chunk keeps, the rule each cut names and the tail, against the reference's
     # rule read naively (the whole rolling tail, every overlap length tried)
     d = RecentTextDedup(tail_chars=tail_chars, min_chars=min_chars)

@@ -13,8 +13,10 @@ docs/reference.md, "7.6 Cutting before a speaker line".
 - :class:`SpeakerBoundaryGuard` runs that check over a 32-character holdback plus each
   chunk and ends the text at the first generic speaker line.
 
-Linear time: dedup keeps its tail as a deque of pieces and only materialises as many tail
-characters as the chunk is long; the speaker guard checks at most holdback + chunk
+Linear time: dedup keeps its tail as a list of pieces, joined and cut back to the tail once
+it holds twice the tail (each character copied a bounded number of times), and the last
+:data:`DEDUP_RECENT_CHARS` to twice that characters as one string, so a chunk no longer
+than that reads the tail it is compared with by one slice; the speaker guard checks at most holdback + chunk
 characters per call and skips the regex when the window has no ``\\n`` or no ``:``.
 
 Notes: dedup (guard ``"dedup"``) records dropped text, the speaker guard (``"speaker_guard"``)
@@ -24,7 +26,6 @@ records the truncated text. Offsets count characters of each guard's own input.
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -44,6 +45,11 @@ __all__ = [
 STREAM_TEXT_TAIL_CHARS = 4096
 STREAM_TEXT_MIN_DEDUP_CHARS = 8
 SPEAKER_GUARD_HOLDBACK_CHARS = 32
+DEDUP_RECENT_CHARS = 128
+"""How many of the latest characters :class:`RecentTextDedup` keeps as one string (up to
+twice as many, cut back to this many): a chunk up to this long is compared with a slice of
+it; a longer one joins the pieces it needs. Not a rule (the result is the same at any
+size): the price of a string copy per chunk against a join of pieces."""
 MAX_SPEAKER_LABEL_CHARS = 64
 
 
@@ -86,6 +92,7 @@ class RecentTextDedup(NoteSink):
         "_pieces",
         "_len",
         "_fed",
+        "_recent",
     )
 
     def __init__(
@@ -102,9 +109,14 @@ class RecentTextDedup(NoteSink):
         self.keep_word_repeats = keep_word_repeats
         self.tail_chars = max(1, tail_chars)
         self.min_chars = max(1, min_chars)
-        self._pieces: deque[str] = deque()
+        self._pieces: list[str] = []
+        """What was kept, in order: the tail's last ``_len`` characters (at least the
+        tail's ``tail_chars``, or all there was; at most twice that)."""
         self._len = 0
         self._fed = 0
+        self._recent = ""
+        """The last characters kept, as one string: all of them up to
+        :data:`DEDUP_RECENT_CHARS`, then between that many and twice that many."""
 
     @property
     def tail(self) -> str:
@@ -115,6 +127,7 @@ class RecentTextDedup(NoteSink):
         self._pieces.clear()
         self._len = 0
         self._fed = 0
+        self._recent = ""
 
     def _last(self, k: int) -> str:
         """The last ``min(k, len(tail))`` characters of the tail, touching only those."""
@@ -125,7 +138,7 @@ class RecentTextDedup(NoteSink):
         if k <= 0:
             return ""
         last = self._pieces[-1]
-        if len(last) >= k:  # the common case: the last piece alone is long enough
+        if len(last) >= k:  # the last piece alone is long enough
             return last[len(last) - k :]
         got: list[str] = []
         have = 0
@@ -145,14 +158,13 @@ class RecentTextDedup(NoteSink):
         if not n:
             return text
         out = text
-        have = self._len
-        if n >= self.min_chars and have:
-            # the last n characters of the tail (an overlap can never be longer than the
-            # chunk), as _last has them: the last piece alone when it is long enough (a
-            # tail shorter than n has a last piece shorter still, and goes to _last)
+        recent = self._recent
+        if n >= self.min_chars and recent:
+            # the last k characters of the tail (an overlap can never be longer than the
+            # chunk): a slice of the recent string when it holds them, else _last's join
             k = n if n < self.tail_chars else self.tail_chars
-            last = self._pieces[-1]
-            tail = last[len(last) - k :] if len(last) >= k else self._last(k)
+            r = len(recent)
+            tail = recent[r - k :] if k <= r else self._last(k)
             # a full repeat (the tail ends with the text) and an overlap (tail[-k:] ==
             # text[:k], k >= min_chars) both hold the text's first min_chars characters:
             # one search rules both out for nearly every chunk
@@ -161,8 +173,8 @@ class RecentTextDedup(NoteSink):
             if j >= 0:
                 if tail.endswith(text):
                     if not (self.keep_word_repeats and is_word_repeat(text)):
-                        out = ""
                         self._note("dedup", "full_repeat", at, text)
+                        return ""
                 else:  # the longest k >= min_chars with tail[-k:] == text[:k]
                     while j >= 0:  # leftmost start = longest overlap
                         if text.startswith(tail[j:]):
@@ -171,18 +183,22 @@ class RecentTextDedup(NoteSink):
                             self._note("dedup", "overlap", at, text[:k], overlap=k)
                             break
                         j = tail.find(probe, j + 1)
-        if out:  # remember it: the tail keeps the last tail_chars characters
-            pieces = self._pieces
-            pieces.append(out)
-            size = have + len(out)
-            cap = self.tail_chars
-            while size - len(pieces[0]) >= cap and len(pieces) > 1:  # the cheap test first
-                size -= len(pieces.popleft())
-            if size > 2 * cap and len(pieces) == 1:
-                only = pieces.pop()[-cap:]
-                pieces.append(only)
-                size = len(only)
-            self._len = size
+        # remember it: the pieces are cut back to the tail once they hold twice the tail
+        # (each character is copied once or twice over the stream, not once per chunk)
+        pieces = self._pieces
+        pieces.append(out)
+        size = self._len + len(out)
+        cap = self.tail_chars
+        if size > 2 * cap:
+            kept = "".join(pieces)[-cap:]
+            pieces.clear()
+            pieces.append(kept)
+            size = cap
+        self._len = size
+        recent += out
+        if len(recent) > 2 * DEDUP_RECENT_CHARS:
+            recent = recent[-DEDUP_RECENT_CHARS:]
+        self._recent = recent
         return out
 
 
