@@ -41,16 +41,17 @@ ErrorType = Literal[
 
 
 _new = object.__new__
-# BaseModel's own descriptors for the instance dict and its three slots: setting through
-# them directly skips object.__setattr__'s lookup (~35 ns each, four per chunk built)
+# BaseModel's own descriptors for its three slots: setting through them directly skips
+# object.__setattr__'s lookup (~35 ns each, three per chunk built). The instance dict is
+# read as ``obj.__dict__``: the attribute lookup finds the same descriptor and costs less
+# than calling its ``__get__`` (a call through a method wrapper builds an argument tuple)
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_get_dict = BaseModel.__dict__["__dict__"].__get__
 _M = TypeVar("_M", bound=BaseModel)
 
 # How the unvalidated builders store a model's fields: into the dict the object makes for
-# itself (``_get_dict``), key by key in field order, not as a dict of their own
+# itself (``obj.__dict__``), key by key in field order, not as a dict of their own
 # (``_set_dict``). CPython 3.11 then keeps the dict as a split table: the field names once
 # per class, only the values per model (a chunk costs 224 bytes instead of 352, a replay's
 # results about a fifth less; docs/PERFORMANCE.md). :func:`_share_keys` makes each class's
@@ -62,7 +63,7 @@ _M = TypeVar("_M", bound=BaseModel)
 
 def _share_keys(cls: type[BaseModel]) -> None:
     """The class's first instance dict, its fields in order (see the comment above)."""
-    _get_dict(_new(cls)).update(dict.fromkeys(cls.model_fields))
+    _new(cls).__dict__.update(dict.fromkeys(cls.model_fields))
 
 
 class _SharedFieldsSet(set):
@@ -109,7 +110,7 @@ def _rebuild(cls: type, fields: dict, fields_set: set, extra: Any, private: Any)
     """A model from its state, without validating it: how one is unpickled (the state as
     it was pickled) and how :func:`_trusted` builds one."""
     obj: Any = _new(cls)
-    _get_dict(obj).update(fields)
+    obj.__dict__.update(fields)
     _set_fields_set(obj, fields_set)
     _set_extra(obj, extra)
     _set_private(obj, private)
@@ -177,7 +178,6 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
     env: dict[str, Any] = {
         "_new": _new,
         "_cls": cls,
-        "_get_dict": _get_dict,
         "_set_fields_set": _set_fields_set,
         "_set_extra": _set_extra,
         "_set_private": _set_private,
@@ -203,7 +203,7 @@ def _shaped(cls: type[_M], *names: str, **fixed: Any) -> Callable[..., _M]:
     src = (
         f"def build({params}):\n"
         "    obj = _new(_cls)\n"
-        "    d = _get_dict(obj)\n"
+        "    d = obj.__dict__\n"
         f"{''.join(items)}"
         "    _set_fields_set(obj, _fields_set)\n"
         "    _set_extra(obj, None)\n"
