@@ -241,7 +241,14 @@ def test_the_typed_decoder_and_the_dict_check_take_the_same_events(event):
     line = json.dumps(event, ensure_ascii=False)
     got = lean_fields(json.loads(line))
     if google_decode is not None:
-        assert google_decode(line) == got
+        typed = google_decode(line)
+        # the same fields; the thoughts a list, or a tuple when the typed decoder read one part
+        assert typed is None or type(typed[1]) in (list, tuple)
+        assert _listed(typed) == _listed(got)
+
+
+def _listed(fields):
+    return None if fields is None else (fields[0], list(fields[1]), *fields[2:])
 
 
 def test_a_common_event_takes_the_lean_path():
@@ -264,7 +271,7 @@ def test_a_common_event_takes_the_lean_path():
     )
     assert lean_fields(json.loads(line)) == want
     if google_decode is not None:
-        assert google_decode(line) == want
+        assert _listed(google_decode(line)) == want
 
 
 @pytest.mark.parametrize("key", google.CANDIDATE_METADATA_KEYS)
@@ -276,7 +283,7 @@ def test_each_candidate_metadata_key_reaches_the_view_on_both_ways(key):
     got = lean_fields(json.loads(line))
     assert got is not None and got[4] == [(key, {"k": 1})]
     if google_decode is not None:
-        assert google_decode(line) == got
+        assert _listed(google_decode(line)) == got
 
 
 def test_the_usage_counts_come_in_their_order_on_both_ways():
@@ -285,7 +292,7 @@ def test_the_usage_counts_come_in_their_order_on_both_ways():
     want = ("", [], None, None, [], False, (10, 11, 12, 13, 14), None, None)
     assert lean_fields(json.loads(line)) == want
     if google_decode is not None:
-        assert google_decode(line) == want
+        assert _listed(google_decode(line)) == want
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Annotated, Any, ClassVar, NamedTuple
 
@@ -856,8 +856,9 @@ class _Lean(NamedTuple):
 
     answer: str
     """The answer text: every non-thought part's text, joined."""
-    thoughts: list[str]
-    """Each thought part's text (non-empty ones), in order."""
+    thoughts: Sequence[str]
+    """Each thought part's text (non-empty ones), in order (a list, or a tuple of one or
+    none when the typed decoder read a single part)."""
     signature: str | None
     """The first non-empty ``thoughtSignature`` of a part."""
     native: str | None
@@ -873,7 +874,7 @@ class _Lean(NamedTuple):
 
 LeanView = tuple[
     str,
-    list[str],
+    Sequence[str],
     "str | None",
     "str | None",
     list[tuple[str, Any]],
@@ -1077,16 +1078,31 @@ if _json.PARSER == "msgspec":
             return None
         cand = cands[0]
         answer = ""
-        thoughts: list[str] = []
+        thoughts: Sequence[str] = ()
         signature = None
         content = cand.content
-        if content is not None and content.parts is not None:
+        parts = None if content is None else content.parts
+        if parts is None:
+            pass
+        elif len(parts) == 1:  # the common event: one part, read without the loop's lists
+            p = parts[0]
+            t = p.text
+            if p.thought is True:
+                if t:
+                    thoughts = (t,)
+            elif t is not None:
+                answer = t
+            sig = p.thoughtSignature
+            if type(sig) is str and sig:
+                signature = sig
+        else:
             texts = []
-            for p in content.parts:
+            kept: list[str] = []
+            for p in parts:
                 t = p.text
                 if p.thought is True:
                     if t:
-                        thoughts.append(t)
+                        kept.append(t)
                 elif t is not None:
                     texts.append(t)
                 if signature is None:
@@ -1094,6 +1110,7 @@ if _json.PARSER == "msgspec":
                     if type(sig) is str and sig:
                         signature = sig
             answer = texts[0] if len(texts) == 1 else "".join(texts)
+            thoughts = kept
         cand_meta: list[tuple[str, Any]] = []
         if not (  # CANDIDATE_METADATA_KEYS all absent: the common case
             cand.finishMessage is None
@@ -1294,7 +1311,14 @@ class GoogleAdapter(StreamAdapter):
                 and cached is None
                 and total is None
             ):
-                self.pending_usage = _usage_of(prompt, answer_n, thoughts_n, cached, total)
+                # _usage_of, inlined: per event
+                self.pending_usage = new_token_usage(
+                    prompt or 0,
+                    (answer_n or 0) + (thoughts_n or 0),
+                    thoughts_n or 0,
+                    cached or 0,
+                    total,
+                )
                 self._usage_counts = counts
         if version is not None and version != self._seen_version:
             facts["served_model"] = version
@@ -1336,7 +1360,12 @@ class GoogleAdapter(StreamAdapter):
             metadata["native_finish_reason"] = native
         for key, value in cand_meta:
             metadata[key] = value
-        thoughts = [new_raw_thought(t) for t in f_thoughts] if f_thoughts else []
+        if not f_thoughts:
+            thoughts = []
+        elif len(f_thoughts) == 1:  # (one thought part: no comprehension's frame)
+            thoughts = [new_raw_thought(f_thoughts[0])]
+        else:
+            thoughts = [new_raw_thought(t) for t in f_thoughts]
         if text:
             out.append(new_text_chunk(text, thoughts, metadata))
         elif native == "STOP":
