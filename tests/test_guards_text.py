@@ -121,7 +121,7 @@ def test_dedup_keeps_its_pieces_within_twice_the_tail_and_reads_a_long_chunk_who
     for i in range(200):
         piece = f"<{i:04d}>" * 3  # 18 characters, none repeating the tail
         assert d.filter(piece) == piece
-        assert d._len <= 600
+        assert d._older_len <= 600
         assert len(d._recent) <= 2 * DEDUP_RECENT_CHARS
         # read through the recent string, cut back or not: the piece again, and an overlap
         assert d.filter(piece) == ""

@@ -13,10 +13,11 @@ docs/reference.md, "7.6 Cutting before a speaker line".
 - :class:`SpeakerBoundaryGuard` runs that check over a 32-character holdback plus each
   chunk and ends the text at the first generic speaker line.
 
-Linear time: dedup keeps its tail as a list of pieces, joined and cut back to the tail once
-it holds twice the tail (each character copied a bounded number of times), and the last
-:data:`DEDUP_RECENT_CHARS` to twice that characters as one string, so a chunk no longer
-than that reads the tail it is compared with by one slice; the speaker guard checks at most holdback + chunk
+Linear time: dedup keeps the last :data:`DEDUP_RECENT_CHARS` to twice that characters as
+one string (a chunk no longer than that is ruled out by one search of it, nearly always,
+or compared with one slice of it) and what came before in pieces, joined and cut back to
+the tail once they hold twice the tail (each character copied a bounded number of times);
+the speaker guard checks at most holdback + chunk
 characters per call and skips the regex when the window has no ``\\n`` or no ``:``.
 
 Notes: dedup (guard ``"dedup"``) records dropped text, the speaker guard (``"speaker_guard"``)
@@ -47,8 +48,8 @@ STREAM_TEXT_MIN_DEDUP_CHARS = 8
 SPEAKER_GUARD_HOLDBACK_CHARS = 32
 DEDUP_RECENT_CHARS = 128
 """How many of the latest characters :class:`RecentTextDedup` keeps as one string (up to
-twice as many, cut back to this many): a chunk up to this long is compared with a slice of
-it; a longer one joins the pieces it needs. Not a rule (the result is the same at any
+twice as many, cut back to this many): a chunk up to this long is searched for in it; a
+longer one joins the older pieces it needs. Not a rule (the result is the same at any
 size): the price of a string copy per chunk against a join of pieces."""
 MAX_SPEAKER_LABEL_CHARS = 64
 
@@ -89,8 +90,8 @@ class RecentTextDedup(NoteSink):
         "tail_chars",
         "min_chars",
         "keep_word_repeats",
-        "_pieces",
-        "_len",
+        "_older",
+        "_older_len",
         "_fed",
         "_recent",
     )
@@ -109,14 +110,15 @@ class RecentTextDedup(NoteSink):
         self.keep_word_repeats = keep_word_repeats
         self.tail_chars = max(1, tail_chars)
         self.min_chars = max(1, min_chars)
-        self._pieces: list[str] = []
-        """What was kept, in order: the tail's last ``_len`` characters (at least the
-        tail's ``tail_chars``, or all there was; at most twice that)."""
-        self._len = 0
-        self._fed = 0
         self._recent = ""
-        """The last characters kept, as one string: all of them up to
-        :data:`DEDUP_RECENT_CHARS`, then between that many and twice that many."""
+        """The latest characters kept, as one string: all of them up to
+        :data:`DEDUP_RECENT_CHARS`, then between that many and twice that many, or the
+        last piece kept when it was longer."""
+        self._older: list[str] = []
+        """What came before :attr:`_recent`, in pieces: at least as much of it as the tail
+        needs, at most about twice ``tail_chars`` (cut back once it holds more)."""
+        self._older_len = 0
+        self._fed = 0
 
     @property
     def tail(self) -> str:
@@ -124,31 +126,29 @@ class RecentTextDedup(NoteSink):
         return self._last(self.tail_chars)
 
     def reset(self) -> None:
-        self._pieces.clear()
-        self._len = 0
-        self._fed = 0
         self._recent = ""
+        self._older.clear()
+        self._older_len = 0
+        self._fed = 0
 
     def _last(self, k: int) -> str:
         """The last ``min(k, len(tail))`` characters of the tail, touching only those."""
-        if k > self._len:  # min(k, len, tail_chars), without the builtin's call: per chunk
-            k = self._len
+        recent = self._recent
+        r = len(recent)
         if k > self.tail_chars:
             k = self.tail_chars
-        if k <= 0:
-            return ""
-        last = self._pieces[-1]
-        if len(last) >= k:  # the last piece alone is long enough
-            return last[len(last) - k :]
+        if k <= r:
+            return recent[r - k :]
+        need = k - r  # from the older pieces, the last first
         got: list[str] = []
         have = 0
-        for piece in reversed(self._pieces):
+        for piece in reversed(self._older):
             got.append(piece)
             have += len(piece)
-            if have >= k:
+            if have >= need:
                 break
-        s = "".join(reversed(got))
-        return s[len(s) - k :]
+        older = "".join(reversed(got))
+        return older[len(older) - need :] + recent if need < len(older) else older + recent
 
     def filter(self, text: str) -> str:
         """Deduplicate one chunk against the recent tail; returns the text to emit."""
@@ -159,47 +159,59 @@ class RecentTextDedup(NoteSink):
             return text
         out = text
         recent = self._recent
-        if n >= self.min_chars and recent:
-            # the last k characters of the tail (an overlap can never be longer than the
-            # chunk): a slice of the recent string when it holds them, else _last's join
-            k = n if n < self.tail_chars else self.tail_chars
-            r = len(recent)
-            tail = recent[r - k :] if k <= r else self._last(k)
+        m = self.min_chars
+        if n >= m and recent:
             # a full repeat (the tail ends with the text) and an overlap (tail[-k:] ==
-            # text[:k], k >= min_chars) both hold the text's first min_chars characters:
-            # one search rules both out for nearly every chunk
-            probe = text[: self.min_chars]
-            j = tail.find(probe, 0)
-            if j >= 0:
-                if tail.endswith(text):
-                    if not (self.keep_word_repeats and is_word_repeat(text)):
-                        self._note("dedup", "full_repeat", at, text)
-                        return ""
-                else:  # the longest k >= min_chars with tail[-k:] == text[:k]
-                    while j >= 0:  # leftmost start = longest overlap
-                        if text.startswith(tail[j:]):
-                            k = len(tail) - j
-                            out = text[k:]
-                            self._note("dedup", "overlap", at, text[:k], overlap=k)
-                            break
-                        j = tail.find(probe, j + 1)
-        # remember it: the pieces are cut back to the tail once they hold twice the tail
-        # (each character is copied once or twice over the stream, not once per chunk)
-        pieces = self._pieces
-        pieces.append(out)
-        size = self._len + len(out)
-        cap = self.tail_chars
-        if size > 2 * cap:
-            kept = "".join(pieces)[-cap:]
-            pieces.clear()
-            pieces.append(kept)
-            size = cap
-        self._len = size
-        recent += out
-        if len(recent) > 2 * DEDUP_RECENT_CHARS:
-            recent = recent[-DEDUP_RECENT_CHARS:]
+            # text[:k], k >= min_chars) both hold the text's first min_chars characters
+            # in the tail's last n. The recent string holds those when the text is no
+            # longer than it: one search of it rules both out for nearly every chunk
+            probe = text[:m]
+            if n > len(recent) or probe in recent:
+                # the last k characters of the tail (an overlap is never longer than the
+                # chunk); _last slices the recent string, or reaches into the older pieces
+                tail = self._last(n)
+                j = tail.find(probe)
+                if j >= 0:
+                    if tail.endswith(text):
+                        if not (self.keep_word_repeats and is_word_repeat(text)):
+                            self._note("dedup", "full_repeat", at, text)
+                            return ""
+                    else:  # the longest k >= min_chars with tail[-k:] == text[:k]
+                        while j >= 0:  # leftmost start = longest overlap
+                            if text.startswith(tail[j:]):
+                                k = len(tail) - j
+                                out = text[k:]
+                                self._note("dedup", "overlap", at, text[:k], overlap=k)
+                                break
+                            j = tail.find(probe, j + 1)
+        # remember it: a short piece joins the recent string (cut back to its last
+        # DEDUP_RECENT_CHARS once it holds twice that), a long one becomes it, uncopied
+        if len(out) < DEDUP_RECENT_CHARS:
+            recent += out
+            if len(recent) > 2 * DEDUP_RECENT_CHARS:
+                self._retire(recent[: len(recent) - DEDUP_RECENT_CHARS])
+                recent = recent[-DEDUP_RECENT_CHARS:]
+        else:
+            if recent:
+                self._retire(recent)
+            recent = out
         self._recent = recent
         return out
+
+    def _retire(self, head: str) -> None:
+        """Add **head**, what the recent string lets go of, to the older pieces; cut those
+        back to the tail once they hold twice it (so each character is copied a bounded
+        number of times over the stream)."""
+        older = self._older
+        older.append(head)
+        size = self._older_len + len(head)
+        cap = self.tail_chars
+        if size > 2 * cap:
+            kept = "".join(older)[-cap:]
+            older.clear()
+            older.append(kept)
+            size = len(kept)
+        self._older_len = size
 
 
 # -- markdown code ranges and speaker labels --------------------------------------------
