@@ -568,9 +568,11 @@ class Processor:
                     usage = raw_usage
                 elif raw_usage is not None:
                     usage = _coerce_usage(raw_usage) or usage
-                reason = metadata.get("finish_reason") or metadata.get("finishReason")
-                if reason:
-                    finish = str(reason)
+                # (the usage alone, as on most of a Gemini stream's chunks: no finish reason)
+                if raw_usage is None or len(metadata) > 1:
+                    reason = metadata.get("finish_reason") or metadata.get("finishReason")
+                    if reason:
+                        finish = str(reason)
             # (a delta that continues the open part is appended here: _add_text's and
             # _add_reasoning's last step, without their call per chunk)
             thoughts = fields["thoughts"]

@@ -681,9 +681,10 @@ class StreamAdapter:
         fired before has stopped the attempt). The one definition for the chat machine's
         pipeline, OpenRouter's lean pieces, Gemini's pipeline and lean events and the
         Responses API's visible text (Anthropic's reference runs no dedup)."""
-        text = self.dedup.filter(text)
-        if self.dedup.notes:
-            self._drain(self.dedup)
+        dedup = self.dedup
+        text = dedup.filter(text)
+        if dedup.notes:
+            self._drain(dedup)
         speaker = self.speaker
         if speaker is not None and text:
             text = speaker.feed(text)

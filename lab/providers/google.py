@@ -1254,8 +1254,7 @@ class GoogleAdapter(StreamAdapter):
     def feed_data(self, data: str, event: SSEEvent, out: list[ProcessedChunk]) -> None:
         """One response object (SSE), or an array of them (``alt=json`` framing); invalid
         JSON ends the stream as an error, unless the body was cut inside this event."""
-        lean = self._lean
-        decode = self._decode
+        decode = self._decode  # (set only when lean)
         if decode is not None:
             # first, unstripped: msgspec takes JSON's own whitespace around the object and
             # declines "[DONE]", an empty line and any other whitespace str.strip removes
@@ -1266,6 +1265,8 @@ class GoogleAdapter(StreamAdapter):
             # declined (another shape, or such whitespace): the general way, which builds
             # what the lean path would have (the dict check is not tried again)
             lean = False
+        else:
+            lean = self._lean
         text = data.strip()
         if text == "[DONE]":
             self.facts["done_seen"] = True
@@ -1297,11 +1298,10 @@ class GoogleAdapter(StreamAdapter):
         finish reason, or calls still open in the assembler."""
         # the fields at once (a NamedTuple's attribute costs a lookup each: per event)
         text, f_thoughts, signature, native, cand_meta, has_candidate, counts, version, rid = f
-        if native in GOOGLE_BLOCKING_FINISH_REASONS or (
+        if (native is not None and native in GOOGLE_BLOCKING_FINISH_REASONS) or (
             self.assembler is not None and self.assembler.open
         ):
             return False
-        facts = self.facts
         if counts is not None and counts != self._usage_counts:
             prompt, answer_n, thoughts_n, cached, total = counts
             if not (
@@ -1321,11 +1321,10 @@ class GoogleAdapter(StreamAdapter):
                 )
                 self._usage_counts = counts
         if version is not None and version != self._seen_version:
-            facts["served_model"] = version
-            facts["response_model"] = version
+            self.facts["served_model"] = self.facts["response_model"] = version
             self._seen_version = version
         if rid is not None and rid != self._seen_rid:
-            facts["response_id"] = rid
+            self.facts["response_id"] = rid
             self._seen_rid = rid
         if native:
             self.usage_final = True
@@ -1349,17 +1348,21 @@ class GoogleAdapter(StreamAdapter):
                 else FINISH_REASON_MAP.get(native, native.lower())
             )
             self._record_finish(finish)
-        metadata: dict[str, Any] = {}
-        if self.pending_usage is not None and (self.usage_final or not self._final_usage_only):
-            metadata["usage"] = self.pending_usage
+        usage = self.pending_usage
+        metadata: dict[str, Any] = (
+            {"usage": usage}
+            if usage is not None and (self.usage_final or not self._final_usage_only)
+            else {}
+        )
         if signature:
             metadata["thoughtSignature"] = signature
         if finish:
             metadata["finish_reason"] = finish
         if native:
             metadata["native_finish_reason"] = native
-        for key, value in cand_meta:
-            metadata[key] = value
+        if cand_meta:
+            for key, value in cand_meta:
+                metadata[key] = value
         if not f_thoughts:
             thoughts = []
         elif len(f_thoughts) == 1:  # (one thought part: no comprehension's frame)
