@@ -62,7 +62,8 @@ def test_held_state_stays_bounded_one_char_per_delta(make):
         assert len(think._pending) <= 64
         assert len(speaker.pending) <= 32
         assert len(verbatim.buffered) <= 512
-        assert dedup._older_len <= 2 * 256 and len(dedup._recent) <= 2 * DEDUP_RECENT_CHARS
+        assert sum(map(len, dedup._older)) <= 2 * 256
+        assert len(dedup._recent) <= 2 * DEDUP_RECENT_CHARS
     if make is stream:
         assert spill.visible_started and not spill._pending
     # the one unbounded hold, by the reference's rule: whitespace before any visible text,

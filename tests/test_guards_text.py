@@ -98,22 +98,78 @@ def test_dedup_tail_matches_a_naive_rolling_tail(chunks, tail_chars, min_chars):
     _check_dedup_against_a_naive_rolling_tail(chunks, tail_chars, min_chars)
 
 
+_RESEND = st.tuples(st.integers(1, 600), st.integers(1, 400))
+"""A chunk that resends streamed text: (how far back it starts, how long it is)."""
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.one_of(st.text(alphabet="ab ", max_size=12), st.text(alphabet="ab ", max_size=300)),
+        st.one_of(
+            st.text(alphabet="ab ", max_size=12),
+            st.integers(120, 300).flatmap(
+                lambda n: st.text(alphabet="ab ", min_size=n, max_size=n)
+            ),
+            _RESEND,
+        ),
         max_size=40,
     ),
     st.integers(1, 700),
     st.integers(1, 10),
 )
 def test_dedup_matches_a_naive_tail_across_its_recent_string_and_cut_backs(
-    chunks, tail_chars, min_chars
+    drawn, tail_chars, min_chars
 ):
-    # chunks shorter and longer than DEDUP_RECENT_CHARS, tails shorter and longer than it,
-    # streams long enough for the recent string and the pieces to be cut back several times
+    # chunks shorter and longer than DEDUP_RECENT_CHARS (120-300 characters), resends of
+    # what was streamed (the repeats and overlaps dedup is for), tails shorter and longer
+    # than the window: streams long enough for the recent string and the pieces to be cut
+    # back several times
     assert DEDUP_RECENT_CHARS == 128  # (the sizes above straddle it)
+    chunks: list[str] = []
+    streamed = ""
+    for c in drawn:
+        if isinstance(c, tuple):
+            back, size = c
+            c = streamed[-back:][:size]
+        chunks.append(c)
+        streamed += c
     _check_dedup_against_a_naive_rolling_tail(chunks, tail_chars, min_chars)
+
+
+@pytest.mark.parametrize(
+    "chunks, last",
+    [
+        # a chunk longer than the recent string: its overlap reaches past it
+        (["a" * 130, "y" * 130, "a" * 10 + "y" * 130 + "Z"], "Z"),
+        # a long piece retires the recent string to the older pieces, where a repeat finds it
+        (["Hello there, friend", "x" * 130, "Hello there, friend" + "x" * 130], ""),
+    ],
+)
+def test_dedup_reads_the_tail_past_the_recent_string(chunks, last):
+    d = RecentTextDedup()
+    assert [d.filter(c) for c in chunks][-1] == last
+
+
+def test_dedup_reset_forgets_the_recent_string_and_the_older_pieces():
+    d = RecentTextDedup(tail_chars=300)
+    for i in range(40):
+        d.filter(f"<{i:04d}>" * 3)
+    d.filter("z" * 200)
+    d.reset()
+    assert d.tail == ""
+    assert d.filter("z" * 200) == "z" * 200  # nothing to repeat after a reset
+    assert d.filter("<0039><0039>") == "<0039><0039>"
+    assert d.filter("<0039><0039>") == ""
+
+
+def test_dedup_holds_a_bounded_end_of_a_huge_chunk():
+    d = RecentTextDedup(tail_chars=16)
+    d.filter("x" * 1_000_000 + "0123456789abcdef")
+    for _ in range(10):
+        assert d.filter("0123456789abcdef") == ""
+    assert d.tail == "0123456789abcdef"
+    held = len(d._recent) + sum(map(len, d._older))
+    assert held <= 2 * DEDUP_RECENT_CHARS
 
 
 def test_dedup_keeps_its_pieces_within_twice_the_tail_and_reads_a_long_chunk_whole():
@@ -121,14 +177,14 @@ def test_dedup_keeps_its_pieces_within_twice_the_tail_and_reads_a_long_chunk_who
     for i in range(200):
         piece = f"<{i:04d}>" * 3  # 18 characters, none repeating the tail
         assert d.filter(piece) == piece
-        assert d._older_len <= 600
+        assert d._older_len == sum(map(len, d._older)) <= 600
         assert len(d._recent) <= 2 * DEDUP_RECENT_CHARS
         # read through the recent string, cut back or not: the piece again, and an overlap
         assert d.filter(piece) == ""
         assert d.filter(piece[-9:] + "!") == "!"
     long = "".join(f"[{i:04d}]" for i in range(60))  # 360 characters: past the recent string
     assert d.filter(long) == long
-    assert d.filter(long[-250:]) == ""  # a full repeat found through the pieces, not the string
+    assert d.filter(long[-250:]) == ""  # a full repeat, in the long piece kept whole
     assert d.filter(long[-200:] + "new") == "new"  # an overlap of 200 characters
     assert d.tail == (long + "new")[-300:]
     assert [n.rule for n in d.drain_notes()[-2:]] == ["full_repeat", "overlap"]

@@ -113,7 +113,8 @@ class RecentTextDedup(NoteSink):
         self._recent = ""
         """The latest characters kept, as one string: all of them up to
         :data:`DEDUP_RECENT_CHARS`, then between that many and twice that many, or the
-        last piece kept when it was longer."""
+        last piece kept when it was longer (its last ``max(tail_chars,
+        DEDUP_RECENT_CHARS)`` when it was over twice that)."""
         self._older: list[str] = []
         """What came before :attr:`_recent`, in pieces: at least as much of it as the tail
         needs, at most about twice ``tail_chars`` (cut back once it holds more)."""
@@ -194,7 +195,9 @@ class RecentTextDedup(NoteSink):
         else:
             if recent:
                 self._retire(recent)
-            recent = out
+            # uncopied, unless far longer than anything read from it: then its end only
+            keep = self.tail_chars if self.tail_chars > DEDUP_RECENT_CHARS else DEDUP_RECENT_CHARS
+            recent = out if len(out) <= 2 * keep else out[-keep:]
         self._recent = recent
         return out
 
