@@ -82,7 +82,7 @@ def replay_sse(
     if tools:
         request["tools"] = tools
     transport = replay_transport_for_body(body)
-    with _gc_paused():
+    with _gc_paused(young=True):
         result = run_stream(
             provider,
             request,
@@ -272,7 +272,7 @@ def replay_request(
             client, router = shared
             client.cookies.clear()  # a replay starts as a fresh client would
             router.current = transport
-        with _gc_paused():
+        with _gc_paused(young=True):
             result = run_stream(
                 replay_as,
                 body,
