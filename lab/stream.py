@@ -41,6 +41,7 @@ from lab.http.limits import (
     expired,
 )
 from lab.http.limits import install as install_limits
+from lab.http.sse import WINDOW
 from lab.http.transports import RecordingCut, ReplayExhausted
 from lab.model import NO_METADATA, NO_THOUGHTS, ProcessedChunk, ProviderError, Usage
 from lab.processor import Processor, model_info
@@ -457,6 +458,7 @@ class _Request:
             info.committed = adapter.committed
             info.n_events = adapter.seq + 1
             response.close()
+            response.stream = _SPENT  # httpx's bound stream refers back to the response
             _note_scrubbed(adapter, response)
 
 
@@ -503,8 +505,40 @@ def _reads_of(response: httpx.Response) -> tuple[Iterable[bytes], bool]:
     return ((content,) if content else ()), True
 
 
-def _as_is(raw: bytes) -> tuple[bytes]:
-    return (raw,)
+_SPENT = httpx.ByteStream(b"")
+"""The stream of a response the runner has closed. httpx binds a response and its stream
+into a cycle (the stream times the response); unbound once closed, the response and what
+it holds are freed by their reference counts, with no collection to wait for (a replay
+holds off the collector's older generations: :func:`lab.replay._gc.paused`)."""
+
+
+def _as_is(raw: bytes) -> Iterable[bytes]:
+    """A read as it came, or in :func:`line_slices` when it is longer than
+    :data:`lab.http.sse.WINDOW` (a whole recorded body handed over as one read)."""
+    return (raw,) if len(raw) <= WINDOW else line_slices(raw)
+
+
+def line_slices(data: bytes, size: int = WINDOW) -> Iterator[bytes]:
+    """``data`` in consecutive slices of at most ``size`` bytes that end at line ends (a
+    slice is longer only when one line is), together ``data`` again.
+
+    The runner hands a read longer than ``size`` to the decoder so: its events are framed
+    and taken a slice at a time, each while its bytes and objects are in the CPU cache,
+    not all framed before the first is taken (a 20,000-event body held ~20,000 events
+    waiting, which the collector's young collections scanned as the stream went). The
+    decoders take a read cut anywhere, as the network cuts them; cutting at line ends keeps
+    an SSE line whole."""
+    start, n = 0, len(data)
+    while n - start > size:
+        end = data.rfind(b"\n", start, start + size) + 1
+        if end <= start:  # one line longer than a slice: up to its end
+            end = data.find(b"\n", start + size) + 1
+            if not end:
+                break
+        yield data[start:end]
+        start = end
+    if start < n:
+        yield data[start:] if start else data
 
 
 class _Body:

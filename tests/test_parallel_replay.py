@@ -285,7 +285,7 @@ def test_nested_pauses_collect_per_replay_and_restore_the_collector_at_the_outer
     assert gc.get_threshold() == thresholds
 
 
-def _long_body(n: int = 3000) -> bytes:
+def _long_body(n: int = 8000) -> bytes:
     data = b"".join(b'data: {"choices":[{"delta":{"content":"w%d "}}]}\n\n' % i for i in range(n))
     return data + b"data: [DONE]\n\n"
 
@@ -314,28 +314,126 @@ def _generations_at_default_thresholds(fn) -> tuple[list[int], tuple]:
 
 
 def test_a_long_replay_collects_only_the_young_generation_as_it_goes_and_restores_the_collector():
-    # each chunk's objects are scanned while they are in the caches, a few hundred
-    # allocations after they were made, not all at once at the end; the older generations,
-    # which would rescan the result as it grows, are never collected inside the replay
+    # each chunk's objects are scanned while they are in the caches, soon after they were
+    # made, not all at once at the end; the older generations, which would rescan the
+    # result as it grows, are never collected inside the replay
     import gc
 
     from lab.replay import replay_sse
 
-    inside: list[tuple] = []
     results = []
-
-    def replay_long() -> None:
-        results.append(replay_sse("openai", _long_body()))
-
-    seen, after = _generations_at_default_thresholds(replay_long)
-    assert len(results[0].chunks) >= 3000
-    assert len(seen) > 3  # young collections as the stream went, and one on the way out
+    seen, after = _generations_at_default_thresholds(
+        lambda: results.append(replay_sse("openai", _long_body()))
+    )
+    assert len(results[0].chunks) >= 8000
+    assert len(seen) >= 3  # young collections as the stream went, and one on the way out
     assert set(seen) == {0}
     assert after == (700, 10, 10)
     assert gc.isenabled()
+
+
+def test_a_short_replay_is_collected_once_on_its_way_out_as_with_the_collector_off():
+    # a stream of a few hundred chunks stays under YOUNG_EVERY: one collection, not two
+    from lab.replay import replay_sse
+
+    seen, after = _generations_at_default_thresholds(lambda: replay_sse("openai", _long_body(120)))
+    assert seen == [0]
+    assert after == (700, 10, 10)
+
+
+@pytest.mark.parametrize(
+    ("caller", "inside"),
+    [
+        ((700, 10, 10), (_gc.YOUNG_EVERY, _gc.OLDER_HELD_OFF, _gc.OLDER_HELD_OFF)),
+        ((10**6, 5, 7), (10**6, _gc.OLDER_HELD_OFF, _gc.OLDER_HELD_OFF)),  # rarer: theirs
+        ((0, 5, 7), (0, _gc.OLDER_HELD_OFF, _gc.OLDER_HELD_OFF)),  # no automatic ones: none
+    ],
+)
+def test_a_young_pause_holds_off_the_older_generations_and_gives_the_callers_thresholds_back(
+    caller, inside
+):
+    import gc
+
+    saved = gc.get_threshold()
+    gc.set_threshold(*caller)
+    try:
+        with _gc.paused(young=True):
+            state = (gc.isenabled(), gc.get_threshold())
+        assert state == (True, inside)
+        assert gc.get_threshold() == caller
+        assert gc.isenabled()
+    finally:
+        gc.set_threshold(*saved)
+
+
+def test_thresholds_a_caller_sets_inside_a_pause_stand():
+    import gc
+
+    saved = gc.get_threshold()
+    try:
+        for young in (True, False):
+            gc.set_threshold(700, 10, 10)
+            with _gc.paused(young=young):
+                gc.set_threshold(1000, 20, 20)
+            assert gc.get_threshold() == (1000, 20, 20)
+    finally:
+        gc.set_threshold(*saved)
+
+
+def test_a_callers_gc_disable_inside_a_young_pause_stands_until_the_outermost_one_ends():
+    import gc
+
     with _gc.paused(young=True):
-        inside.append((gc.isenabled(), gc.get_threshold()))
-    assert inside == [(True, (gc.get_threshold()[0], _gc.OLDER_HELD_OFF, _gc.OLDER_HELD_OFF))]
+        gc.disable()
+        with _gc.paused(young=True):  # another replay of its own inside: no change of kind
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()  # the pause found it on, and gives it back on
+
+
+def test_a_pause_left_by_an_exception_restores_every_count():
+    import gc
+
+    thresholds = gc.get_threshold()
+    with pytest.raises(ValueError), _gc.paused(young=True), _gc.paused(defer=True):
+        raise ValueError("inside")
+    assert (gc.isenabled(), gc.get_threshold()) == (True, thresholds)
+    with _gc.paused(young=True):  # nothing of the two left counted: young again
+        assert gc.isenabled()
+        assert gc.get_threshold()[1] == _gc.OLDER_HELD_OFF
+
+
+def test_replays_in_a_loop_leave_no_response_behind():
+    # a young collection mid-stream moves what is alive to an older generation, which a
+    # loop allocating nothing between replays never collects: a replay must leave no
+    # cycle (httpx binds each response and its stream into one; the runner unbinds them)
+    import gc
+
+    import httpx
+
+    from lab.replay import replay_sse
+
+    body = _long_body(6000)
+    for _ in range(5):
+        result = replay_sse("openai", body)
+    assert len(result.chunks) >= 6000
+    assert not [o for o in gc.get_objects() if type(o) is httpx.Response]
+
+
+def test_replay_request_on_its_own_is_a_young_pause_and_in_a_fleet_the_fleets(monkeypatch):
+    import lab.replay.one
+
+    asked: list[dict] = []
+    real = lab.replay.one._gc_paused
+
+    def paused(**kwargs):
+        asked.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(lab.replay.one, "_gc_paused", paused)
+    request = next(iter(lab.capture.open(CAPTURES).requests()))
+    lab.replay.one.replay_request(request)
+    assert asked == [{"young": True}]
 
 
 def test_a_fleet_pause_keeps_the_collector_off_for_a_long_replay_inside_it():

@@ -120,7 +120,7 @@ def test_every_captured_exchange_frames_identically_as_recorded_and_split(name):
 @pytest.mark.parametrize("window", [1, 2, 9, 200])
 def test_a_read_longer_than_the_window_frames_identically(monkeypatch, window):
     """The one-read path frames a long read a window at a time: boundaries anywhere."""
-    monkeypatch.setattr(sse_module, "_WINDOW", window)
+    monkeypatch.setattr(sse_module, "WINDOW", window)
     bodies = list(REAL.values())[::7]
     assert bodies
     rng = random.Random(window)
@@ -132,7 +132,7 @@ def test_a_read_longer_than_the_window_frames_identically(monkeypatch, window):
 
 def test_all_real_bodies_as_one_long_read_beyond_the_default_window():
     body = b"".join(REAL.values())
-    assert len(body) > 2 * sse_module._WINDOW
+    assert len(body) > 2 * sse_module.WINDOW
     events = assert_same([body])
     assert len(events) > 2000
     rng = random.Random(0)
@@ -192,12 +192,12 @@ def hostile_reads(draw):
 @example([b"\n\n"], 1)  # the last window of a read holds nothing after its line end
 @example([b"data: a\r", b"\n\n\n\n: c\n\ndata: b\n\nevent: e\ndata: d\n\nid"], 2)
 def test_hostile_bytes_in_any_reads_frame_identically(reads, window):
-    saved = sse_module._WINDOW
-    sse_module._WINDOW = window
+    saved = sse_module.WINDOW
+    sse_module.WINDOW = window
     try:
         assert_same(reads)
     finally:
-        sse_module._WINDOW = saved
+        sse_module.WINDOW = saved
 
 
 @settings(max_examples=300, deadline=None)

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["MAX_RETRY_DIGITS", "SSEDecoder", "SSEEvent", "iter_sse"]
+__all__ = ["MAX_RETRY_DIGITS", "WINDOW", "SSEDecoder", "SSEEvent", "iter_sse"]
 
 MAX_RETRY_DIGITS = 18
 """A ``retry:`` value with more digits is ignored like a malformed one: it is no reconnection
@@ -52,9 +52,11 @@ _new = object.__new__
 _NAMES = 64
 """Event names (``event:`` lines) a decoder keeps decoded for its fast path; a stream with
 more kinds frames the rest with the general machine, as it frames any other line."""
-_WINDOW = 1 << 16
+WINDOW = 1 << 16
 """A read longer than this is framed in windows of about this size, each ending at a line
-end: a whole recorded body handed over as one read stays in the CPU cache while framed."""
+end: a whole recorded body handed over as one read stays in the CPU cache while framed.
+The stack's runner hands such a read to the decoder in slices of at most this size
+(:func:`lab.stream.line_slices`), so its events are taken a slice at a time as well."""
 
 
 @dataclass(slots=True)
@@ -166,12 +168,12 @@ class SSEDecoder:
             if buf[:3] == _BOM:
                 buf = buf[3:]
         out: list[SSEEvent] = []
-        if len(buf) <= _WINDOW:
+        if len(buf) <= WINDOW:
             tail = self._frame(buf, line_seq, seq, out)
         else:  # framed a window at a time, each ending at a line end, to stay in the cache
             start = 0
             while True:
-                end = buf.find(b"\n", start + _WINDOW) + 1
+                end = buf.find(b"\n", start + WINDOW) + 1
                 if not end:
                     tail = self._frame(buf[start:], line_seq, seq, out)
                     break

@@ -416,6 +416,15 @@ class _ReplayStream(httpx.SyncByteStream, httpx.AsyncByteStream):
                 await asyncio.sleep(self._delay(ex.t_end_ns))
             raise error
 
+    def close(self) -> None:
+        """Let go of the recording: httpx's request and response refer to each other, so
+        they wait for a collection after the replay, and the recorded reads need not wait
+        with them."""
+        self._exchange = self._request = None  # type: ignore[assignment]
+
+    async def aclose(self) -> None:
+        self.close()
+
 
 def _times(ex: RecordedExchange) -> list[int]:
     if len(ex.read_t_ns) == len(ex.reads):
