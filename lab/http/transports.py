@@ -417,9 +417,9 @@ class _ReplayStream(httpx.SyncByteStream, httpx.AsyncByteStream):
             raise error
 
     def close(self) -> None:
-        """Let go of the recording: httpx's request and response refer to each other, so
-        they wait for a collection after the replay, and the recorded reads need not wait
-        with them."""
+        """Let go of the recording once the response is closed: whatever still holds the
+        response (a caller, or a cycle waiting for a collection) does not keep the
+        recorded reads with it."""
         self._exchange = self._request = None  # type: ignore[assignment]
 
     async def aclose(self) -> None:
