@@ -512,3 +512,22 @@ def test_replay_accepts_a_capture_or_request(server, tmp_path):
     cap = open_capture(tmp_path)
     assert len(ReplayTransport(cap).exchanges) == len(exchanges)
     assert len(ReplayTransport(cap.request("r")).exchanges) == 2
+
+
+def test_a_closed_replay_stream_lets_go_of_its_recording_and_refuses_to_be_read_again():
+    transport = replay_transport_for_body(b'data: {"a": 1}\n\n')
+    request = httpx.Request("POST", "http://replay.invalid/v1/chat/completions")
+    response = transport.handle_request(request)
+    stream = response.stream
+    assert b"".join(stream) == b'data: {"a": 1}\n\n'
+    stream.close()
+    assert stream._exchange is None and stream._request is None
+    with pytest.raises(httpx.StreamClosed):
+        next(iter(stream))
+
+    async def read_async() -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(httpx.StreamClosed):
+        asyncio.run(read_async())

@@ -392,6 +392,8 @@ class _ReplayStream(httpx.SyncByteStream, httpx.AsyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         ex = self._exchange
+        if ex is None:  # closed: the recording is let go (close)
+            raise httpx.StreamClosed()
         for data, t_ns in zip(ex.reads, _times(ex), strict=True):
             delay = self._delay(t_ns)
             if delay:
@@ -405,6 +407,8 @@ class _ReplayStream(httpx.SyncByteStream, httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         ex = self._exchange
+        if ex is None:  # closed: the recording is let go (close)
+            raise httpx.StreamClosed()
         for data, t_ns in zip(ex.reads, _times(ex), strict=True):
             delay = self._delay(t_ns)
             if delay:
