@@ -75,7 +75,17 @@ def test_a_whole_body_in_one_read_replays_the_same_sliced_or_not(provider, name,
     one = (REALWORLD / name).read_bytes()
     body = one * max(1, (3 * WINDOW) // len(one) + 1)  # past the window: sliced
     assert len(body) > 2 * WINDOW
+    cut: list[int] = []
+    real = lab.stream.line_slices
+
+    def counted(data, size=WINDOW):  # noqa: ANN001
+        slices = list(real(data, size))
+        cut.append(len(slices))
+        return iter(slices)
+
+    monkeypatch.setattr(lab.stream, "line_slices", counted)
     sliced = replay_sse(provider, body)
+    assert cut and cut[0] > 2  # the runner did hand the read over in slices
     monkeypatch.setattr(lab.stream, "_as_is", lambda raw: (raw,))
     whole = replay_sse(provider, body)
     assert _whole(sliced) == _whole(whole)

@@ -420,7 +420,7 @@ def test_replays_in_a_loop_leave_no_response_behind():
     assert not [o for o in gc.get_objects() if type(o) is httpx.Response]
 
 
-def test_replay_request_on_its_own_is_a_young_pause_and_in_a_fleet_the_fleets(monkeypatch):
+def test_replay_request_on_its_own_asks_for_a_young_pause(monkeypatch):
     import lab.replay.one
 
     asked: list[dict] = []
